@@ -1,0 +1,58 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "cued",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "cued", targets: ["cued"]),
+        .executable(name: "cuectl", targets: ["cuectl"]),
+        .executable(name: "cuesynth", targets: ["cuesynth"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // C imports only.
+        .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
+        .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
+        .systemLibrary(name: "CSampleRate", pkgConfig: "samplerate", providers: [.apt(["libsamplerate0-dev"])]),
+
+        // Pure: no audio, no sockets, no NIO.
+        .target(name: "CuedProtocol"),
+        .target(name: "CuedCore", dependencies: ["CuedProtocol"]),
+        .target(name: "CueDSP"),
+
+        // C edge.
+        .target(name: "CuedAudio", dependencies: ["CuedCore", "CALSA", "CSndFile", "CSampleRate"]),
+
+        // I/O edge.
+        .target(name: "CuedServer", dependencies: [
+            "CuedProtocol", "CuedCore", "CuedAudio",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .target(name: "CuedClient", dependencies: ["CuedProtocol"]),
+
+        // Executables: argument parsing and wiring only.
+        .executableTarget(name: "cued", dependencies: [
+            "CuedServer",
+            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol"]),
+        .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"]),
+
+        // Helpers shared by the test targets: paths to built binaries, temp dirs, WAV I/O.
+        .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),
+        .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
+        .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
+        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),
+        .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "TestSupport"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,78 @@
+import CueDSP
+import Foundation
+import Testing
+import TestSupport
+
+/// The committed cues in Sounds/ held to the quality bars of the cues issue.
+@Suite struct CueSoundsTests {
+    static let durations: [String: ClosedRange<Double>] = [
+        "psst1": 0.120...0.250, "psst2": 0.200...0.400, "pop": 0.040...0.120,
+    ]
+
+    func committed(_ name: String) throws -> (wav: WAVData, x: [Double]) {
+        let wav = try WAV.read(TestPaths.repoRoot.appendingPathComponent("Sounds/\(name).wav").path)
+        return (wav, wav.samples.map { Double($0) / 32768 })
+    }
+
+    @Test func freshOutputIsByteIdentical() throws {
+        let dir = TempDir()
+        let r = try runProcess(TestPaths.binary("cuesynth"), ["--out", dir.path])
+        #expect(r.status == 0, "cuesynth failed: \(r.err)")
+        for name in CueRecipes.names {
+            let fresh = try Data(contentsOf: URL(fileURLWithPath: dir.file("\(name).wav")))
+            let kept = try Data(contentsOf: TestPaths.repoRoot.appendingPathComponent("Sounds/\(name).wav"))
+            #expect(fresh == kept, "\(name).wav differs from a fresh cuesynth run: run `make sounds`")
+        }
+    }
+
+    @Test(arguments: CueRecipes.names)
+    func formatIs48kMono16Bit(name: String) throws {
+        let (wav, _) = try committed(name)
+        #expect(wav.sampleRate == 48_000)
+        #expect(wav.channels == 1)
+        #expect(wav.format == 0x010002)  // SF_FORMAT_WAV | SF_FORMAT_PCM_16
+    }
+
+    @Test(arguments: CueRecipes.names)
+    func durationInRange(name: String) throws {
+        let (wav, _) = try committed(name)
+        let seconds = Double(wav.frames) / 48_000
+        #expect(Self.durations[name]!.contains(seconds), "\(name) lasts \(seconds) s")
+    }
+
+    @Test(arguments: CueRecipes.names)
+    func edgesAreSilent(name: String) throws {
+        let (_, x) = try committed(name)
+        let ms = 48
+        let head = CueAnalysis.peak(Array(x.prefix(ms))), tail = CueAnalysis.peak(Array(x.suffix(ms)))
+        #expect(CueAnalysis.dBFS(head) < -60, "first ms peaks at \(CueAnalysis.dBFS(head)) dBFS")
+        #expect(CueAnalysis.dBFS(tail) < -60, "last ms peaks at \(CueAnalysis.dBFS(tail)) dBFS")
+    }
+
+    @Test(arguments: CueRecipes.names)
+    func peakAndDC(name: String) throws {
+        let (_, x) = try committed(name)
+        #expect(CueAnalysis.dBFS(CueAnalysis.peak(x)) <= -1)
+        #expect(abs(CueAnalysis.dcOffset(x)) < 0.001)
+    }
+
+    @Test func loudnessMatchedWithin2dB() throws {
+        let levels = try CueRecipes.names.map { CueAnalysis.dBFS(CueAnalysis.gatedRMS(try committed($0).x)) }
+        #expect(levels.max()! - levels.min()! <= 2, "gated RMS: \(levels)")
+    }
+
+    @Test func cuesAreDistinct() throws {
+        let c1 = CueAnalysis.spectralCentroid(try committed("psst1").x, sampleRate: 48_000)
+        let c2 = CueAnalysis.spectralCentroid(try committed("psst2").x, sampleRate: 48_000)
+        #expect(c1 >= 1.2 * c2, "psst1 centroid \(c1) Hz vs psst2 \(c2) Hz")
+        let popLow = CueAnalysis.energyFraction(below: 2_000, try committed("pop").x, sampleRate: 48_000)
+        #expect(popLow > 0.8, "pop has \(popLow * 100) % of its energy below 2 kHz")
+    }
+
+    @Test func analysisIsSound() {
+        // The measuring stick itself: a 1 kHz sine has its centroid at 1 kHz.
+        let sine = (0..<4800).map { sin(2 * Double.pi * 1000 * Double($0) / 48_000) }
+        #expect(abs(CueAnalysis.spectralCentroid(sine, sampleRate: 48_000) - 1000) < 30)
+        #expect(CueAnalysis.energyFraction(below: 2000, sine, sampleRate: 48_000) > 0.99)
+    }
+}
