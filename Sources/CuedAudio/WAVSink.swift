@@ -1,0 +1,56 @@
+import CSndFile
+import CuedCore
+
+/// Like the null sink (paced by its own clock at the real rate) and writes
+/// every frame that reaches it to a WAV file (`--sink wav:PATH`). The header
+/// is rewritten after each write, so a reader sees frames within one period
+/// and the file stays valid even if cued is killed.
+/// Threading: every method on the audio thread only (see `Sink`).
+public final class WAVSink: Sink {
+    public let spec: String
+    public let path: String
+    private let format: SinkFormat
+    private var clock: DeviceClock
+    private var file: OpaquePointer?
+
+    public init(path: String, latencyMs: Int = 10, rate: Int = 48_000) {
+        self.path = path
+        spec = "wav:" + path
+        let buffer = max(64, rate * latencyMs / 1000)
+        format = SinkFormat(rate: rate, channels: 2, sampleFormat: .s16, periodFrames: buffer / 2, bufferFrames: buffer)
+        clock = DeviceClock(rate: rate, bufferFrames: buffer)
+    }
+
+    deinit { if let file { sf_close(file) } }
+
+    /// Creates (truncates) the file; done once so the capture spans the
+    /// daemon's whole run, across idle closes.
+    public func createFile() throws(SinkError) {
+        guard file == nil else { return }
+        var info = SF_INFO()
+        info.samplerate = Int32(format.rate)
+        info.channels = Int32(format.channels)
+        info.format = Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16)
+        guard let f = sf_open(path, Int32(SFM_WRITE), &info) else {
+            throw SinkError("cannot write \(path): \(String(cString: sf_strerror(nil)))")
+        }
+        sf_command(f, Int32(SFC_SET_UPDATE_HEADER_AUTO), nil, Int32(SF_TRUE))
+        file = f
+    }
+
+    public func open() throws(SinkError) -> SinkFormat {
+        try createFile()
+        return format
+    }
+
+    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int {
+        guard let file else { throw SinkError("\(path) is not open") }
+        let n = sf_writef_short(file, data.assumingMemoryBound(to: Int16.self), sf_count_t(frames))
+        guard n == frames else { throw SinkError("writing \(path): \(String(cString: sf_strerror(file)))") }
+        clock.write(frames: frames)
+        return 0
+    }
+
+    public func stop() { clock.drain() }
+    public func close() {}
+}

@@ -1,0 +1,309 @@
+import Dispatch
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum SinkState: String, Sendable {
+    case running, idle, closed, failed
+}
+
+/// What the audio thread reports on state changes (never in the steady state).
+public enum EngineEvent: Sendable {
+    case opened(SinkFormat)
+    case openFailed(String)
+    case writeFailed(String)
+    case stopped
+    case closed
+    case dropped(cue: String, lateMs: Int)
+}
+
+/// Counters and state the audio thread publishes and the server reads.
+public final class EngineStats: Sendable {
+    public let played = Atomic<Int>(0)
+    public let stolen = Atomic<Int>(0)
+    public let clipped = Atomic<Int>(0)
+    public let xruns = Atomic<Int>(0)
+    public let dropped = Atomic<Int>(0)
+    public let voicesActive = Atomic<Int>(0)
+    /// Monotonic ns of the audio thread's last loop turn.
+    public let heartbeat = Atomic<UInt64>(0)
+
+    struct SinkStatus { var state = SinkState.closed; var format: SinkFormat?; var error: String? }
+    private let sink = Mutex(SinkStatus())
+
+    /// The most recent trigger-to-sink latencies, µs.
+    private let latencies = Mutex(LatencyRing())
+
+    public init() {}
+
+    public var sinkState: SinkState { sink.withLock { $0.state } }
+    public var sinkFormat: SinkFormat? { sink.withLock { $0.format } }
+    public var sinkError: String? { sink.withLock { $0.error } }
+
+    func setSink(_ state: SinkState, format: SinkFormat? = nil, error: String? = nil, keepError: Bool = false) {
+        sink.withLock {
+            $0.state = state
+            if let format { $0.format = format }
+            if !keepError { $0.error = error }
+        }
+    }
+
+    func recordLatency(ns: UInt64) {
+        let us = UInt32(min(ns / 1000, UInt64(UInt32.max)))
+        latencies.withLock { $0.add(us) }
+    }
+
+    /// p50, p99 and max of the recent latencies in µs (nil when none yet).
+    public func latencyPercentiles() -> (p50: UInt32, p99: UInt32, max: UInt32)? {
+        var values = latencies.withLock { $0.snapshot() }
+        guard !values.isEmpty else { return nil }
+        values.sort()
+        func pct(_ p: Double) -> UInt32 { values[min(values.count - 1, Int(Double(values.count) * p))] }
+        return (pct(0.50), pct(0.99), values.last!)
+    }
+}
+
+struct LatencyRing {
+    private var values = [UInt32](repeating: 0, count: 4096)
+    private var next = 0
+    private var count = 0
+    mutating func add(_ v: UInt32) {
+        values[next] = v
+        next = (next + 1) % values.count
+        count = min(count + 1, values.count)
+    }
+    func snapshot() -> [UInt32] { Array(values[0..<count]) }
+}
+
+/// A bounded multi-producer queue for the audio thread. Producers never
+/// block on audio: `push` takes a short lock and fails when full.
+final class CommandQueue: Sendable {
+    private struct Ring {
+        var items: [AudioEngine.Command?]
+        var head = 0, count = 0
+    }
+    private let ring: Mutex<Ring>
+    init(capacity: Int) { ring = Mutex(Ring(items: Array(repeating: nil, count: capacity))) }
+
+    func push(_ c: AudioEngine.Command) -> Bool {
+        ring.withLock { r in
+            guard r.count < r.items.count else { return false }
+            r.items[(r.head + r.count) % r.items.count] = c
+            r.count += 1
+            return true
+        }
+    }
+
+    func pop() -> AudioEngine.Command? {
+        ring.withLock { r in
+            guard r.count > 0 else { return nil }
+            let c = r.items[r.head]
+            r.items[r.head] = nil
+            r.head = (r.head + 1) % r.items.count
+            r.count -= 1
+            return c
+        }
+    }
+}
+
+/// The audio thread: takes commands from a bounded queue, mixes, writes to
+/// the sink. It sleeps on a semaphore when nothing sounds, so an idle daemon
+/// uses no CPU and has no wakeups (besides one idle-close timer).
+public final class AudioEngine: @unchecked Sendable {
+    public enum Command: Sendable {
+        case play(Cue, gain: Float, requestTime: UInt64)
+        case fadeOutAll
+        /// Open and prepare the device now, so the next cue starts warm.
+        case prewarm
+        case shutdown(deadline: UInt64)
+    }
+
+    public struct Configuration: Sendable {
+        public var voices = 16
+        public var idleCloseSeconds = 30.0
+        /// A cue that cannot start within this of its request is dropped, never played late.
+        public var maxStartDelayMs = 250
+        public var queueCapacity = 1024
+        public init() {}
+    }
+
+    public let stats = EngineStats()
+    public let configuration: Configuration
+    private let sink: any Sink   // touched by the audio thread only, after start()
+    private let queue: CommandQueue
+    private let wake = DispatchSemaphore(value: 0)
+    private let onEvent: @Sendable (EngineEvent) -> Void
+    private let finished = DispatchSemaphore(value: 0)
+    private let started = Atomic<Bool>(false)
+
+    public var sinkSpec: String { sink.spec }
+
+    public init(sink: any Sink, configuration: Configuration = .init(),
+                onEvent: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
+        self.sink = sink
+        self.configuration = configuration
+        self.queue = CommandQueue(capacity: configuration.queueCapacity)
+        self.onEvent = onEvent
+    }
+
+    /// Starts the audio thread.
+    public func start() {
+        guard !started.exchange(true, ordering: .relaxed) else { return }
+        let box = Unmanaged.passRetained(self)
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { arg in
+            let engine = Unmanaged<AudioEngine>.fromOpaque(arg!).takeRetainedValue()
+            engine.run()
+            return nil
+        }, box.toOpaque())
+        precondition(rc == 0, "cannot start the audio thread: \(rc)")
+        pthread_detach(thread)
+    }
+
+    /// Hands a command to the audio thread; false if the queue is full.
+    /// Never blocks on audio.
+    @discardableResult
+    public func submit(_ command: Command) -> Bool {
+        guard queue.push(command) else { return false }
+        wake.signal()
+        return true
+    }
+
+    /// Lets what is playing finish (up to `graceMs`), closes the sink and ends
+    /// the audio thread. Blocks the caller until then.
+    public func shutdown(graceMs: Int = 500) {
+        let deadline = MonotonicClock.now() + UInt64(graceMs) * 1_000_000
+        while !submit(.shutdown(deadline: deadline)) { usleep(1000) }
+        finished.wait()
+    }
+
+    // MARK: - The audio thread
+
+    private var mixer: Mixer?
+    private var format: SinkFormat?
+    private var output: UnsafeMutableRawPointer?
+    private var isOpen = false
+    private var streaming = false
+
+    private func run() {
+        var shutdownDeadline: UInt64?
+        loop: while true {
+            stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
+            if mixer?.isSounding != true {
+                if shutdownDeadline != nil { break loop }
+                if streaming {
+                    sink.stop()
+                    streaming = false
+                    stats.setSink(.idle, keepError: true)
+                    onEvent(.stopped)
+                }
+                if isOpen {
+                    let idle = DispatchTime.now() + configuration.idleCloseSeconds
+                    if wake.wait(timeout: idle) == .timedOut {
+                        closeSink()
+                        continue loop
+                    }
+                } else {
+                    wake.wait()
+                }
+            }
+            while let command = queue.pop() {
+                switch command {
+                case .play(let cue, let gain, let requestTime):
+                    guard shutdownDeadline == nil else { break }
+                    play(cue, gain: gain, requestTime: requestTime)
+                case .fadeOutAll:
+                    if let mixer, let format { mixer.fadeOutAll(frames: format.rate * 4 / 1000) }
+                case .prewarm:
+                    if !isOpen && shutdownDeadline == nil { openSink() }
+                case .shutdown(let deadline):
+                    shutdownDeadline = deadline
+                }
+            }
+            if let deadline = shutdownDeadline, MonotonicClock.now() >= deadline { break loop }
+            if let mixer, mixer.isSounding { renderPeriod(mixer) }
+        }
+        if streaming { sink.stop(); streaming = false }
+        closeSink()
+        finished.signal()
+    }
+
+    private func play(_ cue: Cue, gain: Float, requestTime: UInt64) {
+        if !isOpen { openSink() }
+        guard isOpen, let mixer else {
+            stats.dropped.add(1, ordering: .relaxed)
+            return
+        }
+        let waited = MonotonicClock.now() &- requestTime
+        if requestTime != 0, waited > UInt64(configuration.maxStartDelayMs) * 1_000_000 {
+            stats.dropped.add(1, ordering: .relaxed)
+            onEvent(.dropped(cue: cue.name, lateMs: Int(waited / 1_000_000)))
+            return
+        }
+        if mixer.start(cue, gain: gain, requestTime: requestTime) { stats.stolen.add(1, ordering: .relaxed) }
+        cue.played.add(1, ordering: .relaxed)
+        stats.played.add(1, ordering: .relaxed)
+    }
+
+    private func renderPeriod(_ mixer: Mixer) {
+        guard let format, let output else { return }
+        let frames = format.periodFrames
+        mixer.render(frames: frames)
+        let clipped: Int
+        switch format.sampleFormat {
+        case .s16: clipped = mixer.convert(frames: frames, toS16: output.assumingMemoryBound(to: Int16.self))
+        case .float: clipped = mixer.convert(frames: frames, toFloat: output.assumingMemoryBound(to: Float.self))
+        }
+        if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
+        stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
+        if mixer.startedCount > 0 {
+            let now = MonotonicClock.now()
+            for i in 0..<mixer.startedCount where mixer.startedRequestTimes[i] != 0 {
+                stats.recordLatency(ns: now &- mixer.startedRequestTimes[i])
+            }
+        }
+        do {
+            let xruns = try sink.write(output, frames: frames)
+            if xruns > 0 { stats.xruns.add(xruns, ordering: .relaxed) }
+            if !streaming { streaming = true; stats.setSink(.running, keepError: true) }
+        } catch {
+            onEvent(.writeFailed(error.message))
+            mixer.removeAll()
+            stats.voicesActive.store(0, ordering: .relaxed)
+            streaming = false
+            closeSink()
+            stats.setSink(.failed, error: error.message)
+        }
+    }
+
+    private func openSink() {
+        do {
+            let f = try sink.open()
+            isOpen = true
+            if format == nil || f.periodFrames > mixer?.maxFrames ?? 0 || f.sampleFormat != format?.sampleFormat {
+                output?.deallocate()
+                output = .allocate(byteCount: f.periodFrames * f.channels * f.sampleFormat.bytes, alignment: 16)
+            }
+            if mixer == nil || f.periodFrames > mixer!.maxFrames {
+                mixer = Mixer(maxVoices: configuration.voices, maxFrames: f.periodFrames,
+                              stealFadeFrames: f.rate * 2 / 1000)
+            }
+            format = f
+            stats.setSink(.idle, format: f)
+            onEvent(.opened(f))
+        } catch {
+            isOpen = false
+            stats.setSink(.failed, error: error.message)
+            onEvent(.openFailed(error.message))
+        }
+    }
+
+    private func closeSink() {
+        guard isOpen else { return }
+        sink.close()
+        isOpen = false
+        stats.setSink(.closed, keepError: true)
+        onEvent(.closed)
+    }
+}

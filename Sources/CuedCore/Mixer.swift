@@ -1,0 +1,169 @@
+/// Float mixer for up to `maxVoices` concurrent voices. Pure and
+/// allocation-free after init. Owned by one thread (the audio thread): not Sendable.
+public final class Mixer {
+    struct Voice {
+        var cue: Cue
+        var position: Int
+        var gain: Float
+        /// Frames left in a fade-out, or -1 when not fading.
+        var fadeLeft: Int
+        var fadeLength: Int
+        var serial: UInt64
+        var requestTime: UInt64
+        var started: Bool
+    }
+
+    public let maxVoices: Int
+    public let maxFrames: Int
+    /// Fade applied to a stolen voice: 96 frames = 2 ms at 48 kHz.
+    public let stealFadeFrames: Int
+    private var voices: [Voice?]
+    /// Stolen voices fading out; they no longer count as active.
+    private var tails: [Voice?]
+    private var serial: UInt64 = 0
+
+    /// The last rendered period, interleaved stereo (`maxFrames * 2` floats).
+    public let mix: UnsafeMutablePointer<Float>
+    /// Request times of voices whose first frame is in the last rendered period.
+    public private(set) var startedRequestTimes: [UInt64]
+    public private(set) var startedCount = 0
+
+    public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96) {
+        precondition(maxVoices > 0 && maxFrames > 0)
+        self.maxVoices = maxVoices
+        self.maxFrames = maxFrames
+        self.stealFadeFrames = stealFadeFrames
+        voices = Array(repeating: nil, count: maxVoices)
+        tails = Array(repeating: nil, count: maxVoices)
+        mix = .allocate(capacity: maxFrames * 2)
+        mix.initialize(repeating: 0, count: maxFrames * 2)
+        startedRequestTimes = Array(repeating: 0, count: maxVoices * 2)
+    }
+
+    deinit { mix.deallocate() }
+
+    /// Voices playing, not counting stolen ones fading out.
+    public var activeVoices: Int { voices.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
+    /// True while anything (including a fading tail) still makes sound.
+    public var isSounding: Bool { voices.contains { $0 != nil } || tails.contains { $0 != nil } }
+
+    /// Starts a cue. When all voices are busy the oldest is faded out and
+    /// replaced; returns true in that case (a steal).
+    @discardableResult
+    public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0) -> Bool {
+        serial &+= 1
+        let voice = Voice(cue: cue, position: 0, gain: gain, fadeLeft: -1, fadeLength: 0,
+                          serial: serial, requestTime: requestTime, started: false)
+        if let free = voices.firstIndex(where: { $0 == nil }) {
+            voices[free] = voice
+            return false
+        }
+        var oldest = 0
+        for i in voices.indices where voices[i]!.serial < voices[oldest]!.serial { oldest = i }
+        var stolen = voices[oldest]!
+        if stolen.fadeLeft < 0 || stolen.fadeLeft > stealFadeFrames {
+            stolen.fadeLeft = stealFadeFrames
+            stolen.fadeLength = stealFadeFrames
+        }
+        // A tail slot: a free one, else the one closest to silence.
+        var slot = 0
+        for i in tails.indices {
+            guard let t = tails[i] else { slot = i; break }
+            if t.fadeLeft < tails[slot]!.fadeLeft { slot = i }
+        }
+        tails[slot] = stolen
+        voices[oldest] = voice
+        return true
+    }
+
+    /// Fades every voice out over `frames` (mute).
+    public func fadeOutAll(frames: Int) {
+        func fade(_ v: inout Voice?) {
+            guard var x = v else { return }
+            if x.fadeLeft < 0 || x.fadeLeft > frames { x.fadeLeft = frames; x.fadeLength = max(frames, 1) }
+            v = x
+        }
+        for i in voices.indices { fade(&voices[i]) }
+        for i in tails.indices { fade(&tails[i]) }
+    }
+
+    /// Stops everything at once (shutdown, device lost).
+    public func removeAll() {
+        for i in voices.indices { voices[i] = nil }
+        for i in tails.indices { tails[i] = nil }
+    }
+
+    /// Mixes `frames` frames into `mix[0 ..< frames*2]`.
+    public func render(frames: Int) {
+        precondition(frames <= maxFrames)
+        startedCount = 0
+        mix.update(repeating: 0, count: frames * 2)
+        for i in voices.indices { renderVoice(&voices[i], frames: frames) }
+        for i in tails.indices { renderVoice(&tails[i], frames: frames) }
+    }
+
+    private func renderVoice(_ slot: inout Voice?, frames: Int) {
+        let out = mix
+        guard var v = slot else { return }
+        if !v.started {
+            v.started = true
+            if startedCount < startedRequestTimes.count {
+                startedRequestTimes[startedCount] = v.requestTime
+                startedCount += 1
+            }
+        }
+        let remaining = v.cue.frames - v.position
+        var n = min(frames, remaining)
+        if v.fadeLeft >= 0 { n = min(n, v.fadeLeft) }
+        v.cue.samples.withUnsafeBufferPointer { src in
+            let base = v.position * 2
+            if v.fadeLeft < 0 {
+                for f in 0..<n {
+                    out[2 * f] += src[base + 2 * f] * v.gain
+                    out[2 * f + 1] += src[base + 2 * f + 1] * v.gain
+                }
+            } else {
+                let len = Float(v.fadeLength)
+                for f in 0..<n {
+                    let g = v.gain * Float(v.fadeLeft - f) / len
+                    out[2 * f] += src[base + 2 * f] * g
+                    out[2 * f + 1] += src[base + 2 * f + 1] * g
+                }
+                v.fadeLeft -= n
+            }
+        }
+        v.position += n
+        slot = (v.position >= v.cue.frames || v.fadeLeft == 0) ? nil : v
+    }
+
+    /// Converts the last `frames` mixed frames to 16-bit, clipping; returns
+    /// how many samples had to be clipped.
+    public func convert(frames: Int, toS16 out: UnsafeMutablePointer<Int16>) -> Int {
+        var clipped = 0
+        do {
+            let m = mix
+            for i in 0..<(frames * 2) {
+                let v = m[i] * 32768
+                if v > 32767 { out[i] = 32767; clipped += 1 }
+                else if v < -32768 { out[i] = -32768; clipped += 1 }
+                else { out[i] = Int16(v.rounded()) }
+            }
+        }
+        return clipped
+    }
+
+    /// Converts to float, clipping to [-1, 1]; returns the clipped count.
+    public func convert(frames: Int, toFloat out: UnsafeMutablePointer<Float>) -> Int {
+        var clipped = 0
+        do {
+            let m = mix
+            for i in 0..<(frames * 2) {
+                let v = m[i]
+                if v > 1 { out[i] = 1; clipped += 1 }
+                else if v < -1 { out[i] = -1; clipped += 1 }
+                else { out[i] = v }
+            }
+        }
+        return clipped
+    }
+}

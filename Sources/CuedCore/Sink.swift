@@ -1,0 +1,122 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum SampleFormat: String, Sendable {
+    case s16 = "S16_LE"
+    case float = "FLOAT_LE"
+    public var bytes: Int { self == .s16 ? 2 : 4 }
+}
+
+/// What a sink negotiated when it opened.
+public struct SinkFormat: Sendable, Equatable {
+    public var rate: Int
+    public var channels: Int
+    public var sampleFormat: SampleFormat
+    public var periodFrames: Int
+    public var bufferFrames: Int
+    public init(rate: Int, channels: Int, sampleFormat: SampleFormat, periodFrames: Int, bufferFrames: Int) {
+        self.rate = rate; self.channels = channels; self.sampleFormat = sampleFormat
+        self.periodFrames = periodFrames; self.bufferFrames = bufferFrames
+    }
+}
+
+public struct SinkError: Error, Sendable, CustomStringConvertible {
+    public var message: String
+    /// The device is gone or unusable (ENODEV, open failure), as opposed to a
+    /// recoverable hiccup.
+    public var deviceLost: Bool
+    public init(_ message: String, deviceLost: Bool = true) { self.message = message; self.deviceLost = deviceLost }
+    public var description: String { message }
+}
+
+/// One audio output. Every method is called on the audio thread only, in the
+/// order open → (write* → stop)* → close; none is thread-safe.
+public protocol Sink: AnyObject {
+    /// The user-facing spec, e.g. `alsa:default`, `null`, `wav:/tmp/x.wav`.
+    var spec: String { get }
+    /// Opens and prepares the device. The stream does not run until written.
+    func open() throws(SinkError) -> SinkFormat
+    /// Writes `frames` interleaved frames, blocking while the device buffer is
+    /// full (this paces the audio thread). Returns the number of xruns recovered.
+    func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int
+    /// Lets what was written play out, then stops the stream (no wakeups after).
+    func stop()
+    /// Closes the device. `open` may be called again later.
+    func close()
+}
+
+/// Monotonic time in nanoseconds.
+public enum MonotonicClock {
+    public static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+
+    /// Sleeps until the monotonic time `deadline` (ns).
+    public static func sleep(until deadline: UInt64) {
+        var ts = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+        while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+    }
+}
+
+/// A device clock: consumes frames at the real sample rate with a buffer of
+/// `bufferFrames`, so a writer blocks exactly as it would on hardware.
+public struct DeviceClock: Sendable {
+    public let rate: Int
+    public let bufferFrames: Int
+    private var startTime: UInt64 = 0
+    private var written = 0
+    private var running = false
+
+    public init(rate: Int, bufferFrames: Int) { self.rate = rate; self.bufferFrames = bufferFrames }
+
+    private func played(at now: UInt64) -> Int {
+        Int((now - startTime) * UInt64(rate) / 1_000_000_000)
+    }
+
+    /// Accounts for `frames` more frames, first sleeping until the buffer has
+    /// room. A buffer that ran dry restarts the clock, as a device restarts
+    /// after an underrun.
+    public mutating func write(frames: Int) {
+        let now = MonotonicClock.now()
+        if running && played(at: now) >= written { running = false }
+        if !running { startTime = now; written = 0; running = true }
+        let needed = written + frames - bufferFrames
+        if needed > 0 {
+            MonotonicClock.sleep(until: startTime + UInt64(needed) * 1_000_000_000 / UInt64(rate))
+        }
+        written += frames
+    }
+
+    /// Sleeps until everything written has been "played".
+    public mutating func drain() {
+        if running {
+            MonotonicClock.sleep(until: startTime + UInt64(written) * 1_000_000_000 / UInt64(rate))
+        }
+        running = false
+    }
+}
+
+/// Discards frames at the real sample rate (`--sink null`).
+public final class NullSink: Sink {
+    public let spec: String
+    private let format: SinkFormat
+    private var clock: DeviceClock
+
+    public init(spec: String = "null", latencyMs: Int = 10, rate: Int = 48_000) {
+        self.spec = spec
+        let buffer = max(64, rate * latencyMs / 1000)
+        format = SinkFormat(rate: rate, channels: 2, sampleFormat: .s16, periodFrames: buffer / 2, bufferFrames: buffer)
+        clock = DeviceClock(rate: rate, bufferFrames: buffer)
+    }
+
+    public func open() throws(SinkError) -> SinkFormat { format }
+    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int {
+        clock.write(frames: frames)
+        return 0
+    }
+    public func stop() { clock.drain() }
+    public func close() {}
+}

@@ -1,0 +1,158 @@
+// Protocol v1: one UTF-8 line per request, one line per reply.
+
+public enum ProtocolLimits {
+    /// Longest accepted request line in bytes, not counting the LF (nor a CR before it).
+    public static let maxLineBytes = 512
+    public static let version = 1
+    /// Accepted range of a per-play gain, dB.
+    public static let gainRange: ClosedRange<Double> = -60...12
+}
+
+/// The states of a pull-to-refresh view.
+public enum RefreshState: String, Sendable, CaseIterable {
+    case idle, pull, release, loading
+}
+
+public enum Request: Equatable, Sendable {
+    case ping
+    case play(cue: String, gainDB: Double)
+    case state(RefreshState)
+    case mute
+    case unmute
+    case cues
+    case status
+}
+
+public enum ErrorCode: String, Sendable {
+    case unknownVerb = "unknown-verb"
+    case unknownCue = "unknown-cue"
+    case badArgument = "bad-argument"
+    case lineTooLong = "line-too-long"
+    case `internal` = "internal"
+}
+
+public enum Reply: Equatable, Sendable {
+    case ok(String?)
+    case err(ErrorCode, String)
+
+    /// The reply line without its LF. Messages never contain a newline.
+    public var line: String {
+        switch self {
+        case .ok(nil): return "ok"
+        case .ok(let payload?): return "ok " + payload.replacingNewlines()
+        case .err(let code, let message): return "err \(code.rawValue) " + message.replacingNewlines()
+        }
+    }
+}
+
+public struct ProtocolError: Error, Equatable, Sendable {
+    public let code: ErrorCode
+    public let message: String
+    public init(_ code: ErrorCode, _ message: String) { self.code = code; self.message = message }
+    public var reply: Reply { .err(code, message) }
+}
+
+extension String {
+    fileprivate func replacingNewlines() -> String {
+        String(unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : Character($0) })
+    }
+}
+
+/// A verb and how many arguments it takes; the table is the grammar.
+struct Verb: Sendable {
+    let name: String
+    let minArgs: Int
+    let maxArgs: Int
+    let usage: String
+    let parse: @Sendable ([Substring]) throws(ProtocolError) -> Request
+}
+
+public enum RequestParser {
+    static let verbs: [Verb] = [
+        Verb(name: "cues", minArgs: 0, maxArgs: 0, usage: "cues") { _ in .cues },
+        Verb(name: "mute", minArgs: 0, maxArgs: 0, usage: "mute") { _ in .mute },
+        Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
+        Verb(name: "play", minArgs: 1, maxArgs: 2, usage: "play CUE [GAIN_DB]") { args throws(ProtocolError) in
+            let cue = String(args[0])
+            guard CueName.isValid(cue) else {
+                throw ProtocolError(.badArgument, "cue name '\(cue.prefix(64))' is not a name (letters, digits, . _ -; at most 64)")
+            }
+            var gain = 0.0
+            if args.count == 2 {
+                guard let g = Double(args[1]), g.isFinite else {
+                    throw ProtocolError(.badArgument, "gain '\(args[1].prefix(32))' is not a number of dB")
+                }
+                guard ProtocolLimits.gainRange.contains(g) else {
+                    throw ProtocolError(.badArgument, "gain \(args[1]) dB is outside -60...12")
+                }
+                gain = g
+            }
+            return .play(cue: cue, gainDB: gain)
+        },
+        Verb(name: "state", minArgs: 1, maxArgs: 1, usage: "state pull|release|loading|idle") { args throws(ProtocolError) in
+            guard let s = RefreshState(rawValue: String(args[0])) else {
+                throw ProtocolError(.badArgument, "unknown state '\(args[0].prefix(32))' (pull, release, loading or idle)")
+            }
+            return .state(s)
+        },
+        Verb(name: "status", minArgs: 0, maxArgs: 0, usage: "status") { _ in .status },
+        Verb(name: "unmute", minArgs: 0, maxArgs: 0, usage: "unmute") { _ in .unmute },
+    ]
+
+    public static var verbNames: [String] { verbs.map(\.name) }
+
+    /// Parses one line (without its LF; a trailing CR is accepted and dropped).
+    public static func parse(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> Request {
+        var body = Array(bytes)
+        if body.last == UInt8(ascii: "\r") { body.removeLast() }
+        guard body.count <= ProtocolLimits.maxLineBytes else {
+            throw ProtocolError(.lineTooLong, "line exceeds \(ProtocolLimits.maxLineBytes) bytes")
+        }
+        guard let line = String(validating: body, as: UTF8.self) else {
+            throw ProtocolError(.badArgument, "line is not valid UTF-8")
+        }
+        let words = line.split(whereSeparator: { $0 == " " || $0 == "\t" })
+        guard let first = words.first else {
+            throw ProtocolError(.unknownVerb, "empty request (verbs: \(verbNames.joined(separator: " ")))")
+        }
+        guard let verb = verbs.first(where: { $0.name == first }) else {
+            throw ProtocolError(.unknownVerb, "'\(first.prefix(32))' is not a verb (verbs: \(verbNames.joined(separator: " ")))")
+        }
+        let args = Array(words.dropFirst())
+        guard (verb.minArgs...verb.maxArgs).contains(args.count) else {
+            throw ProtocolError(.badArgument, "usage: \(verb.usage)")
+        }
+        return try verb.parse(args)
+    }
+
+    public static func parse(_ line: String) throws(ProtocolError) -> Request {
+        try parse(Array(line.utf8))
+    }
+}
+
+/// Cue names are labels, never paths: a client can only name a cue that is
+/// already loaded, and the name cannot smuggle a path.
+public enum CueName {
+    public static func isValid(_ s: String) -> Bool {
+        guard !s.isEmpty, s.utf8.count <= 64, s != ".", s != ".." else { return false }
+        return s.utf8.allSatisfy { c in
+            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
+                || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
+        }
+    }
+}
+
+/// Encodes a request as the line a client sends (without LF).
+extension Request {
+    public var line: String {
+        switch self {
+        case .ping: return "ping"
+        case .play(let cue, let gain): return gain == 0 ? "play \(cue)" : "play \(cue) \(gain)"
+        case .state(let s): return "state \(s.rawValue)"
+        case .mute: return "mute"
+        case .unmute: return "unmute"
+        case .cues: return "cues"
+        case .status: return "status"
+        }
+    }
+}
