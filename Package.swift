@@ -21,7 +21,7 @@ let package = Package(
         .systemLibrary(name: "CSampleRate", pkgConfig: "samplerate", providers: [.apt(["libsamplerate0-dev"])]),
 
         // Pure: no audio, no sockets, no NIO.
-        .target(name: "CuedProtocol"),
+        .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),
         .target(name: "CuedCore", dependencies: ["CuedProtocol"]),
         .target(name: "CueDSP"),
 

@@ -68,7 +68,7 @@ public struct CueLoader: Sendable {
                 data.data_out = out.baseAddress
                 data.output_frames = outCapacity
                 data.src_ratio = ratio
-                return src_simple(&data, SRC_SINC_BEST_QUALITY, 2)
+                return src_simple(&data, Int32(SRC_SINC_BEST_QUALITY), 2)
             }
         }
         guard rc == 0 else { throw SndFileError(path: path, reason: "resampling failed: \(String(cString: src_strerror(rc)))") }

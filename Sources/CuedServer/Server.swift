@@ -1,1 +1,260 @@
-// wip
+import CuedAudio
+import CuedCore
+import CuedProtocol
+import Foundation
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+
+/// Everything `cued` can be told on its command line.
+public struct DaemonOptions: Sendable {
+    public var socketPath: String
+    public var sink: SinkSpec = .alsa("default")
+    public var latencyMs = 10
+    public var voices = 16
+    public var idleCloseSeconds = 30.0
+    public var soundDirectories: [String]
+    /// nil: use the persisted state.
+    public var muted: Bool?
+    public var statePath: String
+
+    public init(socketPath: String, soundDirectories: [String], statePath: String) {
+        self.socketPath = socketPath; self.soundDirectories = soundDirectories; self.statePath = statePath
+    }
+}
+
+/// `--sink SPEC`: `alsa[:PCM]`, `null` or `wav:PATH`.
+public enum SinkSpec: Sendable, Equatable {
+    case alsa(String)
+    case null
+    case wav(String)
+
+    public static func parse(_ s: String) -> SinkSpec? {
+        if s == "alsa" { return .alsa("default") }
+        if s == "null" { return .null }
+        if s.hasPrefix("alsa:"), s.count > 5 { return .alsa(String(s.dropFirst(5))) }
+        if s.hasPrefix("wav:"), s.count > 4 { return .wav(String(s.dropFirst(4))) }
+        return nil
+    }
+
+    func makeSink(latencyMs: Int) -> any Sink {
+        switch self {
+        case .alsa(let pcm): return ALSASink(device: pcm, latencyMs: latencyMs)
+        case .null: return NullSink(latencyMs: latencyMs)
+        case .wav(let path): return WAVSink(path: path, latencyMs: latencyMs)
+        }
+    }
+}
+
+/// A start-up failure with the exit code cued should end with.
+public struct StartupError: Error, CustomStringConvertible {
+    public let message: String
+    public let exitCode: Int32
+    public var description: String { message }
+    public static let configExit: Int32 = 78  // EX_CONFIG
+}
+
+public enum SoundDirectories {
+    /// The installed (or source tree) cues, then the user's own.
+    public static func defaults(environment: [String: String]) -> [String] {
+        var dirs: [String] = []
+        let exeDir = (((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]) as NSString)
+            .deletingLastPathComponent
+        let installed = (exeDir as NSString).appendingPathComponent("../share/cued/sounds")
+        if FileManager.default.fileExists(atPath: installed) {
+            dirs.append((installed as NSString).standardizingPath)
+        } else {
+            // Running from a build tree (.build/release/cued): the repo's Sounds/.
+            var dir = exeDir
+            for _ in 0..<5 {
+                let candidate = dir + "/Sounds"
+                if FileManager.default.fileExists(atPath: candidate + "/psst1.wav") { dirs.append(candidate); break }
+                dir = (dir as NSString).deletingLastPathComponent
+            }
+        }
+        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
+        dirs.append(dataHome + "/cued/sounds")
+        return dirs
+    }
+}
+
+/// The running daemon: cue bank, audio engine, socket server, signals.
+public final class Server: Sendable {
+    public let options: DaemonOptions
+    public let logger: Logger
+
+    public init(options: DaemonOptions, logger: Logger) {
+        self.options = options; self.logger = logger
+    }
+
+    func loadBank() throws(StartupError) -> CueBank {
+        do {
+            let result = try CueBankLoader().load(directories: options.soundDirectories)
+            for w in result.warnings { logger.warning("\(w)") }
+            return result.bank
+        } catch {
+            throw StartupError(message: "\(error)", exitCode: StartupError.configExit)
+        }
+    }
+
+    public func run() async throws {
+        umask(0o077)
+        signal(SIGPIPE, SIG_IGN)
+        let bank = try loadBank()
+        logger.info("cues loaded", metadata: ["cues": "\(bank.names.joined(separator: " "))",
+                                                "dirs": "\(options.soundDirectories.joined(separator: ":"))"])
+
+        let store = StateStore(path: options.statePath)
+        var muted = (try? store.load())?.muted ?? false
+        if let forced = options.muted { muted = forced }
+
+        try SocketFile.prepare(options.socketPath)
+
+        var config = AudioEngine.Configuration()
+        config.voices = options.voices
+        config.idleCloseSeconds = options.idleCloseSeconds
+        let log = logger
+        let lastError = Mutex<String?>(nil)
+        let engine = AudioEngine(sink: options.sink.makeSink(latencyMs: options.latencyMs), configuration: config) { event in
+            switch event {
+            case .opened(let f):
+                lastError.withLock { $0 = nil }
+                log.info("audio device opened", metadata: ["sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
+                                                            "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
+            case .openFailed(let e), .writeFailed(let e):
+                // Logged once per distinct error, not on every retry.
+                let isNew = lastError.withLock { last in defer { last = e }; return last != e }
+                if isNew { log.error("audio device failed; will retry on the next cue", metadata: ["error": "\(e)"]) }
+            case .stopped: log.debug("audio stream stopped (idle)")
+            case .closed: log.info("audio device closed")
+            case .dropped(let cue, let late): log.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
+            }
+        }
+        let daemon = Daemon(engine: engine, bank: bank, muted: muted,
+                            store: StateStore(path: options.statePath), logger: logger)
+        if options.muted != nil { try? store.save(.init(muted: muted)) }
+        engine.start()
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let channel: Channel
+        do {
+            channel = try await ServerBootstrap(group: group)
+                .serverChannelOption(ChannelOptions.backlog, value: 256)
+                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+                .childChannelInitializer { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
+                        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon))
+                    }
+                }
+                .bind(unixDomainSocketPath: options.socketPath, cleanupExistingSocketFile: false)
+                .get()
+        } catch {
+            try? await group.shutdownGracefully()
+            throw StartupError(message: "cannot listen on \(options.socketPath): \(error)", exitCode: 1)
+        }
+        chmod(options.socketPath, 0o600)
+        let socketInode = SocketFile.inode(options.socketPath)
+        logger.info("cued \(CuedVersion.string) listening", metadata: [
+            "socket": "\(options.socketPath)", "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
+
+        for await signal in Signals.stream([SIGTERM, SIGINT, SIGHUP]) {
+            if signal == SIGHUP {
+                reload(daemon)
+                continue
+            }
+            logger.info("stopping", metadata: ["signal": "\(signal)"])
+            break
+        }
+        // Stop accepting, let playing cues finish (at most 500 ms), close the PCM.
+        try? await channel.close()
+        engine.shutdown(graceMs: 500)
+        if let socketInode, SocketFile.inode(options.socketPath) == socketInode { unlink(options.socketPath) }
+        try? await group.shutdownGracefully()
+        logger.info("stopped")
+    }
+
+    /// SIGHUP: reload the cue bank all-or-nothing.
+    func reload(_ daemon: Daemon) {
+        do {
+            let bank = try loadBank()
+            daemon.replaceBank(bank)
+            logger.info("cues reloaded", metadata: ["cues": "\(bank.names.joined(separator: " "))"])
+        } catch {
+            logger.error("reload failed; keeping the old cues", metadata: ["error": "\(error)"])
+        }
+    }
+}
+
+enum SocketFile {
+    /// Creates the socket's directory (0700) and clears a stale socket file.
+    /// Refuses if a live daemon answers there, or if the path is not a socket.
+    static func prepare(_ path: String) throws(StartupError) {
+        let dir = (path as NSString).deletingLastPathComponent
+        if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
+            do {
+                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
+                                                        attributes: [.posixPermissions: 0o700])
+            } catch {
+                throw StartupError(message: "cannot create socket directory \(dir): \(error.localizedDescription)", exitCode: 1)
+            }
+        }
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+            throw StartupError(message: "\(path) exists and is not a socket; remove it or choose another --socket", exitCode: 1)
+        }
+        if isAnswering(path) {
+            throw StartupError(message: "another cued is already running on \(path); not starting a second one", exitCode: 1)
+        }
+        unlink(path)  // stale: nobody listens
+    }
+
+    static func isAnswering(_ path: String) -> Bool {
+        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = sockaddr_un()
+        addr.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+            let bytes = Array(path.utf8.prefix(raw.count - 1))
+            raw.copyBytes(from: bytes)
+            raw[bytes.count] = 0
+        }
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+        }
+        return rc == 0
+    }
+
+    static func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+}
+
+enum Signals {
+    /// Delivers the given signals as an async stream (dispatch sources, so no
+    /// work happens in a signal handler).
+    static func stream(_ signals: [Int32]) -> AsyncStream<Int32> {
+        AsyncStream { continuation in
+            let queue = DispatchQueue(label: "cued.signals")
+            let holder = SourceHolder()
+            for s in signals {
+                signal(s, SIG_IGN)
+                let source = DispatchSource.makeSignalSource(signal: s, queue: queue)
+                source.setEventHandler { continuation.yield(s) }
+                source.resume()
+                holder.sources.append(source)
+            }
+            continuation.onTermination = { _ in holder.sources.forEach { $0.cancel() } }
+        }
+    }
+}
+
+/// Keeps the dispatch sources alive for as long as the stream is.
+private final class SourceHolder: @unchecked Sendable {
+    var sources: [any DispatchSourceSignal] = []
+}

@@ -1,0 +1,169 @@
+/// A minimal JSON value: enough to encode `status` in the daemon and to read it
+/// back in cuectl without Foundation (whose start-up cost cuectl avoids).
+public enum JSON: Equatable, Sendable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSON])
+    /// Keys keep their order.
+    case object([(String, JSON)])
+
+    public static func == (a: JSON, b: JSON) -> Bool { a.encoded == b.encoded }
+
+    public subscript(key: String) -> JSON? {
+        if case .object(let pairs) = self { return pairs.first { $0.0 == key }?.1 }
+        return nil
+    }
+
+    public var encoded: String {
+        var out = ""
+        encode(into: &out)
+        return out
+    }
+
+    private func encode(into out: inout String) {
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .number(let d):
+            if d.isFinite, d == d.rounded(), abs(d) < 1e15 { out += String(Int64(d)) }
+            else if d.isFinite { out += String(d) }
+            else { out += "null" }
+        case .string(let s): JSON.quote(s, into: &out)
+        case .array(let items):
+            out += "["
+            for (i, v) in items.enumerated() { if i > 0 { out += "," }; v.encode(into: &out) }
+            out += "]"
+        case .object(let pairs):
+            out += "{"
+            for (i, (k, v)) in pairs.enumerated() {
+                if i > 0 { out += "," }
+                JSON.quote(k, into: &out); out += ":"; v.encode(into: &out)
+            }
+            out += "}"
+        }
+    }
+
+    static func quote(_ s: String, into out: inout String) {
+        out += "\""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 {
+                    let hex = String(u.value, radix: 16)
+                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                } else { out.unicodeScalars.append(u) }
+            }
+        }
+        out += "\""
+    }
+
+    public struct ParseError: Error, Equatable { public let offset: Int }
+
+    public static func parse(_ text: String) throws(ParseError) -> JSON {
+        var p = Parser(bytes: Array(text.utf8))
+        let v = try p.value()
+        p.skipSpace()
+        guard p.i == p.bytes.count else { throw ParseError(offset: p.i) }
+        return v
+    }
+
+    struct Parser {
+        let bytes: [UInt8]
+        var i = 0
+
+        mutating func skipSpace() { while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 } }
+
+        mutating func expect(_ s: String) throws(ParseError) {
+            for c in s.utf8 {
+                guard i < bytes.count, bytes[i] == c else { throw ParseError(offset: i) }
+                i += 1
+            }
+        }
+
+        mutating func value() throws(ParseError) -> JSON {
+            skipSpace()
+            guard i < bytes.count else { throw ParseError(offset: i) }
+            switch bytes[i] {
+            case UInt8(ascii: "n"): try expect("null"); return .null
+            case UInt8(ascii: "t"): try expect("true"); return .bool(true)
+            case UInt8(ascii: "f"): try expect("false"); return .bool(false)
+            case UInt8(ascii: "\""): return .string(try string())
+            case UInt8(ascii: "["):
+                i += 1
+                var items: [JSON] = []
+                skipSpace()
+                if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
+                while true {
+                    items.append(try value())
+                    skipSpace()
+                    guard i < bytes.count else { throw ParseError(offset: i) }
+                    if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+                    try expect("]"); return .array(items)
+                }
+            case UInt8(ascii: "{"):
+                i += 1
+                var pairs: [(String, JSON)] = []
+                skipSpace()
+                if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(pairs) }
+                while true {
+                    skipSpace()
+                    guard i < bytes.count, bytes[i] == UInt8(ascii: "\"") else { throw ParseError(offset: i) }
+                    let k = try string()
+                    skipSpace()
+                    try expect(":")
+                    pairs.append((k, try value()))
+                    skipSpace()
+                    guard i < bytes.count else { throw ParseError(offset: i) }
+                    if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
+                    try expect("}"); return .object(pairs)
+                }
+            default:
+                let start = i
+                while i < bytes.count, "+-0123456789.eE".utf8.contains(bytes[i]) { i += 1 }
+                guard let d = Double(String(decoding: bytes[start..<i], as: UTF8.self)) else { throw ParseError(offset: start) }
+                return .number(d)
+            }
+        }
+
+        mutating func string() throws(ParseError) -> String {
+            i += 1
+            var scalars = String.UnicodeScalarView()
+            var raw: [UInt8] = []
+            func flush() { scalars.append(contentsOf: String(decoding: raw, as: UTF8.self).unicodeScalars); raw = [] }
+            while i < bytes.count {
+                let c = bytes[i]
+                if c == UInt8(ascii: "\"") { i += 1; flush(); return String(scalars) }
+                if c == UInt8(ascii: "\\") {
+                    flush()
+                    i += 1
+                    guard i < bytes.count else { break }
+                    switch bytes[i] {
+                    case UInt8(ascii: "n"): scalars.append("\n")
+                    case UInt8(ascii: "t"): scalars.append("\t")
+                    case UInt8(ascii: "r"): scalars.append("\r")
+                    case UInt8(ascii: "b"): scalars.append("\u{8}")
+                    case UInt8(ascii: "f"): scalars.append("\u{C}")
+                    case UInt8(ascii: "u"):
+                        guard i + 4 < bytes.count, let v = UInt32(String(decoding: bytes[(i + 1)...(i + 4)], as: UTF8.self), radix: 16)
+                        else { throw ParseError(offset: i) }
+                        scalars.append(Unicode.Scalar(v) ?? "\u{FFFD}")
+                        i += 4
+                    default: scalars.append(Unicode.Scalar(bytes[i]))
+                    }
+                    i += 1
+                    continue
+                }
+                raw.append(c)
+                i += 1
+            }
+            throw ParseError(offset: i)
+        }
+    }
+}

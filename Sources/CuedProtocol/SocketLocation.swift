@@ -1,0 +1,25 @@
+/// Where the daemon's socket is: `--socket PATH`, else `$CUED_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/cued/cued.sock`. Shared by cued and its clients.
+public enum SocketLocation {
+    public static let maxPathBytes = 107  // sun_path is 108 bytes with the NUL
+
+    public static func resolve(explicit: String?, environment: [String: String]) -> Result<String, SocketLocationError> {
+        let path: String
+        if let explicit, !explicit.isEmpty { path = explicit }
+        else if let env = environment["CUED_SOCKET"], !env.isEmpty { path = env }
+        else if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { path = runtime + "/cued/cued.sock" }
+        else {
+            return .failure(SocketLocationError(message:
+                "XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)"))
+        }
+        guard path.utf8.count <= maxPathBytes else {
+            return .failure(SocketLocationError(message: "socket path is \(path.utf8.count) bytes; Unix sockets allow at most \(maxPathBytes): \(path)"))
+        }
+        return .success(path)
+    }
+}
+
+public struct SocketLocationError: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}
