@@ -104,7 +104,7 @@ public struct CueBankLoader: Sendable {
     public func load(directories: [String]) throws(Failure) -> Result {
         var chosen: [String: String] = [:]  // name → path; later directories win
         for dir in directories {
-            for entry in Self.listFiles(dir) where !entry.hasPrefix(".") {
+            for entry in Self.listFiles(dir) where !entry.hasPrefix(".") && Self.isAudioName(entry) {
                 let name = Self.baseName(entry)
                 guard !name.isEmpty else { continue }
                 chosen[name] = dir + "/" + entry
@@ -124,6 +124,19 @@ public struct CueBankLoader: Sendable {
             throw .missingRequired(name, searched: directories)
         }
         return Result(bank: CueBank(cues), warnings: warnings)
+    }
+
+    /// Extensions of the formats libsndfile reads. Other files (a README, a
+    /// licence) are not cues and are passed over without a warning.
+    static let audioExtensions: Set<String> = [
+        "wav", "wave", "wavex", "aif", "aiff", "aifc", "au", "snd", "caf", "flac", "ogg", "oga", "opus",
+        "w64", "rf64", "voc", "paf", "svx", "nist", "sph", "ircam", "sf", "mat4", "mat5", "pvf", "xi",
+        "htk", "sds", "avr", "sd2", "wve", "mpc", "mp3", "mp2", "raw",
+    ]
+
+    static func isAudioName(_ file: String) -> Bool {
+        guard let dot = file.lastIndex(of: ".") else { return false }
+        return audioExtensions.contains(file[file.index(after: dot)...].lowercased())
     }
 
     /// `pop.wav` → `pop`; names that are not valid cue names are skipped.

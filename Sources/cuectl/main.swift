@@ -1,1 +1,102 @@
-print("todo")
+// cuectl: talks to cued. Plain Swift + Glibc (no Foundation, no
+// ArgumentParser): it runs on a tool's critical path, so start-up is kept lean.
+import CuedClient
+import CuedProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
+
+let usage = """
+    usage: cuectl [--socket PATH] COMMAND
+      ping                      check that cued answers
+      play CUE [--gain DB]      play a cue (gain -60…12 dB)
+      state pull|release|loading|idle
+                                drive the refresh state; prints the cue that sounded or -
+      mute | unmute             silence all cues (persists across restarts)
+      cues                      list loaded cues
+      status [--json]           daemon, device and latency figures
+    exit: 0 ok, 1 error reply, 64 usage, 69 no daemon
+    """
+
+func printErr(_ s: String) {
+    let line = s + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
+func die(_ message: String, _ code: Int32) -> Never {
+    printErr("cuectl: " + message)
+    exit(code)
+}
+
+var args = Array(CommandLine.arguments.dropFirst())
+var socketFlag: String?
+var json = false
+var gain: String?
+var words: [String] = []
+var i = 0
+while i < args.count {
+    let a = args[i]
+    switch a {
+    case "--socket":
+        guard i + 1 < args.count else { die("--socket needs a path", 64) }
+        socketFlag = args[i + 1]; i += 1
+    case "--gain":
+        guard i + 1 < args.count else { die("--gain needs a number of dB", 64) }
+        gain = args[i + 1]; i += 1
+    case "--json": json = true
+    case "-h", "--help", "help": print(usage); exit(0)
+    default:
+        if a.hasPrefix("--socket=") { socketFlag = String(a.dropFirst(9)) }
+        else if a.hasPrefix("--gain=") { gain = String(a.dropFirst(7)) }
+        else { words.append(a) }
+    }
+    i += 1
+}
+
+guard let verb = words.first else { printErr(usage); exit(64) }
+let line: String
+switch (verb, words.count) {
+case ("ping", 1), ("mute", 1), ("unmute", 1), ("cues", 1), ("status", 1): line = verb
+case ("play", 2): line = gain.map { "play \(words[1]) \($0)" } ?? "play \(words[1])"
+case ("state", 2): line = "state \(words[1])"
+default: printErr(usage); exit(64)
+}
+
+var env: [String: String] = [:]
+for key in ["CUED_SOCKET", "XDG_RUNTIME_DIR"] { if let v = getenv(key) { env[key] = String(cString: v) } }
+let path: String
+switch SocketLocation.resolve(explicit: socketFlag, environment: env) {
+case .success(let p): path = p
+case .failure(let e): die(e.message, 64)
+}
+
+let reply: String
+do {
+    let client = try CueClient(path: path)
+    reply = try client.request(line)
+} catch {
+    if case .noDaemon = error {
+        die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal)", 69)
+    }
+    die("\(error)", 69)
+}
+
+if reply.hasPrefix("err ") {
+    let rest = reply.dropFirst(4)
+    let code = rest.prefix { $0 != " " }
+    let message = rest.dropFirst(code.count).drop { $0 == " " }
+    die("\(code): \(message)", 1)
+}
+guard reply == "ok" || reply.hasPrefix("ok ") else { die("unexpected reply: \(reply)", 1) }
+let payload = reply.count > 3 ? String(reply.dropFirst(3)) : ""
+
+switch verb {
+case "status" where !json:
+    guard let s = try? JSON.parse(payload) else { print(payload); exit(0) }
+    print(StatusTable.render(s))
+case "play":
+    if payload == "muted" { print("muted: cue not played") }
+default:
+    if !payload.isEmpty { print(payload) }
+}
+exit(0)
