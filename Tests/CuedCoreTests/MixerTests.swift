@@ -1,0 +1,137 @@
+import CuedCore
+import Testing
+
+@Suite struct MixerTests {
+    /// A constant-valued stereo cue.
+    func cue(_ value: Float, frames: Int, name: String = "c") -> Cue {
+        Cue(name: name, stereo: [Float](repeating: value, count: frames * 2))
+    }
+
+    func rendered(_ m: Mixer, frames: Int) -> [Float] {
+        m.render(frames: frames)
+        return Array(UnsafeBufferPointer(start: m.mix, count: frames * 2))
+    }
+
+    @Test func sumsVoices() {
+        let m = Mixer(maxVoices: 4, maxFrames: 8)
+        m.start(cue(0.25, frames: 8), gain: 1)
+        m.start(cue(0.125, frames: 4), gain: 1)
+        let out = rendered(m, frames: 8)
+        #expect(Array(out[0..<8]) == [Float](repeating: 0.375, count: 8))
+        #expect(Array(out[8..<16]) == [Float](repeating: 0.25, count: 8))
+        #expect(!m.isSounding)
+    }
+
+    @Test func appliesGain() {
+        let m = Mixer(maxVoices: 2, maxFrames: 4)
+        m.start(cue(0.5, frames: 4), gain: decibelsToGain(-6.0206))
+        let out = rendered(m, frames: 4)
+        for v in out { #expect(abs(v - 0.25) < 1e-4) }
+        #expect(abs(decibelsToGain(0) - 1) < 1e-7)
+    }
+
+    @Test func voiceSpansPeriodsExactly() {
+        let samples = (0..<10).flatMap { [Float($0), -Float($0)] }
+        let m = Mixer(maxVoices: 1, maxFrames: 4)
+        m.start(Cue(name: "ramp", stereo: samples), gain: 1)
+        var got: [Float] = []
+        for _ in 0..<3 { got += rendered(m, frames: 4) }
+        #expect(Array(got[0..<20]) == samples)
+        #expect(Array(got[20...]) == [0, 0, 0, 0])
+    }
+
+    @Test func stealsOldestWithFade() {
+        let m = Mixer(maxVoices: 2, maxFrames: 200, stealFadeFrames: 96)
+        m.start(cue(0.1, frames: 1000, name: "a"), gain: 1)
+        m.start(cue(0.2, frames: 1000, name: "b"), gain: 1)
+        #expect(m.start(cue(0.0, frames: 10, name: "probe"), gain: 1))  // a is stolen
+        #expect(m.activeVoices == 2)
+        let out = rendered(m, frames: 200)
+        // a fades linearly from 0.1 to 0 over 96 frames (2 ms at 48 kHz); b keeps playing.
+        let expected: [(frame: Int, value: Float)] = [(0, 0.3), (48, 0.25), (96, 0.2), (199, 0.2)]
+        for e in expected {
+            let got: Float = out[2 * e.frame]
+            #expect(abs(got - e.value) < 1e-6, "frame \(e.frame)")
+        }
+        // The fade is monotonic: no click.
+        for f in 1..<96 { #expect(out[2 * f] <= out[2 * (f - 1)]) }
+    }
+
+    @Test func stealCountsOnlyWhenFull() {
+        let m = Mixer(maxVoices: 3, maxFrames: 16)
+        let steals = (0..<5).map { _ in m.start(cue(0.1, frames: 100), gain: 1) }
+        #expect(steals == [false, false, false, true, true])
+    }
+
+    @Test func clipsAndCounts() {
+        let m = Mixer(maxVoices: 4, maxFrames: 4)
+        m.start(cue(0.75, frames: 4), gain: 1)
+        m.start(cue(0.75, frames: 2), gain: 1)
+        m.render(frames: 4)
+        var s16 = [Int16](repeating: 0, count: 8)
+        let clipped = s16.withUnsafeMutableBufferPointer { m.convert(frames: 4, toS16: $0.baseAddress!) }
+        #expect(clipped == 4)
+        #expect(s16 == [32767, 32767, 32767, 32767, 24576, 24576, 24576, 24576])
+        var f = [Float](repeating: 0, count: 8)
+        let clippedF = f.withUnsafeMutableBufferPointer { m.convert(frames: 4, toFloat: $0.baseAddress!) }
+        #expect(clippedF == 4)
+        #expect(f == [1, 1, 1, 1, 0.75, 0.75, 0.75, 0.75])
+    }
+
+    @Test func negativeClipNeverWraps() {
+        let m = Mixer(maxVoices: 2, maxFrames: 1)
+        m.start(cue(-0.9, frames: 1), gain: 1)
+        m.start(cue(-0.9, frames: 1), gain: 1)
+        m.render(frames: 1)
+        var s16 = [Int16](repeating: 0, count: 2)
+        _ = s16.withUnsafeMutableBufferPointer { m.convert(frames: 1, toS16: $0.baseAddress!) }
+        #expect(s16 == [-32768, -32768])
+    }
+
+    @Test func sixteenBitRoundTripIsExact() {
+        let values: [Int16] = [-32768, -1, 0, 1, 12345, 32767]
+        let m = Mixer(maxVoices: 1, maxFrames: 6)
+        m.start(Cue(name: "x", stereo: values.flatMap { [Float($0) / 32768, Float($0) / 32768] }), gain: 1)
+        m.render(frames: 6)
+        var s16 = [Int16](repeating: 0, count: 12)
+        let clipped = s16.withUnsafeMutableBufferPointer { m.convert(frames: 6, toS16: $0.baseAddress!) }
+        #expect(clipped == 0)
+        #expect(s16 == values.flatMap { [$0, $0] })
+    }
+
+    @Test func muteFadeReachesSilenceWithin5ms() {
+        let m = Mixer(maxVoices: 4, maxFrames: 480)
+        m.start(cue(0.5, frames: 48_000), gain: 1)
+        m.start(cue(0.25, frames: 48_000), gain: 1)
+        _ = rendered(m, frames: 100)
+        m.fadeOutAll(frames: 192)  // 4 ms at 48 kHz
+        let out = rendered(m, frames: 240)  // 5 ms
+        #expect(abs(out[0] - 0.75) < 1e-6)
+        for f in 192..<240 { #expect(out[2 * f] == 0) }
+        #expect(!m.isSounding)
+    }
+
+    @Test func reportsStartedVoices() {
+        let m = Mixer(maxVoices: 4, maxFrames: 8)
+        m.start(cue(0.1, frames: 20), gain: 1, requestTime: 111)
+        m.start(cue(0.1, frames: 20), gain: 1, requestTime: 222)
+        m.render(frames: 8)
+        #expect(m.startedCount == 2)
+        #expect(Set(m.startedRequestTimes[0..<2]) == [111, 222])
+        m.render(frames: 8)
+        #expect(m.startedCount == 0)
+    }
+}
+
+@Suite struct DeviceClockTests {
+    @Test func pacesAtTheSampleRate() {
+        // 4,800 frames at 48 kHz through a 480-frame buffer must take ≥ 90 ms
+        // (100 ms less the one buffer that may be ahead). No upper bound: timing tests must not flake.
+        var clock = DeviceClock(rate: 48_000, bufferFrames: 480)
+        let start = MonotonicClock.now()
+        for _ in 0..<20 { clock.write(frames: 240) }
+        clock.drain()
+        let elapsed = MonotonicClock.now() - start
+        #expect(elapsed >= 95_000_000, "took \(elapsed / 1_000_000) ms")
+    }
+}

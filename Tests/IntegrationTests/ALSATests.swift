@@ -1,0 +1,74 @@
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// cued through real ALSA, with no sound card: a `type file` PCM over `null`
+/// records exactly the frames played.
+@Suite(.timeLimit(.minutes(2))) struct ALSATests {
+    /// ALSA_CONFIG_PATH replaces alsa.conf, so the stock file comes first.
+    func alsaConfig(in dir: TempDir, raw: String) throws -> [String: String] {
+        let conf = dir.file("test-alsa.conf")
+        try """
+            pcm.testsink {
+                type file
+                slave.pcm "null"
+                file "\(raw)"
+                format "raw"
+            }
+            """.write(toFile: conf, atomically: true, encoding: .utf8)
+        return ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + conf]
+    }
+
+    func status(_ d: DaemonHarness) throws -> JSON {
+        try JSON.parse(String(try d.request("status").dropFirst(3)))
+    }
+
+    @Test func filePCMReceivesTheCuesFrames() throws {
+        let tmp = TempDir()
+        let raw = tmp.file("out.raw")
+        let d = try DaemonHarness(args: ["--sink", "alsa:testsink"], extraEnv: try alsaConfig(in: tmp, raw: raw))
+        #expect(try d.request("play pop") == "ok")
+        let pop = Fixture.standard["pop"]!
+        #expect(eventually { (try? status(d))?["cues"]?["pop"]?["played"] == .number(1) })
+        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("idle") })
+        let s = try status(d)
+        #expect(s["sink"]?["spec"] == .string("alsa:testsink"))
+        #expect(s["sink"]?["format"] == .string("S16_LE"))
+        #expect(s["sink"]?["rate"] == .number(48_000))
+        #expect(d.stop() == 0)  // closes the PCM, flushing the file plugin
+        let bytes = try Data(contentsOf: URL(fileURLWithPath: raw))
+        let samples = bytes.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+        #expect(samples.count >= pop.count * 2)
+        #expect(Array(samples.prefix(pop.count * 2)) == pop.stereo)
+    }
+
+    @Test func alsaNullWorks() throws {
+        let d = try DaemonHarness(args: ["--sink", "alsa:null"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? status(d))?["played"] == .number(1) })
+        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("idle") })
+        #expect(d.stop() == 0)
+    }
+
+    @Test func missingDeviceKeepsTheDaemonAnswering() throws {
+        let d = try DaemonHarness(args: ["--sink", "alsa:no_such_pcm"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("failed") })
+        let s = try status(d)
+        guard case .string(let error)? = s["sink"]?["error"] else { Issue.record("no error in status"); return }
+        #expect(error.contains("no_such_pcm"))
+        #expect(s["dropped"] == .number(1))
+        #expect(try d.request("ping") == "ok pong")
+        #expect(try d.request("play pop") == "ok")  // retried on the next cue, still failing, still answering
+        #expect(eventually { (try? status(d))?["dropped"] == .number(2) })
+    }
+
+    @Test func deviceClosesAfterIdleAndReopens() throws {
+        let d = try DaemonHarness(args: ["--sink", "alsa:null", "--idle-close-s", "0.3"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("closed") })
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? status(d))?["played"] == .number(2) })
+    }
+}

@@ -1,0 +1,140 @@
+import CuedClient
+import Foundation
+import Testing
+import TestSupport
+
+/// Fixture cues written by the tests themselves (not the real cues), so the
+/// tests don't depend on the cues' content: pseudo-random 16-bit samples whose
+/// first sample is non-zero.
+enum Fixture {
+    static func samples(seed: UInt64, frames: Int, amplitude: Int16 = 8000) -> [Int16] {
+        var s = seed
+        return (0..<frames).map { i in
+            s = s &* 6364136223846793005 &+ 1442695040888963407
+            let v = Int16(truncatingIfNeeded: Int64(s >> 33) % Int64(amplitude))
+            return i == 0 ? (v == 0 ? 1 : v) : v
+        }
+    }
+
+    static func constant(_ value: Int16, frames: Int) -> [Int16] { [Int16](repeating: value, count: frames) }
+
+    /// Writes psst1/psst2/pop (and any extras) as 48 kHz mono 16-bit WAVs.
+    static func writeCues(into dir: String, _ cues: [String: [Int16]]) throws {
+        try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true)
+        for (name, pcm) in cues { try WAV.write(dir + "/" + name + ".wav", int16: pcm, sampleRate: 48_000, channels: 1) }
+    }
+
+    static let standard: [String: [Int16]] = [
+        "psst1": samples(seed: 1, frames: 4_800),
+        "psst2": samples(seed: 2, frames: 7_200),
+        "pop": samples(seed: 3, frames: 2_400),
+    ]
+}
+
+/// A real `cued` process on a temp socket with a pinned environment. Killed
+/// when released.
+final class DaemonHarness: @unchecked Sendable {
+    let dir = TempDir()
+    let process = Process()
+    let socketPath: String
+    let soundsDir: String
+    private let errPipe = Pipe()
+    private(set) var stderrText = ""
+
+    var environment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        env["XDG_RUNTIME_DIR"] = dir.file("run")
+        env["XDG_STATE_HOME"] = dir.file("state")
+        env["XDG_DATA_HOME"] = dir.file("data")
+        env["XDG_CONFIG_HOME"] = dir.file("config")
+        env["HOME"] = dir.path
+        env.removeValue(forKey: "CUED_SOCKET")
+        env.removeValue(forKey: "JOURNAL_STREAM")
+        return env
+    }
+
+    /// Starts cued with `args` (plus --socket and --sounds unless given) and waits until it answers.
+    init(cues: [String: [Int16]] = Fixture.standard, args: [String], extraEnv: [String: String] = [:],
+         waitReady: Bool = true) throws {
+        if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { socketPath = args[i + 1] }
+        else { socketPath = dir.file("run/cued/cued.sock") }
+        soundsDir = dir.file("sounds")
+        try Fixture.writeCues(into: soundsDir, cues)
+        process.executableURL = URL(fileURLWithPath: TestPaths.binary("cued"))
+        // %DIR% in an argument stands for this harness's temp directory.
+        var full = args.map { $0.replacingOccurrences(of: "%DIR%", with: dir.path) }
+        if !args.contains("--socket") { full += ["--socket", self.socketPath] }
+        if !args.contains("--sounds") { full += ["--sounds", soundsDir] }
+        process.arguments = full
+        process.environment = environment.merging(extraEnv) { $1 }
+        process.standardError = errPipe
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        if waitReady { try waitUntilAnswering() }
+    }
+
+    func waitUntilAnswering(timeout: Double = 15) throws {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if !process.isRunning { throw HarnessError.exited(process.terminationStatus, readStderr()) }
+            if let c = try? CueClient(path: socketPath, timeoutSeconds: 2), (try? c.request("ping")) == "ok pong" { return }
+            usleep(20_000)
+        }
+        throw HarnessError.timeout("cued did not answer on \(socketPath)")
+    }
+
+    var capturePath: String { dir.file("capture.wav") }
+
+    func client() throws -> CueClient { try CueClient(path: socketPath, timeoutSeconds: 10) }
+
+    /// One request on a fresh connection.
+    func request(_ line: String) throws -> String { try client().request(line) }
+
+    /// SIGTERM and wait (up to 10 s); returns the exit status.
+    @discardableResult
+    func stop() -> Int32 {
+        if process.isRunning {
+            process.terminate()
+            let deadline = Date().addingTimeInterval(10)
+            while process.isRunning && Date() < deadline { usleep(10_000) }
+            if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
+        }
+        return process.terminationStatus
+    }
+
+    /// Waits for the process to exit by itself.
+    func waitForExit(timeout: Double = 15) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while process.isRunning && Date() < deadline { usleep(10_000) }
+        return process.isRunning ? nil : process.terminationStatus
+    }
+
+    func readStderr() -> String {
+        if !process.isRunning {
+            stderrText += String(decoding: errPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        }
+        return stderrText
+    }
+
+    deinit { stop() }
+}
+
+enum HarnessError: Error {
+    case exited(Int32, String)
+    case timeout(String)
+}
+
+/// Polls `condition` until true or the time limit passes.
+func eventually(timeout: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(10_000)
+    }
+    return try condition()
+}
+
+extension Array where Element == Int16 {
+    /// Mono → interleaved stereo, as cued plays it.
+    var stereo: [Int16] { flatMap { [$0, $0] } }
+}

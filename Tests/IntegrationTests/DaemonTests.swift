@@ -1,0 +1,217 @@
+import CuedClient
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// The built `cued`, spawned with a WAV capture sink and a temp socket.
+@Suite(.timeLimit(.minutes(2))) struct DaemonTests {
+    static let wavSink = ["--sink", "wav:%DIR%/capture.wav"]
+
+    @Test func playPutsCueIntoCaptureSampleExact() throws {
+        let d = try DaemonHarness(args: Self.wavSink)
+        #expect(try d.request("play pop") == "ok")
+        let pop = Fixture.standard["pop"]!
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= pop.count })
+        #expect(d.stop() == 0)
+        let cap = try WAV.read(d.capturePath)
+        #expect(cap.sampleRate == 48_000 && cap.channels == 2)
+        #expect(Array(cap.samples.prefix(pop.count * 2)) == pop.stereo)
+        #expect(cap.samples.dropFirst(pop.count * 2).allSatisfy { $0 == 0 })  // padding to the period end
+    }
+
+    @Test func overlappingPlaysAreMixed() throws {
+        let long = Fixture.samples(seed: 7, frames: 24_000, amplitude: 4000)   // 500 ms
+        let short = Fixture.samples(seed: 8, frames: 2_400, amplitude: 4000)   // 50 ms
+        var cues = Fixture.standard
+        cues["long"] = long
+        cues["short"] = short
+        let d = try DaemonHarness(cues: cues, args: Self.wavSink)
+        let c = try d.client()
+        #expect(try c.request("play long") == "ok")
+        usleep(100_000)
+        #expect(try c.request("play short") == "ok")
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= long.count })
+        let status = try JSON.parse(String(try d.request("status").dropFirst(3)))
+        #expect(status["voices_stolen"] == .number(0))
+        d.stop()
+        let cap = try WAV.read(d.capturePath)
+        let left = stride(from: 0, to: cap.samples.count, by: 2).map { Int(cap.samples[$0]) }
+        // Where short came in, the capture is exactly long + short.
+        guard let k = left.indices.first(where: { $0 < long.count && left[$0] != Int(long[$0]) }) else {
+            Issue.record("the second cue never appears in the capture"); return
+        }
+        #expect(k > 0)
+        for i in 0..<long.count {
+            let expected = Int(long[i]) + ((i >= k && i - k < short.count) ? Int(short[i - k]) : 0)
+            if left[i] != expected { Issue.record("frame \(i): \(left[i]) != \(expected) (short at \(k))"); break }
+        }
+    }
+
+    @Test func muteSilencesAndPersists() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(3000, frames: 96_000)  // 2 s
+        let d = try DaemonHarness(cues: cues, args: Self.wavSink)
+        let c = try d.client()
+        #expect(try c.request("play long") == "ok")
+        usleep(150_000)
+        #expect(try c.request("mute") == "ok muted")
+        #expect(try c.request("play pop") == "ok muted")
+        #expect(try c.request("state release") == "ok muted")
+        #expect(try c.request("state release") == "ok -")  // the state advanced while muted
+        usleep(200_000)
+        let framesAtMute = try WAV.read(d.capturePath).frames
+        usleep(300_000)
+        // Nothing more reaches the sink, and the long cue stopped well short of its 2 s.
+        #expect(try WAV.read(d.capturePath).frames == framesAtMute)
+        #expect(framesAtMute < 48_000)
+        let status = try JSON.parse(String(try c.request("status").dropFirst(3)))
+        #expect(status["muted"] == .bool(true))
+        #expect(d.stop() == 0)
+
+        // A restart keeps the mute…
+        let state = try String(contentsOfFile: d.dir.file("state/cued/state"), encoding: .utf8)
+        #expect(state.contains("muted=true"))
+        let again = try DaemonHarness(args: ["--sink", "null", "--socket", d.socketPath], extraEnv: ["XDG_STATE_HOME": d.dir.file("state")])
+        #expect(try again.request("play pop") == "ok muted")
+        again.stop()
+        // …and --unmuted overrides it.
+        let forced = try DaemonHarness(args: ["--sink", "null", "--unmuted", "--socket", d.socketPath], extraEnv: ["XDG_STATE_HOME": d.dir.file("state")])
+        #expect(try forced.request("play pop") == "ok")
+    }
+
+    @Test func refreshSequencePlaysPsst1Psst2PopInOrder() throws {
+        let cues: [String: [Int16]] = [
+            "psst1": Fixture.constant(100, frames: 960), "psst2": Fixture.constant(200, frames: 960),
+            "pop": Fixture.constant(300, frames: 960),
+        ]
+        let d = try DaemonHarness(cues: cues, args: Self.wavSink)
+        let c = try d.client()
+        var replies: [String] = []
+        for s in ["idle", "pull", "release", "loading", "idle"] {
+            replies.append(try c.request("state \(s)"))
+            usleep(60_000)
+        }
+        #expect(replies == ["ok -", "ok -", "ok psst1", "ok psst2", "ok pop"])
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= 3 * 960 })
+        d.stop()
+        let values = try WAV.read(d.capturePath).samples.filter { $0 != 0 }
+        var order: [Int16] = []
+        for v in values where order.last != v { order.append(v) }
+        #expect(order == [100, 200, 300])
+    }
+
+    @Test func halfClosedClientGetsItsReply() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let r = try runProcess("/bin/sh", ["-c", "printf 'ping\\ncues\\n' | socat - UNIX-CONNECT:\(d.socketPath)"])
+        #expect(r.status == 0)
+        #expect(r.out == "ok pong\nok pop psst1 psst2\n")
+        // A last line without LF still counts.
+        let r2 = try runProcess("/bin/sh", ["-c", "printf 'ping' | socat - UNIX-CONNECT:\(d.socketPath)"])
+        #expect(r2.out == "ok pong\n")
+    }
+
+    @Test func pipelinedRequestsAreAnsweredInOrder() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let c = try d.client()
+        let lines = (0..<200).map { i -> String in ["ping", "cues", "play nope", "state release", "bogus"][i % 5] }
+        try c.send(Array(lines.map { $0 + "\n" }.joined().utf8))
+        var replies: [String] = []
+        for _ in lines { replies.append(try c.readLine()) }
+        for (i, r) in replies.enumerated() {
+            switch i % 5 {
+            case 0: #expect(r == "ok pong")
+            case 1: #expect(r == "ok pop psst1 psst2")
+            case 2: #expect(r.hasPrefix("err unknown-cue "))
+            case 3: #expect(r == (i == 3 ? "ok psst1" : "ok -"))
+            default: #expect(r.hasPrefix("err unknown-verb "))
+            }
+        }
+    }
+
+    @Test func badInputGetsErrorsAndNeverDisturbsOthers() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let other = try d.client()
+        let c = try d.client()
+        try c.send([0xFF, 0xFE, 0x0A])
+        #expect(try c.readLine().hasPrefix("err bad-argument "))
+        try c.send(Array("\r\n".utf8))
+        #expect(try c.readLine().hasPrefix("err unknown-verb "))
+        try c.send(Array("play pop 1000\r\n".utf8))
+        #expect(try c.readLine().hasPrefix("err bad-argument "))
+        try c.send(Array(String(repeating: "x", count: 600).utf8))
+        #expect(try c.readLine().hasPrefix("err line-too-long "))
+        #expect(throws: ClientError.self) { try c.readLine() }  // closed by the daemon
+        #expect(try other.request("ping") == "ok pong")
+        #expect(try d.request("ping") == "ok pong")
+    }
+
+    @Test func statusHasEveryField() throws {
+        let d = try DaemonHarness(args: Self.wavSink)
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 0 })
+        let reply = try d.request("status")
+        #expect(reply.hasPrefix("ok {"))
+        let s = try JSON.parse(String(reply.dropFirst(3)))
+        for key in ["version", "protocol", "muted", "sink", "cues", "played", "voices_active", "voices_stolen",
+                    "clipped_samples", "xruns", "clients", "latency_us"] {
+            #expect(s[key] != nil, "missing \(key)")
+        }
+        #expect(s["protocol"] == .number(1))
+        for key in ["spec", "state", "rate", "channels", "format", "period_frames", "buffer_frames", "error"] {
+            #expect(s["sink"]?[key] != nil, "missing sink.\(key)")
+        }
+        #expect(s["sink"]?["rate"] == .number(48_000))
+        #expect(s["cues"]?["pop"]?["frames"] == .number(2_400))
+        #expect(s["cues"]?["pop"]?["played"] == .number(1))
+        guard case .number(let p50)? = s["latency_us"]?["p50"] else { Issue.record("no latency"); return }
+        #expect(p50 > 0)
+    }
+
+    @Test func secondDaemonOnTheSameSocketRefuses() throws {
+        let first = try DaemonHarness(args: ["--sink", "null"])
+        let second = try DaemonHarness(args: ["--sink", "null", "--socket", first.socketPath], waitReady: false)
+        let status = second.waitForExit()
+        #expect(status != nil && status != 0)
+        #expect(second.readStderr().contains("already running"))
+        #expect(try first.request("ping") == "ok pong")
+    }
+
+    @Test func staleSocketIsReplaced() throws {
+        let first = try DaemonHarness(args: ["--sink", "null"])
+        kill(first.process.processIdentifier, SIGKILL)
+        first.process.waitUntilExit()
+        #expect(FileManager.default.fileExists(atPath: first.socketPath))
+        let second = try DaemonHarness(args: ["--sink", "null", "--socket", first.socketPath])
+        #expect(try second.request("ping") == "ok pong")
+    }
+
+    @Test func socketAndDirectoryArePrivate() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let sock = try FileManager.default.attributesOfItem(atPath: d.socketPath)
+        let dir = try FileManager.default.attributesOfItem(atPath: (d.socketPath as NSString).deletingLastPathComponent)
+        #expect((sock[.posixPermissions] as? Int) == 0o600)
+        #expect((dir[.posixPermissions] as? Int) == 0o700)
+        #expect(d.stop() == 0)
+        #expect(!FileManager.default.fileExists(atPath: d.socketPath))  // removed on a clean exit
+    }
+
+    @Test func missingRequiredCueExits78() throws {
+        var cues = Fixture.standard
+        cues.removeValue(forKey: "psst2")
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "null"], waitReady: false)
+        #expect(d.waitForExit() == 78)
+        let err = d.readStderr()
+        #expect(err.contains("psst2"))
+        #expect(err.split(separator: "\n").filter { $0.hasPrefix("cued:") }.count == 1)
+    }
+
+    @Test func missingRuntimeDirSaysSo() throws {
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "XDG_RUNTIME_DIR")
+        env.removeValue(forKey: "CUED_SOCKET")
+        let r = try runProcess(TestPaths.binary("cued"), ["--sink", "null"], env: env)
+        #expect(r.status != 0)
+        #expect(r.err.contains("XDG_RUNTIME_DIR") && r.err.contains("--socket"))
+    }
+}
