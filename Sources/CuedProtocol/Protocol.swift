@@ -6,6 +6,9 @@ public enum ProtocolLimits {
     public static let version = 1
     /// Accepted range of a per-play gain, dB.
     public static let gainRange: ClosedRange<Double> = -60...12
+    /// Accepted pull distances and thresholds, points.
+    public static let dragRange: ClosedRange<Double> = 0...100_000
+    public static let thresholdRange: ClosedRange<Double> = 1...10_000
 }
 
 /// The states of a pull-to-refresh view.
@@ -16,7 +19,16 @@ public enum RefreshState: String, Sendable, CaseIterable {
 public enum Request: Equatable, Sendable {
     case ping
     case play(cue: String, gainDB: Double)
-    case state(RefreshState)
+    /// `quiet`: set the state without any cue (forced state).
+    case state(RefreshState, quiet: Bool)
+    /// Binds the connection to a named session; nil asks which session it is in.
+    case session(String?)
+    /// Current pull distance in points (≥ 0).
+    case drag(Double)
+    /// The finger lifted.
+    case drop
+    /// The session's release threshold in points.
+    case threshold(Double)
     case mute
     case unmute
     case cues
@@ -70,6 +82,10 @@ struct Verb: Sendable {
 public enum RequestParser {
     static let verbs: [Verb] = [
         Verb(name: "cues", minArgs: 0, maxArgs: 0, usage: "cues") { _ in .cues },
+        Verb(name: "drag", minArgs: 1, maxArgs: 1, usage: "drag POINTS") { args throws(ProtocolError) in
+            .drag(try points(args[0], in: ProtocolLimits.dragRange, what: "pull distance"))
+        },
+        Verb(name: "drop", minArgs: 0, maxArgs: 0, usage: "drop") { _ in .drop },
         Verb(name: "mute", minArgs: 0, maxArgs: 0, usage: "mute") { _ in .mute },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
         Verb(name: "play", minArgs: 1, maxArgs: 2, usage: "play CUE [GAIN_DB]") { args throws(ProtocolError) in
@@ -89,17 +105,40 @@ public enum RequestParser {
             }
             return .play(cue: cue, gainDB: gain)
         },
-        Verb(name: "state", minArgs: 1, maxArgs: 1, usage: "state pull|release|loading|idle") { args throws(ProtocolError) in
+        Verb(name: "session", minArgs: 0, maxArgs: 1, usage: "session [NAME]") { args throws(ProtocolError) in
+            guard let name = args.first.map(String.init) else { return .session(nil) }
+            guard CueName.isValid(name) else {
+                throw ProtocolError(.badArgument, "session name '\(name.prefix(64))' is not a name (letters, digits, . _ -; at most 64)")
+            }
+            return .session(name)
+        },
+        Verb(name: "state", minArgs: 1, maxArgs: 2, usage: "state pull|release|loading|idle [quiet]") { args throws(ProtocolError) in
             guard let s = RefreshState(rawValue: String(args[0])) else {
                 throw ProtocolError(.badArgument, "unknown state '\(args[0].prefix(32))' (pull, release, loading or idle)")
             }
-            return .state(s)
+            if args.count == 2 && args[1] != "quiet" {
+                throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))' (only 'quiet')")
+            }
+            return .state(s, quiet: args.count == 2)
         },
         Verb(name: "status", minArgs: 0, maxArgs: 0, usage: "status") { _ in .status },
+        Verb(name: "threshold", minArgs: 1, maxArgs: 1, usage: "threshold POINTS") { args throws(ProtocolError) in
+            .threshold(try points(args[0], in: ProtocolLimits.thresholdRange, what: "threshold"))
+        },
         Verb(name: "unmute", minArgs: 0, maxArgs: 0, usage: "unmute") { _ in .unmute },
     ]
 
     public static var verbNames: [String] { verbs.map(\.name) }
+
+    static func points(_ arg: Substring, in range: ClosedRange<Double>, what: String) throws(ProtocolError) -> Double {
+        guard let v = Double(arg), v.isFinite else {
+            throw ProtocolError(.badArgument, "\(what) '\(arg.prefix(32))' is not a number of points")
+        }
+        guard range.contains(v) else {
+            throw ProtocolError(.badArgument, "\(what) \(arg) is outside \(Int(range.lowerBound))...\(Int(range.upperBound))")
+        }
+        return v
+    }
 
     /// Parses one line (without its LF; a trailing CR is accepted and dropped).
     public static func parse(_ bytes: some Collection<UInt8>) throws(ProtocolError) -> Request {
@@ -147,12 +186,23 @@ extension Request {
     public var line: String {
         switch self {
         case .ping: return "ping"
-        case .play(let cue, let gain): return gain == 0 ? "play \(cue)" : "play \(cue) \(gain)"
-        case .state(let s): return "state \(s.rawValue)"
+        case .play(let cue, let gain): return gain == 0 ? "play \(cue)" : "play \(cue) \(Self.number(gain))"
+        case .state(let s, let quiet): return "state \(s.rawValue)" + (quiet ? " quiet" : "")
+        case .session(let name): return name.map { "session \($0)" } ?? "session"
+        case .drag(let p): return "drag \(Self.number(p))"
+        case .drop: return "drop"
+        case .threshold(let p): return "threshold \(Self.number(p))"
         case .mute: return "mute"
         case .unmute: return "unmute"
         case .cues: return "cues"
         case .status: return "status"
         }
+    }
+}
+
+extension Request {
+    /// 65.0 → "65", 64.5 → "64.5".
+    public static func number(_ v: Double) -> String {
+        v == v.rounded() && abs(v) < 1e15 ? String(Int64(v)) : String(v)
     }
 }

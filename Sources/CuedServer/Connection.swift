@@ -56,7 +56,7 @@ final class ConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let daemon: Daemon
-    private var session = RefreshMachine()
+    private var state = Daemon.ConnectionState()
     private var closing = false
 
     init(daemon: Daemon) { self.daemon = daemon }
@@ -76,7 +76,7 @@ final class ConnectionHandler: ChannelInboundHandler {
         guard !closing else { return }
         switch Self.unwrapInboundIn(data) {
         case .line(let bytes):
-            let reply = daemon.respond(to: bytes, session: &session, receivedAt: receivedAt)
+            let reply = daemon.respond(to: bytes, connection: &state, receivedAt: receivedAt)
             send(reply, context: context)
         case .tooLong:
             send(.err(.lineTooLong, "line exceeds \(ProtocolLimits.maxLineBytes) bytes; closing"), context: context)

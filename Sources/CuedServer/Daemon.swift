@@ -18,11 +18,14 @@ public final class Daemon: Sendable {
     private let bank: Mutex<CueBank>
     private let mutedFlag: Atomic<Bool>
     private let store: StateStore?
+    private let sessions: Mutex<SessionRegistry>
     public let clients = Atomic<Int>(0)
 
-    public init(engine: AudioEngine, bank: CueBank, muted: Bool, store: StateStore?, logger: Logger) {
+    public init(engine: AudioEngine, bank: CueBank, muted: Bool, store: StateStore?,
+                sessions: SessionRegistry = SessionRegistry(), logger: Logger) {
         self.engine = engine
         self.bank = Mutex(bank)
+        self.sessions = Mutex(sessions)
         self.mutedFlag = Atomic(muted)
         self.store = store
         self.logger = logger
@@ -34,9 +37,23 @@ public final class Daemon: Sendable {
     /// Replaces the cue bank whole (reload).
     public func replaceBank(_ new: CueBank) { bank.withLock { $0 = new } }
 
-    /// Parses one request line and answers it. `session` is the connection's
-    /// refresh state; `receivedAt` is when the line was read (monotonic ns).
-    public func respond(to line: [UInt8], session: inout RefreshMachine, receivedAt: UInt64) -> Reply {
+    /// What a connection carries between requests: its private session, or
+    /// the name of the shared session it is bound to.
+    public struct ConnectionState: Sendable {
+        public var privateSession = RefreshSession()
+        public var sessionName: String?
+        public init() {}
+    }
+
+    /// Runs `body` on the connection's current session (private or named).
+    private func withSession<R: Sendable>(_ conn: inout ConnectionState, now: UInt64, _ body: (inout RefreshSession) -> R) -> R {
+        guard let name = conn.sessionName else { return body(&conn.privateSession) }
+        return sessions.withLock { $0.withSession(name, now: now, body) }
+    }
+
+    /// Parses one request line and answers it. `connection` holds the
+    /// connection's session; `receivedAt` is when the line was read (monotonic ns).
+    public func respond(to line: [UInt8], connection: inout ConnectionState, receivedAt: UInt64) -> Reply {
         let request: Request
         do {
             request = try RequestParser.parse(line)
@@ -52,15 +69,19 @@ public final class Daemon: Sendable {
             guard let cue = cueBank[name] else { return unknownCue(name) }
             if muted { return .ok("muted") }
             return submit(cue, gainDB: gainDB, receivedAt: receivedAt) ?? .ok(nil)
-        case .state(let target):
-            switch session.handle(target) {
-            case .none:
-                return .ok("-")
-            case .play(let name):
-                if muted { return .ok("muted") }
-                guard let cue = cueBank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
-                return submit(cue, gainDB: 0, receivedAt: receivedAt) ?? .ok(name)
-            }
+        case .state(let target, let quiet):
+            return perform(withSession(&connection, now: receivedAt) { $0.set(target, quiet: quiet) }, receivedAt: receivedAt)
+        case .drag(let points):
+            return perform(withSession(&connection, now: receivedAt) { $0.drag(points) }, receivedAt: receivedAt)
+        case .drop:
+            return perform(withSession(&connection, now: receivedAt) { $0.drop() }, receivedAt: receivedAt)
+        case .threshold(let points):
+            withSession(&connection, now: receivedAt) { $0.threshold = points }
+            return .ok(Request.number(points))
+        case .session(let name):
+            if let name { connection.sessionName = name }
+            let s = withSession(&connection, now: receivedAt) { $0 }
+            return .ok("\(connection.sessionName ?? "-") \(s.state.rawValue) \(Request.number(s.threshold))")
         case .mute:
             setMuted(true)
             return .ok("muted")
@@ -71,6 +92,19 @@ public final class Daemon: Sendable {
             return .ok(cueBank.names.joined(separator: " "))
         case .status:
             return .ok(status().encoded)
+        }
+    }
+
+    /// Turns a session's outcome into sound and a reply: `ok CUE`, `ok -`, `ok muted`.
+    private func perform(_ outcome: RefreshSession.Outcome, receivedAt: UInt64) -> Reply {
+        switch outcome.action {
+        case .none:
+            if outcome.prewarm && !muted { engine.submit(.prewarm) }
+            return .ok("-")
+        case .play(let name):
+            if muted { return .ok("muted") }
+            guard let cue = cueBank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
+            return submit(cue, gainDB: 0, receivedAt: receivedAt) ?? .ok(name)
         }
     }
 
@@ -134,6 +168,8 @@ public final class Daemon: Sendable {
         out.append(("xruns", count(s.xruns)))
         out.append(("dropped", count(s.dropped)))
         out.append(("clients", count(clients)))
+        let now = MonotonicClock.now()
+        out.append(("sessions", n(sessions.withLock { $0.count(now: now) })))
         out.append(("latency_us", .object(latency)))
         return .object(out)
     }

@@ -14,6 +14,7 @@ public struct DaemonOptions: Sendable {
     public var latencyMs = 10
     public var voices = 16
     public var idleCloseSeconds = 30.0
+    public var sessionTTLSeconds = 300.0
     public var soundDirectories: [String]
     /// nil: use the persisted state.
     public var muted: Bool?
@@ -133,7 +134,8 @@ public final class Server: Sendable {
             }
         }
         let daemon = Daemon(engine: engine, bank: bank, muted: muted,
-                            store: StateStore(path: options.statePath), logger: logger)
+                            store: StateStore(path: options.statePath),
+                            sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), logger: logger)
         if options.muted != nil { try? store.save(.init(muted: muted)) }
         engine.start()
 

@@ -7,11 +7,18 @@ import Glibc
 #endif
 
 let usage = """
-    usage: cuectl [--socket PATH] COMMAND
+    usage: cuectl [--socket PATH] [--session NAME] COMMAND
       ping                      check that cued answers
       play CUE [--gain DB]      play a cue (gain -60…12 dB)
-      state pull|release|loading|idle
+      state pull|release|loading|idle [--quiet]
                                 drive the refresh state; prints the cue that sounded or -
+                                (--quiet: set it without any cue)
+      drag POINTS               report the pull distance; prints the cue or -
+      drop                      the finger lifted; prints the cue or -
+      threshold POINTS          the session's release threshold (default 65)
+      session [NAME]            show (or bind to) a named session: NAME STATE THRESHOLD
+      --session NAME            run the command in the shared session NAME (state
+                                survives between cuectl calls)
       mute | unmute             silence all cues (persists across restarts)
       cues                      list loaded cues
       status [--json]           daemon, device and latency figures
@@ -30,6 +37,8 @@ func die(_ message: String, _ code: Int32) -> Never {
 
 var args = Array(CommandLine.arguments.dropFirst())
 var socketFlag: String?
+var sessionFlag: String?
+var quiet = false
 var json = false
 var gain: String?
 var words: [String] = []
@@ -43,11 +52,16 @@ while i < args.count {
     case "--gain":
         guard i + 1 < args.count else { die("--gain needs a number of dB", 64) }
         gain = args[i + 1]; i += 1
+    case "--session":
+        guard i + 1 < args.count else { die("--session needs a name", 64) }
+        sessionFlag = args[i + 1]; i += 1
+    case "--quiet": quiet = true
     case "--json": json = true
     case "-h", "--help", "help": print(usage); exit(0)
     default:
         if a.hasPrefix("--socket=") { socketFlag = String(a.dropFirst(9)) }
         else if a.hasPrefix("--gain=") { gain = String(a.dropFirst(7)) }
+        else if a.hasPrefix("--session=") { sessionFlag = String(a.dropFirst(10)) }
         else { words.append(a) }
     }
     i += 1
@@ -56,9 +70,11 @@ while i < args.count {
 guard let verb = words.first else { printErr(usage); exit(64) }
 let line: String
 switch (verb, words.count) {
-case ("ping", 1), ("mute", 1), ("unmute", 1), ("cues", 1), ("status", 1): line = verb
+case ("ping", 1), ("mute", 1), ("unmute", 1), ("cues", 1), ("status", 1), ("drop", 1), ("session", 1): line = verb
 case ("play", 2): line = gain.map { "play \(words[1]) \($0)" } ?? "play \(words[1])"
-case ("state", 2): line = "state \(words[1])"
+case ("state", 2): line = "state \(words[1])" + (quiet ? " quiet" : "")
+case ("state", 3) where words[2] == "quiet": line = "state \(words[1]) quiet"
+case ("drag", 2), ("threshold", 2), ("session", 2): line = "\(verb) \(words[1])"
 default: printErr(usage); exit(64)
 }
 
@@ -73,6 +89,10 @@ case .failure(let e): die(e.message, 64)
 let reply: String
 do {
     let client = try CueClient(path: path)
+    if let sessionFlag {
+        let bound = try client.request("session \(sessionFlag)")
+        if !bound.hasPrefix("ok") { die("session \(sessionFlag): \(bound)", 1) }
+    }
     reply = try client.request(line)
 } catch {
     if case .noDaemon = error {

@@ -31,6 +31,9 @@ struct Cued: AsyncParsableCommand {
     @Option(name: .customLong("idle-close-s"), help: "Close the audio device after this many seconds of silence.")
     var idleCloseS: Double = 30
 
+    @Option(name: .customLong("session-ttl-s"), help: "Named refresh sessions expire after this many idle seconds.")
+    var sessionTTLS: Double = 300
+
     @Option(name: .customLong("sounds"), help: "A directory of cues (repeatable; replaces the default list).")
     var sounds: [String] = []
 
@@ -49,6 +52,7 @@ struct Cued: AsyncParsableCommand {
         }
         guard (1...1000).contains(latencyMs) else { throw ValidationError("--latency-ms must be 1...1000") }
         guard (1...256).contains(voices) else { throw ValidationError("--voices must be 1...256") }
+        guard sessionTTLS > 0, sessionTTLS.isFinite else { throw ValidationError("--session-ttl-s must be > 0") }
         guard idleCloseS >= 0, idleCloseS.isFinite else { throw ValidationError("--idle-close-s must be ≥ 0") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard !(startMuted && startUnmuted) else { throw ValidationError("--muted and --unmuted exclude each other") }
@@ -73,6 +77,7 @@ struct Cued: AsyncParsableCommand {
         options.latencyMs = latencyMs
         options.voices = voices
         options.idleCloseSeconds = idleCloseS
+        options.sessionTTLSeconds = sessionTTLS
         options.muted = startMuted ? true : (startUnmuted ? false : nil)
 
         do {

@@ -7,16 +7,23 @@ import Testing
         ("play pop", .play(cue: "pop", gainDB: 0)),
         ("play pop -6", .play(cue: "pop", gainDB: -6)),
         ("play pop 3.5", .play(cue: "pop", gainDB: 3.5)),
-        ("state pull", .state(.pull)),
-        ("state release", .state(.release)),
-        ("state loading", .state(.loading)),
-        ("state idle", .state(.idle)),
+        ("state pull", .state(.pull, quiet: false)),
+        ("state release", .state(.release, quiet: false)),
+        ("state loading", .state(.loading, quiet: false)),
+        ("state idle", .state(.idle, quiet: false)),
         ("mute", .mute),
         ("unmute", .unmute),
         ("cues", .cues),
         ("status", .status),
         ("  play   pop  ", .play(cue: "pop", gainDB: 0)),
         ("ping\r", .ping),
+        ("state loading quiet", .state(.loading, quiet: true)),
+        ("session", .session(nil)),
+        ("session feed-reader", .session("feed-reader")),
+        ("drag 0", .drag(0)),
+        ("drag 64.5", .drag(64.5)),
+        ("drop", .drop),
+        ("threshold 80", .threshold(80)),
     ])
     func parsesEveryVerb(line: String, expected: Request) throws {
         #expect(try RequestParser.parse(line) == expected)
@@ -43,6 +50,16 @@ import Testing
         ("state idle now", .badArgument),
         ("ping extra", .badArgument),
         ("mute everything", .badArgument),
+        ("state idle loud", .badArgument),
+        ("drag", .badArgument),
+        ("drag -1", .badArgument),
+        ("drag far", .badArgument),
+        ("drag nan", .badArgument),
+        ("drop now", .badArgument),
+        ("threshold 0", .badArgument),
+        ("threshold -5", .badArgument),
+        ("session a/b", .badArgument),
+        ("session a b", .badArgument),
     ])
     func rejectsBadRequests(line: String, code: ErrorCode) {
         #expect(throws: ProtocolError.self) { try RequestParser.parse(line) }
@@ -83,7 +100,8 @@ import Testing
     }
 
     @Test func requestsRoundTrip() throws {
-        let all: [Request] = [.ping, .play(cue: "pop", gainDB: 0), .play(cue: "x", gainDB: -3), .state(.loading),
+        let all: [Request] = [.ping, .play(cue: "pop", gainDB: 0), .play(cue: "x", gainDB: -3.5), .state(.loading, quiet: false),
+                              .state(.idle, quiet: true), .session(nil), .session("s"), .drag(12.25), .drop, .threshold(65),
                               .mute, .unmute, .cues, .status]
         for r in all { #expect(try RequestParser.parse(r.line) == r) }
     }
