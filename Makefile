@@ -1,12 +1,16 @@
-# cued — make deps | build | run | test | sounds | clean
+# cued — make deps | build | run | test | sounds | install | uninstall | clean
 SWIFT     ?= swift
 SINK      ?= alsa:default
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat sox
 BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path)
+PREFIX    ?= $(HOME)/.local
+BINDIR    ?= $(PREFIX)/bin
+SOUNDDIR  ?= $(PREFIX)/share/cued/sounds
+UNITDIR   ?= $(HOME)/.config/systemd/user
 
-.PHONY: deps build run test sounds clean
+.PHONY: deps build run test sounds install install-units uninstall clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -37,6 +41,26 @@ test: deps
 sounds: deps
 	$(SWIFT) build -c release --product cuesynth
 	.build/release/cuesynth --out Sounds --picture docs/cues.png --report
+
+# Binaries to $(BINDIR), cues to $(SOUNDDIR) (where cued looks by default:
+# ../share/cued/sounds beside its binary), units to $(UNITDIR).
+install: build
+	install -d $(BINDIR) $(SOUNDDIR)
+	install -m 0755 .build/release/cued .build/release/cuectl $(BINDIR)/
+	install -m 0644 Sounds/*.wav $(SOUNDDIR)/
+	$(MAKE) --no-print-directory install-units BINDIR=$(BINDIR) UNITDIR=$(UNITDIR)
+	@echo "installed. Start on demand with:  systemctl --user daemon-reload && systemctl --user enable --now cued.socket"
+
+# The units with the real ExecStart path written in.
+install-units:
+	install -d $(UNITDIR)
+	sed 's|^ExecStart=.*|ExecStart=$(BINDIR)/cued|' systemd/cued.service > $(UNITDIR)/cued.service
+	install -m 0644 systemd/cued.socket $(UNITDIR)/cued.socket
+
+uninstall:
+	-systemctl --user disable --now cued.socket cued.service 2>/dev/null
+	rm -f $(BINDIR)/cued $(BINDIR)/cuectl $(UNITDIR)/cued.service $(UNITDIR)/cued.socket
+	rm -rf $(PREFIX)/share/cued
 
 clean:
 	rm -rf .build

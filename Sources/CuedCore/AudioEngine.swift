@@ -28,6 +28,14 @@ public final class EngineStats: Sendable {
     public let voicesActive = Atomic<Int>(0)
     /// Monotonic ns of the audio thread's last loop turn.
     public let heartbeat = Atomic<UInt64>(0)
+    /// True while the audio thread sleeps waiting for work (idle by design, not stuck).
+    public let waiting = Atomic<Bool>(false)
+
+    /// The audio thread is healthy if it is idle-waiting or turned its loop
+    /// within `maxStallNanoseconds` (a period is milliseconds).
+    public func audioThreadIsHealthy(now: UInt64 = MonotonicClock.now(), maxStallNanoseconds: UInt64) -> Bool {
+        waiting.load(ordering: .relaxed) || now &- heartbeat.load(ordering: .relaxed) < maxStallNanoseconds
+    }
 
     struct SinkStatus { var state = SinkState.closed; var format: SinkFormat?; var error: String? }
     private let sink = Mutex(SinkStatus())
@@ -125,6 +133,9 @@ public final class AudioEngine: @unchecked Sendable {
         /// A cue that cannot start within this of its request is dropped, never played late.
         public var maxStartDelayMs = 250
         public var queueCapacity = 1024
+        /// Test hook: the first cue makes the audio thread hang forever, as a
+        /// stuck driver would (for watchdog tests only).
+        public var hangOnPlayForTesting = false
         public init() {}
     }
 
@@ -198,14 +209,20 @@ public final class AudioEngine: @unchecked Sendable {
                     stats.setSink(.idle, keepError: true)
                     onEvent(.stopped)
                 }
+                stats.waiting.store(true, ordering: .relaxed)
                 if isOpen {
                     let idle = DispatchTime.now() + configuration.idleCloseSeconds
-                    if wake.wait(timeout: idle) == .timedOut {
+                    let result = wake.wait(timeout: idle)
+                    stats.waiting.store(false, ordering: .relaxed)
+                    stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
+                    if result == .timedOut {
                         closeSink()
                         continue loop
                     }
                 } else {
                     wake.wait()
+                    stats.waiting.store(false, ordering: .relaxed)
+                    stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
                 }
             }
             while let command = queue.pop() {
@@ -230,6 +247,7 @@ public final class AudioEngine: @unchecked Sendable {
     }
 
     private func play(_ cue: Cue, gain: Float, requestTime: UInt64) {
+        if configuration.hangOnPlayForTesting { while true { sleep(3600) } }
         if !isOpen { openSink() }
         guard isOpen, let mixer else {
             stats.dropped.add(1, ordering: .relaxed)

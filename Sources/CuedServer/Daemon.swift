@@ -20,9 +20,13 @@ public final class Daemon: Sendable {
     private let store: StateStore?
     private let sessions: Mutex<SessionRegistry>
     public let clients = Atomic<Int>(0)
+    /// Called when something `statusLine` shows changes (systemd's STATUS=).
+    private let onStatusChange: @Sendable (String) -> Void
 
     public init(engine: AudioEngine, bank: CueBank, muted: Bool, store: StateStore?,
-                sessions: SessionRegistry = SessionRegistry(), logger: Logger) {
+                sessions: SessionRegistry = SessionRegistry(), logger: Logger,
+                onStatusChange: @escaping @Sendable (String) -> Void = { _ in }) {
+        self.onStatusChange = onStatusChange
         self.engine = engine
         self.bank = Mutex(bank)
         self.sessions = Mutex(sessions)
@@ -35,7 +39,17 @@ public final class Daemon: Sendable {
     public var cueBank: CueBank { bank.withLock { $0 } }
 
     /// Replaces the cue bank whole (reload).
-    public func replaceBank(_ new: CueBank) { bank.withLock { $0 = new } }
+    public func replaceBank(_ new: CueBank) {
+        bank.withLock { $0 = new }
+        onStatusChange(statusLine())
+    }
+
+    /// One line for systemd's STATUS=: cues, sink state, mute.
+    public func statusLine() -> String {
+        let s = engine.stats
+        return "\(cueBank.names.count) cues, sink \(engine.sinkSpec) \(s.sinkState.rawValue)"
+            + (s.sinkError.map { " (\($0))" } ?? "") + (muted ? ", muted" : ", unmuted")
+    }
 
     /// What a connection carries between requests: its private session, or
     /// the name of the shared session it is bound to.
@@ -125,6 +139,7 @@ public final class Daemon: Sendable {
         if value { engine.submit(.fadeOutAll) }
         guard old != value else { return }
         logger.info(value ? "muted" : "unmuted")
+        onStatusChange(statusLine())
         do {
             try store?.save(.init(muted: value))
         } catch {
@@ -158,6 +173,7 @@ public final class Daemon: Sendable {
         }
 
         var out: [(String, JSON)] = [("version", .string(CuedVersion.string)), ("protocol", n(ProtocolLimits.version))]
+        out.append(("pid", n(Int(getpid()))))
         out.append(("muted", .bool(muted)))
         out.append(("sink", .object(sink)))
         out.append(("cues", .object(cues)))

@@ -15,6 +15,8 @@ public struct DaemonOptions: Sendable {
     public var voices = 16
     public var idleCloseSeconds = 30.0
     public var sessionTTLSeconds = 300.0
+    /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
+    public var hangAudioForTesting = false
     public var soundDirectories: [String]
     /// nil: use the persisted state.
     public var muted: Bool?
@@ -111,11 +113,15 @@ public final class Server: Sendable {
         var muted = (try? store.load())?.muted ?? false
         if let forced = options.muted { muted = forced }
 
-        try SocketFile.prepare(options.socketPath)
+        let env = ProcessInfo.processInfo.environment
+        let notifier = SystemdNotifier(environment: env)
+        let activated = SocketActivation.inheritedSocket(environment: env)
+        if activated == nil { try SocketFile.prepare(options.socketPath) }
 
         var config = AudioEngine.Configuration()
         config.voices = options.voices
         config.idleCloseSeconds = options.idleCloseSeconds
+        config.hangOnPlayForTesting = options.hangAudioForTesting
         let log = logger
         let lastError = Mutex<String?>(nil)
         let engine = AudioEngine(sink: options.sink.makeSink(latencyMs: options.latencyMs), configuration: config) { event in
@@ -135,41 +141,56 @@ public final class Server: Sendable {
         }
         let daemon = Daemon(engine: engine, bank: bank, muted: muted,
                             store: StateStore(path: options.statePath),
-                            sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), logger: logger)
+                            sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), logger: logger,
+                            onStatusChange: { notifier.notify("STATUS=" + $0) })
         if options.muted != nil { try? store.save(.init(muted: muted)) }
         engine.start()
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let bootstrap = ServerBootstrap(group: group)
+            .serverChannelOption(ChannelOptions.backlog, value: 256)
+            .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            .childChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon))
+                }
+            }
         let channel: Channel
         do {
-            channel = try await ServerBootstrap(group: group)
-                .serverChannelOption(ChannelOptions.backlog, value: 256)
-                .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
-                .childChannelInitializer { channel in
-                    channel.eventLoop.makeCompletedFuture {
-                        try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
-                        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon))
-                    }
-                }
-                .bind(unixDomainSocketPath: options.socketPath, cleanupExistingSocketFile: false)
-                .get()
+            if let fd = activated {
+                channel = try await bootstrap.withBoundSocket(fd).get()
+            } else {
+                channel = try await bootstrap.bind(unixDomainSocketPath: options.socketPath, cleanupExistingSocketFile: false).get()
+            }
         } catch {
             try? await group.shutdownGracefully()
-            throw StartupError(message: "cannot listen on \(options.socketPath): \(error)", exitCode: 1)
+            throw StartupError(message: "cannot listen on \(activated == nil ? options.socketPath : "the inherited socket"): \(error)", exitCode: 1)
         }
-        chmod(options.socketPath, 0o600)
-        let socketInode = SocketFile.inode(options.socketPath)
+        // Only a socket cued created itself is chmod'ed and, at exit, unlinked.
+        var socketInode: UInt64?
+        if activated == nil {
+            chmod(options.socketPath, 0o600)
+            socketInode = SocketFile.inode(options.socketPath)
+        }
         logger.info("cued \(CuedVersion.string) listening", metadata: [
-            "socket": "\(options.socketPath)", "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
+            "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
+            "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
+        notifier.notify("READY=1", "STATUS=" + daemon.statusLine())
+        let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env)
 
         for await signal in Signals.stream([SIGTERM, SIGINT, SIGHUP]) {
             if signal == SIGHUP {
+                notifier.notify("RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
                 reload(daemon)
+                notifier.notify("READY=1", "STATUS=" + daemon.statusLine())
                 continue
             }
             logger.info("stopping", metadata: ["signal": "\(signal)"])
+            notifier.notify("STOPPING=1")
             break
         }
+        watchdog?.cancel()
         // Stop accepting, let playing cues finish (at most 500 ms), close the PCM.
         try? await channel.close()
         engine.shutdown(graceMs: 500)
@@ -187,6 +208,30 @@ public final class Server: Sendable {
         } catch {
             logger.error("reload failed; keeping the old cues", metadata: ["error": "\(error)"])
         }
+    }
+
+    /// WATCHDOG=1 at half systemd's interval, only while the audio thread is
+    /// healthy (idle-waiting, or it turned its loop within half the interval).
+    /// A hung audio thread stops the pings and systemd restarts cued.
+    func startWatchdog(engine: AudioEngine, notifier: SystemdNotifier, environment: [String: String]) -> (any DispatchSourceTimer)? {
+        guard notifier.isEnabled, let interval = SystemdNotifier.watchdogInterval(environment: environment) else { return nil }
+        let half = interval / 2
+        let halfNs = UInt64(half.components.seconds) * 1_000_000_000 + UInt64(half.components.attoseconds / 1_000_000_000)
+        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "cued.watchdog"))
+        let log = logger
+        let reported = Atomic<Bool>(false)
+        timer.schedule(deadline: .now(), repeating: .nanoseconds(Int(halfNs)), leeway: .milliseconds(50))
+        timer.setEventHandler {
+            if engine.stats.audioThreadIsHealthy(maxStallNanoseconds: max(halfNs, 1_000_000_000)) {
+                notifier.notify("WATCHDOG=1")
+                reported.store(false, ordering: .relaxed)
+            } else if !reported.exchange(true, ordering: .relaxed) {
+                log.critical("audio thread is not responding; withholding watchdog pings so systemd restarts cued")
+            }
+        }
+        timer.resume()
+        logger.info("watchdog enabled", metadata: ["interval_ms": "\(halfNs * 2 / 1_000_000)"])
+        return timer
     }
 }
 

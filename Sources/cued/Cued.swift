@@ -59,6 +59,11 @@ struct Cued: AsyncParsableCommand {
     }
 
     func run() async throws {
+        // A parent may hand down a blocked signal mask (exec keeps it): unblock
+        // everything so SIGTERM/SIGHUP reach cued's handlers.
+        var none = sigset_t()
+        sigemptyset(&none)
+        pthread_sigmask(SIG_SETMASK, &none, nil)
         let env = ProcessInfo.processInfo.environment
         let level = Logger.Level(rawValue: logLevel)!
         LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level) }
@@ -67,7 +72,10 @@ struct Cued: AsyncParsableCommand {
         let socketPath: String
         switch SocketLocation.resolve(explicit: socket, environment: env) {
         case .success(let p): socketPath = p
-        case .failure(let e): fail(e.message, code: 1)
+        case .failure(let e):
+            // Under socket activation the socket comes from systemd; no path is needed.
+            guard SocketActivation.isActivated(environment: env) else { fail(e.message, code: 1) }
+            socketPath = ""
         }
         var options = DaemonOptions(
             socketPath: socketPath,
@@ -78,6 +86,7 @@ struct Cued: AsyncParsableCommand {
         options.voices = voices
         options.idleCloseSeconds = idleCloseS
         options.sessionTTLSeconds = sessionTTLS
+        options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
         options.muted = startMuted ? true : (startUnmuted ? false : nil)
 
         do {

@@ -35,11 +35,9 @@ enum Fixture {
 /// when released.
 final class DaemonHarness: @unchecked Sendable {
     let dir = TempDir()
-    let process = Process()
+    private(set) var process: Subprocess!
     let socketPath: String
     let soundsDir: String
-    private let errPipe = Pipe()
-    private(set) var stderrText = ""
 
     var environment: [String: String] {
         var env = ProcessInfo.processInfo.environment
@@ -60,16 +58,12 @@ final class DaemonHarness: @unchecked Sendable {
         else { socketPath = dir.file("run/cued/cued.sock") }
         soundsDir = dir.file("sounds")
         try Fixture.writeCues(into: soundsDir, cues)
-        process.executableURL = URL(fileURLWithPath: TestPaths.binary("cued"))
         // %DIR% in an argument stands for this harness's temp directory.
         var full = args.map { $0.replacingOccurrences(of: "%DIR%", with: dir.path) }
         if !args.contains("--socket") { full += ["--socket", self.socketPath] }
         if !args.contains("--sounds") { full += ["--sounds", soundsDir] }
-        process.arguments = full
-        process.environment = environment.merging(extraEnv) { $1 }
-        process.standardError = errPipe
-        process.standardOutput = FileHandle.nullDevice
-        try process.run()
+        process = try Subprocess(TestPaths.binary("cued"), full, env: environment.merging(extraEnv) { $1 },
+                                 stderr: dir.file("stderr.log"))
         if waitReady { try waitUntilAnswering() }
     }
 
@@ -90,33 +84,18 @@ final class DaemonHarness: @unchecked Sendable {
     /// One request on a fresh connection.
     func request(_ line: String) throws -> String { try client().request(line) }
 
-    /// SIGTERM and wait (up to 10 s); returns the exit status.
+    /// SIGTERM and wait (up to 10 s, then SIGKILL); returns the exit status.
     @discardableResult
-    func stop() -> Int32 {
-        if process.isRunning {
-            process.terminate()
-            let deadline = Date().addingTimeInterval(10)
-            while process.isRunning && Date() < deadline { usleep(10_000) }
-            if process.isRunning { kill(process.processIdentifier, SIGKILL); process.waitUntilExit() }
-        }
-        return process.terminationStatus
-    }
+    func stop() -> Int32 { process.stop() }
 
     /// Waits for the process to exit by itself.
-    func waitForExit(timeout: Double = 15) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        return process.isRunning ? nil : process.terminationStatus
-    }
+    func waitForExit(timeout: Double = 15) -> Int32? { process.wait(timeout: timeout) }
 
-    func readStderr() -> String {
-        if !process.isRunning {
-            stderrText += String(decoding: errPipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        }
-        return stderrText
-    }
+    var pid: pid_t { process.pid }
 
-    deinit { stop() }
+    func readStderr() -> String { (try? String(contentsOfFile: dir.file("stderr.log"), encoding: .utf8)) ?? "" }
+
+    deinit { process?.stop() }
 }
 
 enum HarnessError: Error {

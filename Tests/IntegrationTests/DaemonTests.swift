@@ -179,8 +179,8 @@ import TestSupport
 
     @Test func staleSocketIsReplaced() throws {
         let first = try DaemonHarness(args: ["--sink", "null"])
-        kill(first.process.processIdentifier, SIGKILL)
-        first.process.waitUntilExit()
+        first.process.signal(SIGKILL)
+        first.process.wait()
         #expect(FileManager.default.fileExists(atPath: first.socketPath))
         let second = try DaemonHarness(args: ["--sink", "null", "--socket", first.socketPath])
         #expect(try second.request("ping") == "ok pong")

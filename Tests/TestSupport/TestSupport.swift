@@ -82,21 +82,92 @@ public enum WAV {
     }
 }
 
+/// A child process started with posix_spawn and reaped with waitpid: no
+/// SIGCHLD machinery, a clean signal mask, and nothing inherited but the three
+/// standard descriptors (files, so output can never block the child).
+public final class Subprocess: @unchecked Sendable {
+    public let pid: pid_t
+    private var exitStatus: Int32?
+
+    /// `stdin`/`stdout`/`stderr` are file paths (nil: /dev/null).
+    public init(_ path: String, _ args: [String], env: [String: String]? = nil,
+                stdin: String? = nil, stdout: String? = nil, stderr: String? = nil) throws {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 0, stdin ?? "/dev/null", O_RDONLY, 0)
+        posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+        var attr = posix_spawnattr_t()
+        posix_spawnattr_init(&attr)
+        defer { posix_spawnattr_destroy(&attr) }
+        var empty = sigset_t(), all = sigset_t()
+        sigemptyset(&empty)
+        sigfillset(&all)
+        posix_spawnattr_setsigmask(&attr, &empty)
+        posix_spawnattr_setsigdefault(&attr, &all)
+        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
+        let environment = env ?? ProcessInfo.processInfo.environment
+        let argv = ([path] + args).map { strdup($0) } + [nil]
+        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+        var child = pid_t()
+        let rc = posix_spawn(&child, path, &actions, &attr, argv, envp)
+        guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO) }
+        pid = child
+    }
+
+    /// Reaps the child if it has exited; true while it runs.
+    public var isRunning: Bool {
+        if exitStatus != nil { return false }
+        var st: Int32 = 0
+        let r = waitpid(pid, &st, WNOHANG)
+        if r == pid { exitStatus = Self.decode(st); return false }
+        return r == 0
+    }
+
+    /// Exit code (128 + signal when killed), or nil if still running after `timeout`.
+    @discardableResult
+    public func wait(timeout: Double = 30) -> Int32? {
+        let deadline = Date().addingTimeInterval(timeout)
+        while isRunning && Date() < deadline { usleep(5_000) }
+        return exitStatus
+    }
+
+    public var terminationStatus: Int32 { exitStatus ?? -1 }
+
+    public func signal(_ sig: Int32) { if exitStatus == nil { kill(pid, sig) } }
+
+    /// SIGTERM, then SIGKILL after `grace` seconds; always reaps.
+    @discardableResult
+    public func stop(grace: Double = 10) -> Int32 {
+        guard isRunning else { return terminationStatus }
+        signal(SIGTERM)
+        if wait(timeout: grace) == nil { signal(SIGKILL); wait(timeout: 10) }
+        return terminationStatus
+    }
+
+    static func decode(_ st: Int32) -> Int32 {
+        let sig = st & 0x7F
+        return sig == 0 ? (st >> 8) & 0xFF : 128 + sig
+    }
+
+    deinit { if exitStatus == nil { kill(pid, SIGKILL); var st: Int32 = 0; waitpid(pid, &st, 0) } }
+}
+
 /// Runs a program to completion and returns (status, stdout, stderr).
 @discardableResult
 public func runProcess(_ path: String, _ args: [String], env: [String: String]? = nil,
-                       stdin: String? = nil) throws -> (status: Int32, out: String, err: String) {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: path)
-    p.arguments = args
-    if let env { p.environment = env }
-    let out = Pipe(), err = Pipe(), inp = Pipe()
-    p.standardOutput = out; p.standardError = err; p.standardInput = inp
-    try p.run()
-    if let stdin { inp.fileHandleForWriting.write(Data(stdin.utf8)) }
-    try? inp.fileHandleForWriting.close()
-    let o = out.fileHandleForReading.readDataToEndOfFile()
-    let e = err.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return (p.terminationStatus, String(decoding: o, as: UTF8.self), String(decoding: e, as: UTF8.self))
+                       stdin: String? = nil, timeout: Double = 60) throws -> (status: Int32, out: String, err: String) {
+    let dir = TempDir()
+    var input: String?
+    if let stdin {
+        input = dir.file("in")
+        try stdin.write(toFile: input!, atomically: false, encoding: .utf8)
+    }
+    let p = try Subprocess(path, args, env: env, stdin: input, stdout: dir.file("out"), stderr: dir.file("err"))
+    if p.wait(timeout: timeout) == nil { p.signal(SIGKILL); p.wait() }
+    let out = (try? String(contentsOfFile: dir.file("out"), encoding: .utf8)) ?? ""
+    let err = (try? String(contentsOfFile: dir.file("err"), encoding: .utf8)) ?? ""
+    return (p.terminationStatus, out, err)
 }
