@@ -13,6 +13,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
     ],
     targets: [
         // C imports only.
@@ -25,12 +26,15 @@ let package = Package(
         .target(name: "CuedCore", dependencies: ["CuedProtocol"]),
         .target(name: "CueDSP"),
 
+        // The config file: TOML (TOMLKit) → a validated `Config`, errors with file, line and key.
+        .target(name: "CuedConfig", dependencies: ["CuedProtocol", .product(name: "TOMLKit", package: "TOMLKit")]),
+
         // C edge.
         .target(name: "CuedAudio", dependencies: ["CuedCore", "CALSA", "CSndFile", "CSampleRate"]),
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [
-            "CuedProtocol", "CuedCore", "CuedAudio",
+            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -50,6 +54,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
+        .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "TestSupport"]),

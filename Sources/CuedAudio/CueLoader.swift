@@ -89,8 +89,11 @@ public struct CueBankLoader: Sendable {
     public enum Failure: Error, Sendable, CustomStringConvertible {
         case missingRequired(String, searched: [String])
         case brokenRequired(SndFileError)
+        /// A cue named explicitly (config `[cues.NAME] file`) that does not load.
+        case brokenConfigured(name: String, SndFileError)
         public var description: String {
             switch self {
+            case .brokenConfigured(_, let e): return "\(e)"
             case .missingRequired(let name, let dirs):
                 return "required cue '\(name)' not found in \(dirs.isEmpty ? "(no sounds directories)" : dirs.joined(separator: ", "))"
             case .brokenRequired(let e): return "required cue unreadable: \(e)"
@@ -101,7 +104,9 @@ public struct CueBankLoader: Sendable {
     public var loader: CueLoader
     public init(loader: CueLoader = CueLoader()) { self.loader = loader }
 
-    public func load(directories: [String]) throws(Failure) -> Result {
+    /// `files` names cues explicitly (name → path); they override the
+    /// directories, and unlike files found there, one that fails is an error.
+    public func load(directories: [String], files: [String: String] = [:]) throws(Failure) -> Result {
         var chosen: [String: String] = [:]  // name → path; later directories win
         for dir in directories {
             for entry in Self.listFiles(dir) where !entry.hasPrefix(".") && Self.isAudioName(entry) {
@@ -110,12 +115,14 @@ public struct CueBankLoader: Sendable {
                 chosen[name] = dir + "/" + entry
             }
         }
+        for (name, path) in files { chosen[name] = path }
         var cues: [Cue] = []
         var warnings: [String] = []
         for (name, path) in chosen.sorted(by: { $0.key < $1.key }) {
             do throws(SndFileError) {
                 cues.append(try loader.load(path: path, name: name))
             } catch {
+                if files[name] != nil { throw .brokenConfigured(name: name, error) }
                 if CueBank.required.contains(name) { throw .brokenRequired(error) }
                 warnings.append("skipped \(error)")
             }

@@ -19,10 +19,22 @@ public struct RefreshSession: Sendable, Equatable {
         /// The user showed intent to pull: open the output device now so the
         /// cue that follows starts warm.
         public var prewarm = false
+        /// The transition made, when the state changed (for remapping its cue).
+        public var from: RefreshState?
+        public var to: RefreshState?
 
-        public init(_ action: RefreshMachine.Action, ignored: Bool = false, prewarm: Bool = false) {
+        public init(_ action: RefreshMachine.Action, ignored: Bool = false, prewarm: Bool = false,
+                    from: RefreshState? = nil, to: RefreshState? = nil) {
             self.action = action; self.ignored = ignored; self.prewarm = prewarm
+            if from != to { self.from = from; self.to = to }
         }
+    }
+
+    /// Moves the machine and records the transition with its outcome.
+    private mutating func move(_ target: RefreshState, prewarm: Bool = false) -> Outcome {
+        let from = machine.state
+        let action = machine.handle(target)
+        return Outcome(action, prewarm: prewarm, from: from, to: machine.state)
     }
 
     public private(set) var machine = RefreshMachine()
@@ -38,13 +50,13 @@ public struct RefreshSession: Sendable, Equatable {
         case .loading:
             return Outcome(.none, ignored: true)
         case .release:
-            if points < threshold - Self.hysteresis { return Outcome(machine.handle(.pull)) }  // back above: pop
+            if points < threshold - Self.hysteresis { return move(.pull) }  // back above: pop
             return Outcome(.none)
         case .idle, .pull:
             let wasIdle = machine.state == .idle
-            if points >= threshold { return Outcome(machine.handle(.release)) }  // psst1
-            if points > 0 { return Outcome(machine.handle(.pull), prewarm: wasIdle) }
-            return Outcome(machine.handle(.idle))
+            if points >= threshold { return move(.release) }  // psst1
+            if points > 0 { return move(.pull, prewarm: wasIdle) }
+            return move(.idle)
         }
     }
 
@@ -52,8 +64,8 @@ public struct RefreshSession: Sendable, Equatable {
     public mutating func drop() -> Outcome {
         switch machine.state {
         case .loading: return Outcome(.none, ignored: true)
-        case .release: return Outcome(machine.handle(.loading))
-        case .idle, .pull: return Outcome(machine.handle(.idle))
+        case .release: return move(.loading)
+        case .idle, .pull: return move(.idle)
         }
     }
 
@@ -63,8 +75,7 @@ public struct RefreshSession: Sendable, Equatable {
             machine.force(target)
             return Outcome(.none)
         }
-        let wasIdle = machine.state == .idle
-        return Outcome(machine.handle(target), prewarm: wasIdle && target == .pull)
+        return move(target, prewarm: machine.state == .idle && target == .pull)
     }
 }
 

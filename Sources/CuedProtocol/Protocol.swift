@@ -31,6 +31,12 @@ public enum Request: Equatable, Sendable {
     case threshold(Double)
     case mute
     case unmute
+    /// Declares the connection's app (a label for per-app mute and counts).
+    case app(String)
+    case muteApp(String)
+    case unmuteApp(String)
+    /// Re-read the config and every cue; swap them in only if all load.
+    case reload
     case cues
     case status
 }
@@ -40,6 +46,9 @@ public enum ErrorCode: String, Sendable {
     case unknownCue = "unknown-cue"
     case badArgument = "bad-argument"
     case lineTooLong = "line-too-long"
+    case reloadFailed = "reload-failed"
+    /// The peer is not the daemon's own user.
+    case forbidden = "forbidden"
     case `internal` = "internal"
 }
 
@@ -81,12 +90,17 @@ struct Verb: Sendable {
 
 public enum RequestParser {
     static let verbs: [Verb] = [
+        Verb(name: "app", minArgs: 1, maxArgs: 1, usage: "app NAME") { args throws(ProtocolError) in
+            .app(try label(args[0], what: "app name"))
+        },
         Verb(name: "cues", minArgs: 0, maxArgs: 0, usage: "cues") { _ in .cues },
         Verb(name: "drag", minArgs: 1, maxArgs: 1, usage: "drag POINTS") { args throws(ProtocolError) in
             .drag(try points(args[0], in: ProtocolLimits.dragRange, what: "pull distance"))
         },
         Verb(name: "drop", minArgs: 0, maxArgs: 0, usage: "drop") { _ in .drop },
-        Verb(name: "mute", minArgs: 0, maxArgs: 0, usage: "mute") { _ in .mute },
+        Verb(name: "mute", minArgs: 0, maxArgs: 2, usage: "mute [app NAME]") { args throws(ProtocolError) in
+            try appTarget(args, usage: "mute [app NAME]").map(Request.muteApp) ?? .mute
+        },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
         Verb(name: "play", minArgs: 1, maxArgs: 2, usage: "play CUE [GAIN_DB]") { args throws(ProtocolError) in
             let cue = String(args[0])
@@ -125,10 +139,29 @@ public enum RequestParser {
         Verb(name: "threshold", minArgs: 1, maxArgs: 1, usage: "threshold POINTS") { args throws(ProtocolError) in
             .threshold(try points(args[0], in: ProtocolLimits.thresholdRange, what: "threshold"))
         },
-        Verb(name: "unmute", minArgs: 0, maxArgs: 0, usage: "unmute") { _ in .unmute },
+        Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
+        Verb(name: "unmute", minArgs: 0, maxArgs: 2, usage: "unmute [app NAME]") { args throws(ProtocolError) in
+            try appTarget(args, usage: "unmute [app NAME]").map(Request.unmuteApp) ?? .unmute
+        },
     ]
 
     public static var verbNames: [String] { verbs.map(\.name) }
+
+    /// `[]` → nil (everything); `["app", NAME]` → NAME.
+    static func appTarget(_ args: [Substring], usage: String) throws(ProtocolError) -> String? {
+        guard !args.isEmpty else { return nil }
+        guard args.count == 2, args[0] == "app" else { throw ProtocolError(.badArgument, "usage: \(usage)") }
+        return try label(args[1], what: "app name")
+    }
+
+    /// App and session names are labels, never paths.
+    static func label(_ arg: Substring, what: String) throws(ProtocolError) -> String {
+        let s = String(arg)
+        guard CueName.isValid(s) else {
+            throw ProtocolError(.badArgument, "\(what) '\(s.prefix(64))' is not a name (letters, digits, . _ -; at most 64)")
+        }
+        return s
+    }
 
     static func points(_ arg: Substring, in range: ClosedRange<Double>, what: String) throws(ProtocolError) -> Double {
         guard let v = Double(arg), v.isFinite else {
@@ -194,6 +227,10 @@ extension Request {
         case .threshold(let p): return "threshold \(Self.number(p))"
         case .mute: return "mute"
         case .unmute: return "unmute"
+        case .app(let name): return "app \(name)"
+        case .muteApp(let name): return "mute app \(name)"
+        case .unmuteApp(let name): return "unmute app \(name)"
+        case .reload: return "reload"
         case .cues: return "cues"
         case .status: return "status"
         }

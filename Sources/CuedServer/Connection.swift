@@ -1,6 +1,14 @@
 import CuedCore
 import CuedProtocol
+import Glibc
 import NIOCore
+
+/// `struct ucred`, which Glibc does not export to Swift.
+struct PeerCredentials: Sendable {
+    var pid: Int32 = 0
+    var uid: UInt32 = 0
+    var gid: UInt32 = 0
+}
 
 /// What the line decoder hands on: a complete line (without LF), or the news
 /// that a line went past the limit.
@@ -63,6 +71,23 @@ final class ConnectionHandler: ChannelInboundHandler {
 
     func channelActive(context: ChannelHandlerContext) {
         daemon.clients.add(1, ordering: .relaxed)
+        // SO_PEERCRED while the socket is surely open: who is on the other end.
+        if let provider = context.channel as? SocketOptionProvider {
+            let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
+                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+            future.assumeIsolated().whenSuccess { cred in
+                self.daemon.logger.debug("client connected", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
+                if cred.uid != getuid() {
+                    self.daemon.logger.warning("refused a client of another user", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
+                    self.closing = true
+                    self.send(.err(.forbidden, "only uid \(getuid()) may use this cued"), context: context)
+                    let channel = context.channel
+                    context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
+                        channel.close(promise: nil)
+                    }
+                }
+            }
+        }
         context.fireChannelActive()
     }
 

@@ -1,4 +1,5 @@
 import CuedAudio
+import CuedConfig
 import CuedCore
 import CuedProtocol
 import Foundation
@@ -7,23 +8,50 @@ import NIOCore
 import NIOPosix
 import Synchronization
 
-/// Everything `cued` can be told on its command line.
+/// Everything `cued` can be told on its command line. Optional settings are
+/// nil when the flag was not given: then the config file, then the default, applies.
 public struct DaemonOptions: Sendable {
     public var socketPath: String
-    public var sink: SinkSpec = .alsa("default")
-    public var latencyMs = 10
-    public var voices = 16
-    public var idleCloseSeconds = 30.0
+    /// `--config PATH` (must exist); nil: the default path, if it exists.
+    public var configPath: String?
+    public var defaultConfigPath: String
+    public var sink: String?
+    public var latencyMs: Int?
+    public var voices: Int?
+    public var idleCloseSeconds: Double?
+    public var soundDirectories: [String]?
+    public var defaultSoundDirectories: [String]
+    public var muted: Bool?
     public var sessionTTLSeconds = 300.0
+    public var statePath: String
     /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
     public var hangAudioForTesting = false
-    public var soundDirectories: [String]
-    /// nil: use the persisted state.
-    public var muted: Bool?
-    public var statePath: String
 
-    public init(socketPath: String, soundDirectories: [String], statePath: String) {
-        self.socketPath = socketPath; self.soundDirectories = soundDirectories; self.statePath = statePath
+    public init(socketPath: String, defaultConfigPath: String, defaultSoundDirectories: [String], statePath: String) {
+        self.socketPath = socketPath; self.defaultConfigPath = defaultConfigPath
+        self.defaultSoundDirectories = defaultSoundDirectories; self.statePath = statePath
+    }
+
+    /// Reads the config file: the explicit one (an error if missing), else the
+    /// default one if it exists, else none.
+    public func loadConfig() throws(ConfigErrors) -> Config {
+        if let configPath { return try ConfigLoader.load(path: configPath) }
+        guard FileManager.default.fileExists(atPath: defaultConfigPath) else { return Config() }
+        return try ConfigLoader.load(path: defaultConfigPath)
+    }
+
+    /// The settings in force: flag, else config, else default.
+    public func effective(_ c: Config) -> (sink: SinkSpec, latencyMs: Int, voices: Int, idleCloseSeconds: Double, sounds: [String]) {
+        (SinkSpec.parse(sink ?? c.sink ?? "alsa:default") ?? .alsa("default"), latencyMs ?? c.latencyMs ?? 10,
+         voices ?? c.voices ?? 16, idleCloseSeconds ?? c.idleCloseS ?? 30, soundDirectories ?? c.sounds ?? defaultSoundDirectories)
+    }
+
+    /// Loads the config and every cue it and the directories name.
+    public func loadRuntime() throws(LoadFailure) -> Runtime {
+        var config: Config
+        do { config = try loadConfig() } catch { throw LoadFailure(error.issues[0]) }
+        if muted != nil { config.muted = nil }  // the flag wins
+        return try RuntimeLoader.load(config: config, directories: effective(config).sounds).0
     }
 }
 
@@ -92,39 +120,43 @@ public final class Server: Sendable {
         self.options = options; self.logger = logger
     }
 
-    func loadBank() throws(StartupError) -> CueBank {
-        do {
-            let result = try CueBankLoader().load(directories: options.soundDirectories)
-            for w in result.warnings { logger.warning("\(w)") }
-            return result.bank
-        } catch {
-            throw StartupError(message: "\(error)", exitCode: StartupError.configExit)
-        }
-    }
-
     public func run() async throws {
         umask(0o077)
         signal(SIGPIPE, SIG_IGN)
-        let bank = try loadBank()
-        logger.info("cues loaded", metadata: ["cues": "\(bank.names.joined(separator: " "))",
-                                                "dirs": "\(options.soundDirectories.joined(separator: ":"))"])
+        let config: Config
+        do { config = try options.loadConfig() } catch {
+            throw StartupError(message: "invalid config:\n" + error.description, exitCode: StartupError.configExit)
+        }
+        let settings = options.effective(config)
+        let runtime: Runtime
+        do {
+            let (rt, warnings) = try RuntimeLoader.load(config: config, directories: settings.sounds)
+            for w in warnings { logger.warning("\(w)") }
+            runtime = rt
+        } catch {
+            throw StartupError(message: error.description, exitCode: StartupError.configExit)
+        }
+        logger.info("cues loaded", metadata: ["cues": "\(runtime.bank.names.joined(separator: " "))",
+                                                "dirs": "\(settings.sounds.joined(separator: ":"))",
+                                                "config": "\(config.path ?? "none")"])
 
+        // Mute at start: the flag, else the saved state, else the config.
         let store = StateStore(path: options.statePath)
-        var muted = (try? store.load())?.muted ?? false
-        if let forced = options.muted { muted = forced }
+        let saved = FileManager.default.fileExists(atPath: options.statePath) ? (try? store.load()) : nil
+        let muted = options.muted ?? saved?.muted ?? config.muted ?? false
 
         let env = ProcessInfo.processInfo.environment
         let notifier = SystemdNotifier(environment: env)
         let activated = SocketActivation.inheritedSocket(environment: env)
         if activated == nil { try SocketFile.prepare(options.socketPath) }
 
-        var config = AudioEngine.Configuration()
-        config.voices = options.voices
-        config.idleCloseSeconds = options.idleCloseSeconds
-        config.hangOnPlayForTesting = options.hangAudioForTesting
+        var engineConfig = AudioEngine.Configuration()
+        engineConfig.voices = settings.voices
+        engineConfig.idleCloseSeconds = settings.idleCloseSeconds
+        engineConfig.hangOnPlayForTesting = options.hangAudioForTesting
         let log = logger
         let lastError = Mutex<String?>(nil)
-        let engine = AudioEngine(sink: options.sink.makeSink(latencyMs: options.latencyMs), configuration: config) { event in
+        let engine = AudioEngine(sink: settings.sink.makeSink(latencyMs: settings.latencyMs), configuration: engineConfig) { event in
             switch event {
             case .opened(let f):
                 lastError.withLock { $0 = nil }
@@ -139,11 +171,21 @@ public final class Server: Sendable {
             case .dropped(let cue, let late): log.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
             }
         }
-        let daemon = Daemon(engine: engine, bank: bank, muted: muted,
-                            store: StateStore(path: options.statePath),
-                            sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), logger: logger,
+        let opts = options
+        let log2 = logger
+        let daemon = Daemon(engine: engine, runtime: runtime, muted: muted, appMutes: saved?.appMutes ?? [:],
+                            store: store, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), logger: logger,
+                            loadRuntime: { () throws(LoadFailure) -> Runtime in
+                                let rt = try opts.loadRuntime()
+                                let now = opts.effective(rt.config)
+                                if now.sink != settings.sink || now.latencyMs != settings.latencyMs || now.voices != settings.voices
+                                    || now.idleCloseSeconds != settings.idleCloseSeconds {
+                                    log2.warning("sink, latency_ms, voices and idle_close_s take effect at the next start")
+                                }
+                                return rt
+                            },
                             onStatusChange: { notifier.notify("STATUS=" + $0) })
-        if options.muted != nil { try? store.save(.init(muted: muted)) }
+        if options.muted != nil { try? store.save(.init(muted: muted, appMutes: saved?.appMutes ?? [:])) }
         engine.start()
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
@@ -182,7 +224,7 @@ public final class Server: Sendable {
         for await signal in Signals.stream([SIGTERM, SIGINT, SIGHUP]) {
             if signal == SIGHUP {
                 notifier.notify("RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
-                reload(daemon)
+                _ = daemon.reload()
                 notifier.notify("READY=1", "STATUS=" + daemon.statusLine())
                 continue
             }
@@ -197,17 +239,6 @@ public final class Server: Sendable {
         if let socketInode, SocketFile.inode(options.socketPath) == socketInode { unlink(options.socketPath) }
         try? await group.shutdownGracefully()
         logger.info("stopped")
-    }
-
-    /// SIGHUP: reload the cue bank all-or-nothing.
-    func reload(_ daemon: Daemon) {
-        do {
-            let bank = try loadBank()
-            daemon.replaceBank(bank)
-            logger.info("cues reloaded", metadata: ["cues": "\(bank.names.joined(separator: " "))"])
-        } catch {
-            logger.error("reload failed; keeping the old cues", metadata: ["error": "\(error)"])
-        }
     }
 
     /// WATCHDOG=1 at half systemd's interval, only while the audio thread is

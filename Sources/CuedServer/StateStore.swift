@@ -13,7 +13,12 @@ public struct StateStore: Sendable {
         return base + "/cued/state"
     }
 
-    public struct Saved: Sendable, Equatable { public var muted = false }
+    public struct Saved: Sendable, Equatable {
+        public var muted = false
+        /// Run-time per-app mutes (`mute app NAME`), by app.
+        public var appMutes: [String: Bool] = [:]
+        public init(muted: Bool = false, appMutes: [String: Bool] = [:]) { self.muted = muted; self.appMutes = appMutes }
+    }
 
     /// The saved state; a missing file is the default state.
     public func load() throws -> Saved {
@@ -23,6 +28,10 @@ public struct StateStore: Sendable {
             let kv = line.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             guard kv.count == 2 else { continue }
             if kv[0] == "muted" { s.muted = kv[1] == "true" }
+            if kv[0].hasPrefix("app."), kv[0].hasSuffix(".muted") {
+                let app = String(kv[0].dropFirst(4).dropLast(6))
+                if !app.isEmpty { s.appMutes[app] = kv[1] == "true" }
+            }
         }
         return s
     }
@@ -32,7 +41,8 @@ public struct StateStore: Sendable {
         try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
                                                 attributes: [.posixPermissions: 0o700])
         let tmp = path + ".tmp.\(getpid())"
-        let data = "# cued state; written by cued\nmuted=\(s.muted)\n"
+        var data = "# cued state; written by cued\nmuted=\(s.muted)\n"
+        for (app, m) in s.appMutes.sorted(by: { $0.key < $1.key }) { data += "app.\(app).muted=\(m)\n" }
         let fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         var ok = data.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) == $0.count - 1 }

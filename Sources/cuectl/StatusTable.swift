@@ -16,6 +16,7 @@ enum StatusTable {
         var rows: [(String, String)] = []
         rows.append(("cued", "\(text(s["version"])) (protocol \(text(s["protocol"])))"))
         rows.append(("muted", text(s["muted"])))
+        rows.append(("config", text(s["config"])))
         if let sink = s["sink"] {
             var d = "\(text(sink["spec"])): \(text(sink["state"]))"
             if sink["rate"] != nil, sink["rate"] != .null {
@@ -39,6 +40,12 @@ enum StatusTable {
                 rows.append((i == 0 ? "cues" : "", "\(name): \(text(c["frames"])) frames, played \(text(c["played"]))"))
             }
         }
+        if case .object(let apps)? = s["apps"] {
+            for (i, (name, a)) in apps.enumerated() {
+                rows.append((i == 0 ? "apps" : "", "\(name): played \(text(a["played"]))" + (a["muted"] == .bool(true) ? ", muted" : "")))
+            }
+        }
+        rows.append(("sessions", text(s["sessions"])))
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }

@@ -1,5 +1,6 @@
 // cued: the cue daemon. Argument parsing and wiring only.
 import ArgumentParser
+import CuedConfig
 import CuedProtocol
 import CuedServer
 import Foundation
@@ -12,24 +13,31 @@ struct Cued: AsyncParsableCommand {
         abstract: "Plays short UI cues (psst1, psst2, pop…) the instant a client asks, over a Unix socket.",
         discussion: """
             Clients write one line per request: ping, play CUE [GAIN_DB], state pull|release|loading|idle,
-            mute, unmute, cues, status. Try: printf 'play pop\\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/cued/cued.sock
+            drag N, drop, mute, unmute, cues, status… Try: printf 'play pop\\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/cued/cued.sock
+            Settings not given as flags come from the config file ($XDG_CONFIG_HOME/cued/cued.toml).
             """,
         version: CuedVersion.string)
 
     @Option(help: "Socket path (default: $CUED_SOCKET, else $XDG_RUNTIME_DIR/cued/cued.sock).")
     var socket: String?
 
-    @Option(help: "Audio output: alsa[:PCM], null, or wav:PATH.")
-    var sink: String = "alsa:default"
+    @Option(help: "Config file (default: $XDG_CONFIG_HOME/cued/cued.toml, if it exists).")
+    var config: String?
 
-    @Option(name: .customLong("latency-ms"), help: "Device buffer in ms (the period is about half).")
-    var latencyMs: Int = 10
+    @Option(name: .customLong("check-config"), help: "Check a config file (and the cues it names), print what is wrong, exit 0 or 78.")
+    var checkConfig: String?
 
-    @Option(help: "Concurrent voices; when all are busy the oldest is faded out and replaced.")
-    var voices: Int = 16
+    @Option(help: "Audio output: alsa[:PCM], null, or wav:PATH (default alsa:default).")
+    var sink: String?
 
-    @Option(name: .customLong("idle-close-s"), help: "Close the audio device after this many seconds of silence.")
-    var idleCloseS: Double = 30
+    @Option(name: .customLong("latency-ms"), help: "Device buffer in ms; the period is about half (default 10).")
+    var latencyMs: Int?
+
+    @Option(help: "Concurrent voices; when all are busy the oldest is faded out and replaced (default 16).")
+    var voices: Int?
+
+    @Option(name: .customLong("idle-close-s"), help: "Close the audio device after this many seconds of silence (default 30).")
+    var idleCloseS: Double?
 
     @Option(name: .customLong("session-ttl-s"), help: "Named refresh sessions expire after this many idle seconds.")
     var sessionTTLS: Double = 300
@@ -47,13 +55,13 @@ struct Cued: AsyncParsableCommand {
     var logLevel: String = "info"
 
     func validate() throws {
-        guard SinkSpec.parse(sink) != nil else {
+        if let sink, !SinkSyntax.isValid(sink) {
             throw ValidationError("unknown sink '\(sink)': use alsa[:PCM], null or wav:PATH")
         }
-        guard (1...1000).contains(latencyMs) else { throw ValidationError("--latency-ms must be 1...1000") }
-        guard (1...256).contains(voices) else { throw ValidationError("--voices must be 1...256") }
+        if let latencyMs, !ConfigLoader.latencyRange.contains(latencyMs) { throw ValidationError("--latency-ms must be 1...1000") }
+        if let voices, !ConfigLoader.voicesRange.contains(voices) { throw ValidationError("--voices must be 1...256") }
+        if let idleCloseS, !ConfigLoader.idleCloseRange.contains(idleCloseS) { throw ValidationError("--idle-close-s must be 0...86400") }
         guard sessionTTLS > 0, sessionTTLS.isFinite else { throw ValidationError("--session-ttl-s must be > 0") }
-        guard idleCloseS >= 0, idleCloseS.isFinite else { throw ValidationError("--idle-close-s must be ≥ 0") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard !(startMuted && startUnmuted) else { throw ValidationError("--muted and --unmuted exclude each other") }
     }
@@ -69,31 +77,53 @@ struct Cued: AsyncParsableCommand {
         LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level) }
         let logger = Logger(label: "cued")
 
-        let socketPath: String
-        switch SocketLocation.resolve(explicit: socket, environment: env) {
-        case .success(let p): socketPath = p
-        case .failure(let e):
-            // Under socket activation the socket comes from systemd; no path is needed.
-            guard SocketActivation.isActivated(environment: env) else { fail(e.message, code: 1) }
-            socketPath = ""
-        }
         var options = DaemonOptions(
-            socketPath: socketPath,
-            soundDirectories: sounds.isEmpty ? SoundDirectories.defaults(environment: env) : sounds,
+            socketPath: "",
+            defaultConfigPath: ConfigLoader.defaultPath(environment: env),
+            defaultSoundDirectories: SoundDirectories.defaults(environment: env),
             statePath: StateStore.defaultPath(environment: env))
-        options.sink = SinkSpec.parse(sink)!
+        options.configPath = config
+        options.sink = sink
         options.latencyMs = latencyMs
         options.voices = voices
         options.idleCloseSeconds = idleCloseS
+        options.soundDirectories = sounds.isEmpty ? nil : sounds
         options.sessionTTLSeconds = sessionTTLS
-        options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
         options.muted = startMuted ? true : (startUnmuted ? false : nil)
+        options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
+
+        if let checkConfig { check(checkConfig, options) }
+
+        switch SocketLocation.resolve(explicit: socket, environment: env) {
+        case .success(let p): options.socketPath = p
+        case .failure(let e):
+            // Under socket activation the socket comes from systemd; no path is needed.
+            guard SocketActivation.isActivated(environment: env) else { fail(e.message, code: 1) }
+        }
 
         do {
             try await Server(options: options, logger: logger).run()
         } catch let e as StartupError {
             fail(e.message, code: e.exitCode)
         }
+    }
+
+    /// `--check-config PATH`: the file's syntax, keys and ranges, then the cues it names.
+    func check(_ path: String, _ base: DaemonOptions) -> Never {
+        var options = base
+        options.configPath = path
+        do {
+            let config = try ConfigLoader.load(path: path)
+            _ = try RuntimeLoader.load(config: config, directories: options.effective(config).sounds)
+        } catch let e as ConfigErrors {
+            FileHandle.standardError.write(Data((e.description + "\n").utf8))
+            Foundation.exit(78)
+        } catch {
+            FileHandle.standardError.write(Data("\(error)\n".utf8))
+            Foundation.exit(78)
+        }
+        print("\(path): ok")
+        Foundation.exit(0)
     }
 
     func fail(_ message: String, code: Int32) -> Never {
