@@ -126,7 +126,9 @@ public enum ConfigLoader {
         var config = checker.read(table)
         config.path = file
         config.lines = checker.lines.lines
-        if !checker.issues.isEmpty { throw ConfigErrors(issues: checker.issues) }
+        if !checker.issues.isEmpty {
+            throw ConfigErrors(issues: checker.issues.sorted { ($0.line ?? 0, $0.key ?? "") < ($1.line ?? 0, $1.key ?? "") })
+        }
         return config
     }
 }

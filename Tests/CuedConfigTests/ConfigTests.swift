@@ -1,1 +1,125 @@
+import CuedConfig
+import CuedProtocol
+import Foundation
 import Testing
+import TestSupport
+
+@Suite struct ConfigParseTests {
+    func parse(_ text: String) throws(ConfigErrors) -> Config { try ConfigLoader.parse(text, file: "/etc/x/cued.toml") }
+
+    /// The single issue a text produces.
+    func issue(_ text: String) -> ConfigIssue? {
+        do { _ = try parse(text); return nil } catch { return error.issues.count == 1 ? error.issues[0] : nil }
+    }
+
+    @Test func everyKey() throws {
+        let c = try parse("""
+            sink = "wav:/tmp/c.wav"
+            latency_ms = 20
+            voices = 4
+            idle_close_s = 2.5
+            master_gain_db = -3
+            sounds = ["/a", "rel", "~/s"]
+            muted = true
+
+            [cues.pop]
+            gain_db = -1.5
+            [cues.sent]
+            file = "sent.flac"
+
+            [transitions]
+            "release->pull" = ""
+            "idle->pull" = "sent"
+
+            [apps.mutt]
+            muted = true
+            gain_db = 2
+            """)
+        #expect(c.sink == "wav:/tmp/c.wav")
+        #expect(c.latencyMs == 20)
+        #expect(c.voices == 4)
+        #expect(c.idleCloseS == 2.5)
+        #expect(c.masterGainDB == -3)
+        #expect(c.sounds == ["/a", "/etc/x/rel", NSHomeDirectory() + "/s"])
+        #expect(c.muted == true)
+        #expect(c.cues["pop"] == CueSetting(file: nil, gainDB: -1.5))
+        #expect(c.cues["sent"] == CueSetting(file: "/etc/x/sent.flac", gainDB: 0))
+        #expect(c.transitions[Transition(from: .release, to: .pull)] == "")
+        #expect(c.transitions[Transition(from: .idle, to: .pull)] == "sent")
+        #expect(c.apps["mutt"] == AppSetting(muted: true, gainDB: 2))
+        #expect(c.path == "/etc/x/cued.toml")
+    }
+
+    @Test func emptyFileIsDefaults() throws {
+        let c = try parse("# nothing\n")
+        #expect(c.sink == nil && c.voices == nil && c.cues.isEmpty && c.masterGainDB == 0)
+    }
+
+    @Test(arguments: [
+        // (text, line, key, words in the message)
+        ("sink = 5", 1, "sink", "expected a string"),
+        ("sink = \"pulse\"", 1, "sink", "unknown sink"),
+        ("\n\nlatency_ms = 0", 3, "latency_ms", "1...1000"),
+        ("latency_ms = 2.5", 1, "latency_ms", "expected an integer"),
+        ("voices = 257", 1, "voices", "1...256"),
+        ("voices = \"8\"", 1, "voices", "expected an integer"),
+        ("idle_close_s = -1", 1, "idle_close_s", "0...86400"),
+        ("idle_close_s = true", 1, "idle_close_s", "expected a number"),
+        ("master_gain_db = 13", 1, "master_gain_db", "-60...12"),
+        ("muted = \"yes\"", 1, "muted", "expected true or false"),
+        ("sounds = \"/a\"", 1, "sounds", "array of directories"),
+        ("sounds = [\"/a\", 3]", 1, "sounds[1]", "expected a string"),
+        ("colour = \"blue\"", 1, "colour", "unknown key"),
+        ("[cues.pop]\nvolume = 3", 2, "cues.pop.volume", "unknown key"),
+        ("[cues.pop]\ngain_db = -61", 2, "cues.pop.gain_db", "-60...12"),
+        ("[cues.pop]\nfile = 7", 2, "cues.pop.file", "expected a string"),
+        ("[cues.\"a/b\"]\ngain_db = 1", 1, "cues.\"a/b\"", "not a cue name"),
+        ("cues = 3", 1, "cues", "expected a table"),
+        ("[transitions]\n\"up->down\" = \"pop\"", 2, "transitions.\"up->down\"", "not a transition"),
+        ("[transitions]\n\"idle->idle\" = \"pop\"", 2, "transitions.\"idle->idle\"", "not a transition"),
+        ("[transitions]\n\"idle->pull\" = 1", 2, "transitions.\"idle->pull\"", "expected a string"),
+        ("[transitions]\n\"idle->pull\" = \"../x\"", 2, "transitions.\"idle->pull\"", "not a cue name"),
+        ("[apps.mutt]\nmute = true", 2, "apps.mutt.mute", "unknown key"),
+        ("[apps.mutt]\nmuted = 1", 2, "apps.mutt.muted", "expected true or false"),
+        ("[apps.mutt]\ngain_db = 99", 2, "apps.mutt.gain_db", "-60...12"),
+    ])
+    func errorsNameLineAndKey(text: String, line: Int, key: String, words: String) {
+        guard let i = issue(text) else { Issue.record("no single issue for \(text.debugDescription)"); return }
+        #expect(i.file == "/etc/x/cued.toml")
+        #expect(i.line == line, "\(i)")
+        #expect(i.key == key, "\(i)")
+        #expect(i.message.contains(words), "\(i)")
+        #expect(i.description.hasPrefix("/etc/x/cued.toml:\(line): \(key): "))
+    }
+
+    @Test func syntaxErrorsHaveALine() {
+        guard let i = issue("sink = \"null\"\nvoices = 4\n[cues\n") else { Issue.record("accepted"); return }
+        #expect(i.line == 3)
+        #expect(i.message.hasPrefix("TOML syntax"))
+        #expect(issue("a = = 1")?.line == 1)
+    }
+
+    @Test func allIssuesAreReportedInLineOrder() {
+        do {
+            _ = try parse("voices = 0\nsink = 1\n[apps.a]\nx = 1\n")
+            Issue.record("accepted")
+        } catch {
+            #expect(error.issues.map(\.line) == [1, 2, 4])
+        }
+    }
+
+    @Test func exampleConfigIsValid() throws {
+        let path = TestPaths.repoRoot.appendingPathComponent("docs/cued.example.toml").path
+        let c = try ConfigLoader.load(path: path)
+        #expect(c.sink == "alsa:default")
+        #expect(c.transitions[Transition(from: .release, to: .pull)] == "")
+        #expect(c.apps["dashboard"]?.muted == true)
+    }
+
+    @Test func missingFileIsAnIssue() {
+        do { _ = try ConfigLoader.load(path: "/nonexistent/cued.toml"); Issue.record("loaded") } catch {
+            #expect(error.description.contains("/nonexistent/cued.toml"))
+            #expect(error.description.contains("no such file"))
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import CuedClient
+import CuedProtocol
 import Foundation
 import Testing
 import TestSupport
@@ -52,12 +53,14 @@ final class DaemonHarness: @unchecked Sendable {
     }
 
     /// Starts cued with `args` (plus --socket and --sounds unless given) and waits until it answers.
+    /// `config`: the text of `$XDG_CONFIG_HOME/cued/cued.toml` (%DIR% replaced), if any.
     init(cues: [String: [Int16]] = Fixture.standard, args: [String], extraEnv: [String: String] = [:],
-         waitReady: Bool = true) throws {
+         config: String? = nil, waitReady: Bool = true) throws {
         if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { socketPath = args[i + 1] }
         else { socketPath = dir.file("run/cued/cued.sock") }
         soundsDir = dir.file("sounds")
         try Fixture.writeCues(into: soundsDir, cues)
+        if let config { try writeConfig(config) }
         // %DIR% in an argument stands for this harness's temp directory.
         var full = args.map { $0.replacingOccurrences(of: "%DIR%", with: dir.path) }
         if !args.contains("--socket") { full += ["--socket", self.socketPath] }
@@ -78,6 +81,14 @@ final class DaemonHarness: @unchecked Sendable {
     }
 
     var capturePath: String { dir.file("capture.wav") }
+    var configPath: String { dir.file("config/cued/cued.toml") }
+
+    func writeConfig(_ text: String) throws {
+        try FileManager.default.createDirectory(atPath: dir.file("config/cued"), withIntermediateDirectories: true)
+        try text.replacingOccurrences(of: "%DIR%", with: dir.path).write(toFile: configPath, atomically: true, encoding: .utf8)
+    }
+
+    func status() throws -> JSON { try JSON.parse(String(try request("status").dropFirst(3))) }
 
     func client() throws -> CueClient { try CueClient(path: socketPath, timeoutSeconds: 10) }
 

@@ -171,3 +171,13 @@ public func runProcess(_ path: String, _ args: [String], env: [String: String]? 
     let err = (try? String(contentsOfFile: dir.file("err"), encoding: .utf8)) ?? ""
     return (p.terminationStatus, out, err)
 }
+
+/// nil when equal; else where and how two sample arrays first differ (keeps
+/// test failures short instead of printing a million samples).
+public func sampleDifference(_ got: [Int16], _ expected: [Int16]) -> String? {
+    if got.count < expected.count { return "got \(got.count) samples, expected \(expected.count)" }
+    for i in expected.indices where got[i] != expected[i] {
+        return "sample \(i) (frame \(i / 2)): got \(got[i]), expected \(expected[i])"
+    }
+    return nil
+}
