@@ -10,7 +10,7 @@ BINDIR    ?= $(PREFIX)/bin
 SOUNDDIR  ?= $(PREFIX)/share/cued/sounds
 UNITDIR   ?= $(HOME)/.config/systemd/user
 
-.PHONY: deps build run test sounds install install-units uninstall clean
+.PHONY: deps bench-deps build run test bench sounds install install-units uninstall clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -20,6 +20,19 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+
+BENCH_PKGS := gcc gnome-session-canberra xvfb pulseaudio pulseaudio-utils libasound2-plugins python3-matplotlib
+bench-deps: deps
+	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make bench-deps: installing" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+
+# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 10 minutes).
+bench: bench-deps build
+	/usr/bin/python3 bench/bench.py
 
 build: deps
 	$(SWIFT) build -c release
