@@ -47,7 +47,10 @@ let package = Package(
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
-        .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol"]),
+        // Statically linked Swift runtime: no dynamic loading and relocation of
+        // libswiftCore at every start (cuectl runs on a tool's critical path).
+        .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol"],
+                          linkerSettings: [.unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--no-warnings"])]),
         .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"]),
 
         // Helpers shared by the test targets: paths to built binaries, temp dirs, WAV I/O.

@@ -146,7 +146,7 @@ public final class Mixer {
                 let v = m[i] * 32768
                 if v > 32767 { out[i] = 32767; clipped += 1 }
                 else if v < -32768 { out[i] = -32768; clipped += 1 }
-                else { out[i] = Int16(v.rounded()) }
+                else { out[i] = Int16(v < 0 ? v - 0.5 : v + 0.5) }  // round half away from zero, as .rounded(), without libm
             }
         }
         return clipped

@@ -120,9 +120,14 @@ public final class Server: Sendable {
         self.options = options; self.logger = logger
     }
 
-    public func run() async throws {
+    /// Runs until SIGTERM/SIGINT. Synchronous on purpose: no Swift concurrency
+    /// and no dispatch queues, whose worker-thread monitor would wake an idle
+    /// daemon every second. Signals are blocked in every thread and taken here
+    /// with sigwaitinfo.
+    public func run() throws {
         umask(0o077)
         signal(SIGPIPE, SIG_IGN)
+        let handled = Signals.blockForSigwait([SIGTERM, SIGINT, SIGHUP])
         let config: Config
         do { config = try options.loadConfig() } catch {
             throw StartupError(message: "invalid config:\n" + error.description, exitCode: StartupError.configExit)
@@ -201,12 +206,12 @@ public final class Server: Sendable {
         let channel: Channel
         do {
             if let fd = activated {
-                channel = try await bootstrap.withBoundSocket(fd).get()
+                channel = try bootstrap.withBoundSocket(fd).wait()
             } else {
-                channel = try await bootstrap.bind(unixDomainSocketPath: options.socketPath, cleanupExistingSocketFile: false).get()
+                channel = try bootstrap.bind(unixDomainSocketPath: options.socketPath, cleanupExistingSocketFile: false).wait()
             }
         } catch {
-            try? await group.shutdownGracefully()
+            try? group.syncShutdownGracefully()
             throw StartupError(message: "cannot listen on \(activated == nil ? options.socketPath : "the inherited socket"): \(error)", exitCode: 1)
         }
         // Only a socket cued created itself is chmod'ed and, at exit, unlinked.
@@ -219,9 +224,10 @@ public final class Server: Sendable {
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
             "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
         notifier.notify("READY=1", "STATUS=" + daemon.statusLine())
-        let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env)
+        let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: group.next())
 
-        for await signal in Signals.stream([SIGTERM, SIGINT, SIGHUP]) {
+        while true {
+            let signal = Signals.wait(handled)
             if signal == SIGHUP {
                 notifier.notify("RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
                 _ = daemon.reload()
@@ -234,25 +240,24 @@ public final class Server: Sendable {
         }
         watchdog?.cancel()
         // Stop accepting, let playing cues finish (at most 500 ms), close the PCM.
-        try? await channel.close()
+        try? channel.close().wait()
         engine.shutdown(graceMs: 500)
         if let socketInode, SocketFile.inode(options.socketPath) == socketInode { unlink(options.socketPath) }
-        try? await group.shutdownGracefully()
+        try? group.syncShutdownGracefully()
         logger.info("stopped")
     }
 
     /// WATCHDOG=1 at half systemd's interval, only while the audio thread is
     /// healthy (idle-waiting, or it turned its loop within half the interval).
     /// A hung audio thread stops the pings and systemd restarts cued.
-    func startWatchdog(engine: AudioEngine, notifier: SystemdNotifier, environment: [String: String]) -> (any DispatchSourceTimer)? {
+    func startWatchdog(engine: AudioEngine, notifier: SystemdNotifier, environment: [String: String],
+                       on loop: any EventLoop) -> RepeatedTask? {
         guard notifier.isEnabled, let interval = SystemdNotifier.watchdogInterval(environment: environment) else { return nil }
         let half = interval / 2
         let halfNs = UInt64(half.components.seconds) * 1_000_000_000 + UInt64(half.components.attoseconds / 1_000_000_000)
-        let timer = DispatchSource.makeTimerSource(queue: DispatchQueue(label: "cued.watchdog"))
         let log = logger
         let reported = Atomic<Bool>(false)
-        timer.schedule(deadline: .now(), repeating: .nanoseconds(Int(halfNs)), leeway: .milliseconds(50))
-        timer.setEventHandler {
+        let task = loop.scheduleRepeatedTask(initialDelay: .zero, delay: .nanoseconds(Int64(halfNs))) { _ in
             if engine.stats.audioThreadIsHealthy(maxStallNanoseconds: max(halfNs, 1_000_000_000)) {
                 notifier.notify("WATCHDOG=1")
                 reported.store(false, ordering: .relaxed)
@@ -260,9 +265,8 @@ public final class Server: Sendable {
                 log.critical("audio thread is not responding; withholding watchdog pings so systemd restarts cued")
             }
         }
-        timer.resume()
         logger.info("watchdog enabled", metadata: ["interval_ms": "\(halfNs * 2 / 1_000_000)"])
-        return timer
+        return task
     }
 }
 
@@ -314,25 +318,22 @@ enum SocketFile {
 }
 
 enum Signals {
-    /// Delivers the given signals as an async stream (dispatch sources, so no
-    /// work happens in a signal handler).
-    static func stream(_ signals: [Int32]) -> AsyncStream<Int32> {
-        AsyncStream { continuation in
-            let queue = DispatchQueue(label: "cued.signals")
-            let holder = SourceHolder()
-            for s in signals {
-                signal(s, SIG_IGN)
-                let source = DispatchSource.makeSignalSource(signal: s, queue: queue)
-                source.setEventHandler { continuation.yield(s) }
-                source.resume()
-                holder.sources.append(source)
-            }
-            continuation.onTermination = { _ in holder.sources.forEach { $0.cancel() } }
+    /// Blocks `signals` in the calling thread, and so in every thread it starts
+    /// later (they inherit the mask); `wait` then takes them synchronously.
+    static func blockForSigwait(_ signals: [Int32]) -> sigset_t {
+        var set = sigset_t()
+        sigemptyset(&set)
+        for s in signals { sigaddset(&set, s) }
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        return set
+    }
+
+    /// The next of the blocked signals.
+    static func wait(_ set: sigset_t) -> Int32 {
+        var set = set
+        while true {
+            let s = sigwaitinfo(&set, nil)
+            if s > 0 { return s }
         }
     }
-}
-
-/// Keeps the dispatch sources alive for as long as the stream is.
-private final class SourceHolder: @unchecked Sendable {
-    var sources: [any DispatchSourceSignal] = []
 }

@@ -7,7 +7,7 @@ import Foundation
 import Logging
 
 @main
-struct Cued: AsyncParsableCommand {
+struct Cued: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "cued",
         abstract: "Plays short UI cues (psst1, psst2, pop…) the instant a client asks, over a Unix socket.",
@@ -66,7 +66,7 @@ struct Cued: AsyncParsableCommand {
         guard !(startMuted && startUnmuted) else { throw ValidationError("--muted and --unmuted exclude each other") }
     }
 
-    func run() async throws {
+    func run() throws {
         // A parent may hand down a blocked signal mask (exec keeps it): unblock
         // everything so SIGTERM/SIGHUP reach cued's handlers.
         var none = sigset_t()
@@ -102,7 +102,7 @@ struct Cued: AsyncParsableCommand {
         }
 
         do {
-            try await Server(options: options, logger: logger).run()
+            try Server(options: options, logger: logger).run()
         } catch let e as StartupError {
             fail(e.message, code: e.exitCode)
         }

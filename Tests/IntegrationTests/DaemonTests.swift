@@ -206,6 +206,30 @@ import TestSupport
         #expect(err.split(separator: "\n").filter { $0.hasPrefix("cued:") }.count == 1)
     }
 
+    /// Idle means asleep: after a cue has played and the stream has stopped, no
+    /// thread of cued is scheduled at all (a count, not a timing).
+    @Test func idleDaemonHasNoWakeups() throws {
+        let d = try DaemonHarness(args: ["--sink", "alsa:null"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("idle") })
+        let threads = { () -> [String: Int] in
+            var out: [String: Int] = [:]
+            for tid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/task")) ?? [] {
+                let status = (try? String(contentsOfFile: "/proc/\(d.pid)/task/\(tid)/status", encoding: .utf8)) ?? ""
+                out[tid] = status.split(separator: "\n").filter { $0.contains("ctxt_switches") }
+                    .compactMap { Int($0.split(separator: "\t").last!.trimmingCharacters(in: .whitespaces)) }.reduce(0, +)
+            }
+            return out
+        }
+        usleep(300_000)  // the client's connections close and settle
+        let before = threads()
+        usleep(2_000_000)
+        let after = threads()
+        #expect(after.count == 3, "threads: \(after.count) (main, audio, event loop)")
+        let woke = after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
+        #expect(woke == 0, "\(woke) context switches while idle")
+    }
+
     @Test func missingRuntimeDirSaysSo() throws {
         var env = ProcessInfo.processInfo.environment
         env.removeValue(forKey: "XDG_RUNTIME_DIR")
