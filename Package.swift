@@ -43,7 +43,7 @@ let package = Package(
 
         // Executables: argument parsing and wiring only.
         .executableTarget(name: "cued", dependencies: [
-            "CuedServer",
+            "CuedServer", "CuedCore", "CuedConfig",
             .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),

@@ -288,5 +288,6 @@ struct Checker {
 public enum SinkSyntax {
     public static func isValid(_ s: String) -> Bool {
         s == "alsa" || s == "null" || (s.hasPrefix("alsa:") && s.count > 5) || (s.hasPrefix("wav:") && s.count > 4)
+            || s.hasPrefix("fault:")
     }
 }

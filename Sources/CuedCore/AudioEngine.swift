@@ -192,6 +192,18 @@ public final class AudioEngine: @unchecked Sendable {
 
     // MARK: - The audio thread
 
+    /// A cue waiting for the device to (re)open; it plays only if that happens
+    /// within `maxStartDelayMs` of its request.
+    private struct Pending { var cue: Cue; var gain: Float; var requestTime: UInt64 }
+    private var pending: [Pending] = []
+    private static let maxPending = 64
+    /// Retries while the device is failing: 50 ms doubling to 2 s.
+    private static let minRetryNs: UInt64 = 50_000_000
+    private static let maxRetryNs: UInt64 = 2_000_000_000
+    private var lastAttempt: UInt64 = 0
+    private var retryDelay: UInt64 = AudioEngine.minRetryNs
+    private var nextRetry: UInt64?
+
     private var mixer: Mixer?
     private var format: SinkFormat?
     private var output: UnsafeMutableRawPointer?
@@ -211,7 +223,17 @@ public final class AudioEngine: @unchecked Sendable {
                     onEvent(.stopped)
                 }
                 stats.waiting.store(true, ordering: .relaxed)
-                if isOpen {
+                if let retryAt = nextRetry {
+                    // The device failed: wake for the next retry or the oldest pending cue's deadline.
+                    var until = retryAt
+                    if let first = pending.first { until = min(until, first.requestTime &+ maxStartDelayNs) }
+                    let now = MonotonicClock.now()
+                    _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds + (until > now ? until - now : 0)))
+                    stats.waiting.store(false, ordering: .relaxed)
+                    stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
+                    if shutdownDeadline == nil, let r = nextRetry, MonotonicClock.now() >= r { openSink() }
+                    expirePending()
+                } else if isOpen {
                     let idle = DispatchTime.now() + configuration.idleCloseSeconds
                     let result = wake.wait(timeout: idle)
                     stats.waiting.store(false, ordering: .relaxed)
@@ -247,22 +269,44 @@ public final class AudioEngine: @unchecked Sendable {
         finished.signal()
     }
 
+    private var maxStartDelayNs: UInt64 { UInt64(configuration.maxStartDelayMs) * 1_000_000 }
+
     private func play(_ cue: Cue, gain: Float, requestTime: UInt64) {
         if configuration.hangOnPlayForTesting { while true { sleep(3600) } }
-        if !isOpen { openSink() }
-        guard isOpen, let mixer else {
-            stats.dropped.add(1, ordering: .relaxed)
-            return
+        if !isOpen {
+            // A cue is the best moment to try again: the device may be back.
+            if MonotonicClock.now() &- lastAttempt >= Self.minRetryNs || lastAttempt == 0 { openSink() }
+            if !isOpen {
+                if pending.count >= Self.maxPending { drop(pending.removeFirst()) }
+                pending.append(Pending(cue: cue, gain: gain, requestTime: requestTime))
+                return
+            }
         }
+        start(cue, gain: gain, requestTime: requestTime)
+    }
+
+    /// Starts a voice unless the cue is already too late to be worth hearing.
+    private func start(_ cue: Cue, gain: Float, requestTime: UInt64) {
+        guard let mixer else { return }
         let waited = MonotonicClock.now() &- requestTime
-        if requestTime != 0, waited > UInt64(configuration.maxStartDelayMs) * 1_000_000 {
-            stats.dropped.add(1, ordering: .relaxed)
-            onEvent(.dropped(cue: cue.name, lateMs: Int(waited / 1_000_000)))
+        if requestTime != 0, waited > maxStartDelayNs {
+            drop(Pending(cue: cue, gain: gain, requestTime: requestTime))
             return
         }
         if mixer.start(cue, gain: gain, requestTime: requestTime) { stats.stolen.add(1, ordering: .relaxed) }
         cue.played.add(1, ordering: .relaxed)
         stats.played.add(1, ordering: .relaxed)
+    }
+
+    private func drop(_ p: Pending) {
+        stats.dropped.add(1, ordering: .relaxed)
+        onEvent(.dropped(cue: p.cue.name, lateMs: Int((MonotonicClock.now() &- p.requestTime) / 1_000_000)))
+    }
+
+    /// Drops pending cues whose moment has passed.
+    private func expirePending() {
+        let now = MonotonicClock.now()
+        while let first = pending.first, now &- first.requestTime > maxStartDelayNs { drop(pending.removeFirst()) }
     }
 
     private func renderPeriod(_ mixer: Mixer) {
@@ -293,13 +337,22 @@ public final class AudioEngine: @unchecked Sendable {
             streaming = false
             closeSink()
             stats.setSink(.failed, error: error.message)
+            scheduleRetry()
         }
     }
 
+    /// After a failure: retry in 50 ms, doubling up to 2 s while it keeps failing.
+    private func scheduleRetry() {
+        retryDelay = nextRetry == nil ? Self.minRetryNs : min(retryDelay * 2, Self.maxRetryNs)
+        nextRetry = MonotonicClock.now() &+ retryDelay
+    }
+
     private func openSink() {
+        lastAttempt = MonotonicClock.now()
         do {
             let f = try sink.open()
             isOpen = true
+            nextRetry = nil
             if format == nil || f.periodFrames > mixer?.maxFrames ?? 0 || f.sampleFormat != format?.sampleFormat {
                 output?.deallocate()
                 output = .allocate(byteCount: f.periodFrames * f.channels * f.sampleFormat.bytes, alignment: 16)
@@ -311,10 +364,14 @@ public final class AudioEngine: @unchecked Sendable {
             format = f
             stats.setSink(.idle, format: f)
             onEvent(.opened(f))
+            let waiting = pending
+            pending.removeAll(keepingCapacity: true)
+            for p in waiting { start(p.cue, gain: p.gain, requestTime: p.requestTime) }
         } catch {
             isOpen = false
             stats.setSink(.failed, error: error.message)
             onEvent(.openFailed(error.message))
+            scheduleRetry()
         }
     }
 

@@ -49,6 +49,10 @@ public enum ErrorCode: String, Sendable {
     case reloadFailed = "reload-failed"
     /// The peer is not the daemon's own user.
     case forbidden = "forbidden"
+    /// Too many connections: the new one is closed.
+    case busy = "busy"
+    /// This connection asked for more cues a second than allowed.
+    case rateLimited = "rate-limited"
     case `internal` = "internal"
 }
 

@@ -64,13 +64,23 @@ final class ConnectionHandler: ChannelInboundHandler {
     typealias OutboundOut = ByteBuffer
 
     private let daemon: Daemon
-    private var state = Daemon.ConnectionState()
+    private var state: Daemon.ConnectionState
     private var closing = false
 
-    init(daemon: Daemon) { self.daemon = daemon }
+    init(daemon: Daemon) {
+        self.daemon = daemon
+        state = Daemon.ConnectionState(playsPerSecond: daemon.limits.playsPerSecond)
+    }
 
     func channelActive(context: ChannelHandlerContext) {
-        daemon.clients.add(1, ordering: .relaxed)
+        let count = daemon.clients.add(1, ordering: .relaxed).newValue
+        if count > daemon.limits.maxClients {
+            daemon.refusedBusy.add(1, ordering: .relaxed)
+            send(.err(.busy, "too many connections (\(daemon.limits.maxClients)); try again later"), context: context)
+            closeAfterWrites(context: context)
+            context.fireChannelActive()
+            return
+        }
         // SO_PEERCRED while the socket is surely open: who is on the other end.
         if let provider = context.channel as? SocketOptionProvider {
             let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(

@@ -32,7 +32,7 @@ public final class Daemon: Sendable {
     private let onStatusChange: @Sendable (String) -> Void
 
     public init(engine: AudioEngine, runtime: Runtime, muted: Bool, appMutes: [String: Bool] = [:],
-                store: StateStore?, sessions: SessionRegistry = SessionRegistry(), logger: Logger,
+                store: StateStore?, sessions: SessionRegistry = SessionRegistry(), limits: Limits = Limits(), logger: Logger,
                 loadRuntime: @escaping @Sendable () throws(LoadFailure) -> Runtime,
                 onStatusChange: @escaping @Sendable (String) -> Void = { _ in }) {
         self.engine = engine
@@ -41,6 +41,7 @@ public final class Daemon: Sendable {
         self.appMutes = Mutex(appMutes)
         self.store = store
         self.sessions = Mutex(sessions)
+        self.limits = limits
         self.logger = logger
         self.loadRuntime = loadRuntime
         self.onStatusChange = onStatusChange
@@ -55,7 +56,31 @@ public final class Daemon: Sendable {
         public var privateSession = RefreshSession()
         public var sessionName: String?
         public var app: String?
+        /// Cues this connection may still start (nil: no limit).
+        public var plays: TokenBucket?
+        public init(playsPerSecond: Double = 0, now: UInt64 = MonotonicClock.now()) {
+            if playsPerSecond > 0 { plays = TokenBucket(rate: playsPerSecond, now: now) }
+        }
+    }
+
+    /// Limits that keep one client from drowning the others.
+    public struct Limits: Sendable {
+        /// Cues a second per connection (token bucket, 1 s burst); 0: unlimited.
+        public var playsPerSecond: Double = 200
+        /// Connections at once; more get `err busy` and are closed.
+        public var maxClients = 256
         public init() {}
+    }
+
+    public let limits: Limits
+    public let rateLimited = Atomic<Int>(0)
+    public let refusedBusy = Atomic<Int>(0)
+
+    /// A token for one more cue on this connection, or the reply refusing it.
+    private func allowPlay(_ conn: inout ConnectionState, _ now: UInt64) -> Reply? {
+        guard conn.plays != nil, !conn.plays!.take(now: now) else { return nil }
+        rateLimited.add(1, ordering: .relaxed)
+        return .err(.rateLimited, "more than \(Request.number(limits.playsPerSecond)) cues a second on this connection")
     }
 
     // MARK: - Requests
@@ -78,14 +103,15 @@ public final class Daemon: Sendable {
             let rt = current
             guard let cue = rt.bank[name] else { return unknownCue(name, rt) }
             if isMuted(app: connection.app, rt) { return .ok("muted") }
+            if let refused = allowPlay(&connection, receivedAt) { return refused }
             return submit(cue, gainDB: rt.gainDB(request: gainDB, cue: name, app: connection.app),
                           app: connection.app, receivedAt: receivedAt) ?? .ok(nil)
         case .state(let target, let quiet):
-            return perform(withSession(&connection, now: receivedAt) { $0.set(target, quiet: quiet) }, connection, receivedAt)
+            return perform(withSession(&connection, now: receivedAt) { $0.set(target, quiet: quiet) }, &connection, receivedAt)
         case .drag(let points):
-            return perform(withSession(&connection, now: receivedAt) { $0.drag(points) }, connection, receivedAt)
+            return perform(withSession(&connection, now: receivedAt) { $0.drag(points) }, &connection, receivedAt)
         case .drop:
-            return perform(withSession(&connection, now: receivedAt) { $0.drop() }, connection, receivedAt)
+            return perform(withSession(&connection, now: receivedAt) { $0.drop() }, &connection, receivedAt)
         case .threshold(let points):
             withSession(&connection, now: receivedAt) { $0.threshold = points }
             return .ok(Request.number(points))
@@ -124,7 +150,7 @@ public final class Daemon: Sendable {
     }
 
     /// Turns a session's outcome into sound and a reply: `ok CUE`, `ok -`, `ok muted`.
-    private func perform(_ outcome: RefreshSession.Outcome, _ conn: ConnectionState, _ receivedAt: UInt64) -> Reply {
+    private func perform(_ outcome: RefreshSession.Outcome, _ conn: inout ConnectionState, _ receivedAt: UInt64) -> Reply {
         let rt = current
         var cueName: String?
         if case .play(let name) = outcome.action { cueName = name }
@@ -135,6 +161,7 @@ public final class Daemon: Sendable {
         }
         if isMuted(app: conn.app, rt) { return .ok("muted") }
         guard let cue = rt.bank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
+        if let refused = allowPlay(&conn, receivedAt) { return refused }  // the state has moved on regardless
         return submit(cue, gainDB: rt.gainDB(request: 0, cue: name, app: conn.app), app: conn.app, receivedAt: receivedAt) ?? .ok(name)
     }
 
@@ -269,6 +296,8 @@ public final class Daemon: Sendable {
         out.append(("xruns", count(s.xruns)))
         out.append(("dropped", count(s.dropped)))
         out.append(("clients", count(clients)))
+        out.append(("rate_limited", count(rateLimited)))
+        out.append(("refused_busy", count(refusedBusy)))
         let now = MonotonicClock.now()
         out.append(("sessions", n(sessions.withLock { $0.count(now: now) })))
         out.append(("apps", .object(apps)))

@@ -23,6 +23,7 @@ public struct DaemonOptions: Sendable {
     public var defaultSoundDirectories: [String]
     public var muted: Bool?
     public var sessionTTLSeconds = 300.0
+    public var limits = Daemon.Limits()
     public var statePath: String
     /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
     public var hangAudioForTesting = false
@@ -60,8 +61,14 @@ public enum SinkSpec: Sendable, Equatable {
     case alsa(String)
     case null
     case wav(String)
+    /// A fault-injecting sink for tests (see `FaultSink`).
+    case fault(String)
 
     public static func parse(_ s: String) -> SinkSpec? {
+        if s.hasPrefix("fault:") {
+            guard case .success = FaultSink.parse(String(s.dropFirst(6))) else { return nil }
+            return .fault(String(s.dropFirst(6)))
+        }
         if s == "alsa" { return .alsa("default") }
         if s == "null" { return .null }
         if s.hasPrefix("alsa:"), s.count > 5 { return .alsa(String(s.dropFirst(5))) }
@@ -74,6 +81,9 @@ public enum SinkSpec: Sendable, Equatable {
         case .alsa(let pcm): return ALSASink(device: pcm, latencyMs: latencyMs)
         case .null: return NullSink(latencyMs: latencyMs)
         case .wav(let path): return WAVSink(path: path, latencyMs: latencyMs)
+        case .fault(let spec):
+            guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latencyMs) else { return NullSink(latencyMs: latencyMs) }
+            return sink
         }
     }
 }
@@ -179,7 +189,8 @@ public final class Server: Sendable {
         let opts = options
         let log2 = logger
         let daemon = Daemon(engine: engine, runtime: runtime, muted: muted, appMutes: saved?.appMutes ?? [:],
-                            store: store, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), logger: logger,
+                            store: store, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds),
+                            limits: options.limits, logger: logger,
                             loadRuntime: { () throws(LoadFailure) -> Runtime in
                                 let rt = try opts.loadRuntime()
                                 let now = opts.effective(rt.config)

@@ -1,6 +1,7 @@
 // cued: the cue daemon. Argument parsing and wiring only.
 import ArgumentParser
 import CuedConfig
+import CuedCore
 import CuedProtocol
 import CuedServer
 import Foundation
@@ -42,6 +43,12 @@ struct Cued: ParsableCommand {
     @Option(name: .customLong("session-ttl-s"), help: "Named refresh sessions expire after this many idle seconds.")
     var sessionTTLS: Double = 300
 
+    @Option(name: .customLong("rate-limit"), help: "Cues a second one connection may start (0: no limit).")
+    var rateLimit: Double = 200
+
+    @Option(name: .customLong("max-clients"), help: "Connections at once; more get `err busy` and are closed.")
+    var maxClients: Int = 256
+
     @Option(name: .customLong("sounds"), help: "A directory of cues (repeatable; replaces the default list).")
     var sounds: [String] = []
 
@@ -55,12 +62,17 @@ struct Cued: ParsableCommand {
     var logLevel: String = "info"
 
     func validate() throws {
-        if let sink, !SinkSyntax.isValid(sink) {
+        if let sink, !SinkSyntax.isValid(sink) || SinkSpec.parse(sink) == nil {
+            if sink.hasPrefix("fault:"), case .failure(let e) = FaultSink.parse(String(sink.dropFirst(6))) {
+                throw ValidationError(e.message)
+            }
             throw ValidationError("unknown sink '\(sink)': use alsa[:PCM], null or wav:PATH")
         }
         if let latencyMs, !ConfigLoader.latencyRange.contains(latencyMs) { throw ValidationError("--latency-ms must be 1...1000") }
         if let voices, !ConfigLoader.voicesRange.contains(voices) { throw ValidationError("--voices must be 1...256") }
         if let idleCloseS, !ConfigLoader.idleCloseRange.contains(idleCloseS) { throw ValidationError("--idle-close-s must be 0...86400") }
+        guard rateLimit >= 0, rateLimit.isFinite else { throw ValidationError("--rate-limit must be ≥ 0") }
+        guard (1...100_000).contains(maxClients) else { throw ValidationError("--max-clients must be 1...100000") }
         guard sessionTTLS > 0, sessionTTLS.isFinite else { throw ValidationError("--session-ttl-s must be > 0") }
         guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
         guard !(startMuted && startUnmuted) else { throw ValidationError("--muted and --unmuted exclude each other") }
@@ -89,6 +101,8 @@ struct Cued: ParsableCommand {
         options.idleCloseSeconds = idleCloseS
         options.soundDirectories = sounds.isEmpty ? nil : sounds
         options.sessionTTLSeconds = sessionTTLS
+        options.limits.playsPerSecond = rateLimit
+        options.limits.maxClients = maxClients
         options.muted = startMuted ? true : (startUnmuted ? false : nil)
         options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
 

@@ -1,0 +1,71 @@
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// A device that fails (the `fault:` sink): cued keeps answering, reports it,
+/// retries, plays again when the device is back, and never plays a cue late.
+@Suite(.timeLimit(.minutes(2))) struct DeviceFaultTests {
+    func number(_ v: JSON?) -> Int { if case .number(let d)? = v { return Int(d) }; return -1 }
+
+    @Test func xrunAndSuspendAreRecovered() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(100, frames: 9_600)  // 200 ms: 40 periods
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:write-3=EPIPE,write-7=ESTRPIPE"])
+        #expect(try d.request("play long") == "ok")
+        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("idle") })
+        let s = try d.status()
+        #expect(number(s["xruns"]) == 2)
+        #expect(number(s["played"]) == 1)
+        #expect(number(s["dropped"]) == 0)
+        #expect(s["sink"]?["error"] == .null)
+    }
+
+    @Test func failedOpensAreRetriedAndTheWaitingCuePlays() throws {
+        // Two failed opens: retried after 50 and 100 ms, well inside the cue's 250 ms.
+        let d = try DaemonHarness(args: ["--sink", "fault:open-fail=2"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 1 })
+        let s = try d.status()
+        #expect(number(s["dropped"]) == 0)
+        #expect(s["sink"]?["state"] != .string("failed"))
+    }
+
+    @Test func unpluggedDeviceNeverStopsTheDaemonAndLateCuesAreDropped() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(100, frames: 48_000)
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:write-5=ENODEV,down-ms=800"])
+        #expect(try d.request("play long") == "ok")
+        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("failed") })
+        var s = try d.status()
+        guard case .string(let error)? = s["sink"]?["error"] else { Issue.record("no error in status"); return }
+        #expect(error.contains("ENODEV"))
+        // While the device is gone: still answering; a cue waits at most 250 ms, then is dropped.
+        #expect(try d.request("ping") == "ok pong")
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? d.status()).map { self.number($0["dropped"]) } == 1 })
+        s = try d.status()
+        #expect(number(s["played"]) == 1)  // only the long cue, before the unplug
+        // The device returns (800 ms after the unplug); the next cue plays, the dropped one never does.
+        usleep(900_000)
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 2 })
+        s = try d.status()
+        #expect(number(s["dropped"]) == 1)
+        #expect(s["sink"]?["state"] != .string("failed"))
+    }
+
+    @Test func brokenDeviceIsReopened() throws {
+        let d = try DaemonHarness(args: ["--sink", "fault:write-2=EIO"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("failed") })
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 2 })
+    }
+
+    @Test func badFaultSpecIsAUsageError() throws {
+        let r = try runProcess(TestPaths.binary("cued"), ["--sink", "fault:write-x=EPIPE", "--socket", "/tmp/none.sock"])
+        #expect(r.status == 64)
+        #expect(r.err.contains("fault sink"))
+    }
+}
