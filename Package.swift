@@ -52,6 +52,8 @@ let package = Package(
         .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol"],
                           linkerSettings: [.unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--no-warnings"])]),
         .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"]),
+        // Seeded random-input driver for the protocol and config parsers (`make fuzz`).
+        .executableTarget(name: "cuedfuzz", dependencies: ["CuedProtocol", "CuedConfig"]),
 
         // Helpers shared by the test targets: paths to built binaries, temp dirs, WAV I/O.
         .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),

@@ -73,6 +73,10 @@ public struct ConfigIssue: Error, Sendable, Equatable, CustomStringConvertible {
     public var key: String?
     public var message: String
 
+    public init(file: String, line: Int?, key: String?, message: String) {
+        self.file = file; self.line = line; self.key = key; self.message = message
+    }
+
     public var description: String {
         var s = file
         if let line { s += ":\(line)" }
@@ -85,6 +89,7 @@ public struct ConfigIssue: Error, Sendable, Equatable, CustomStringConvertible {
 /// All the problems found in one file (checking goes on past the first).
 public struct ConfigErrors: Error, Sendable, CustomStringConvertible {
     public var issues: [ConfigIssue]
+    public init(issues: [ConfigIssue]) { self.issues = issues }
     public var description: String { issues.map(\.description).joined(separator: "\n") }
 }
 

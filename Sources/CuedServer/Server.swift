@@ -36,9 +36,20 @@ public struct DaemonOptions: Sendable {
     /// Reads the config file: the explicit one (an error if missing), else the
     /// default one if it exists, else none.
     public func loadConfig() throws(ConfigErrors) -> Config {
-        if let configPath { return try ConfigLoader.load(path: configPath) }
-        guard FileManager.default.fileExists(atPath: defaultConfigPath) else { return Config() }
-        return try ConfigLoader.load(path: defaultConfigPath)
+        let path: String
+        if let configPath { path = configPath } else {
+            guard FileManager.default.fileExists(atPath: defaultConfigPath) else { return Config() }
+            path = defaultConfigPath
+        }
+        return try Self.loadGuarded(path)
+    }
+
+    /// Loads a config file, first making sure it cannot crash the parser (see `ConfigGuard`).
+    public static func loadGuarded(_ path: String) throws(ConfigErrors) -> Config {
+        if FileManager.default.isReadableFile(atPath: path), let crash = ConfigGuard.probe(path) {
+            throw ConfigErrors(issues: [crash])
+        }
+        return try ConfigLoader.load(path: path)
     }
 
     /// The settings in force: flag, else config, else default.

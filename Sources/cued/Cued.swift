@@ -28,6 +28,9 @@ struct Cued: ParsableCommand {
     @Option(name: .customLong("check-config"), help: "Check a config file (and the cues it names), print what is wrong, exit 0 or 78.")
     var checkConfig: String?
 
+    @Option(name: .customLong("check-config-syntax"), help: .hidden)
+    var checkConfigSyntax: String?
+
     @Option(help: "Audio output: alsa[:PCM], null, or wav:PATH (default alsa:default).")
     var sink: String?
 
@@ -79,6 +82,7 @@ struct Cued: ParsableCommand {
     }
 
     func run() throws {
+        if let checkConfigSyntax { ConfigGuard.syntaxChild(checkConfigSyntax) }
         // A parent may hand down a blocked signal mask (exec keeps it): unblock
         // everything so SIGTERM/SIGHUP reach cued's handlers.
         var none = sigset_t()
@@ -127,7 +131,7 @@ struct Cued: ParsableCommand {
         var options = base
         options.configPath = path
         do {
-            let config = try ConfigLoader.load(path: path)
+            let config = try DaemonOptions.loadGuarded(path)
             _ = try RuntimeLoader.load(config: config, directories: options.effective(config).sounds)
         } catch let e as ConfigErrors {
             FileHandle.standardError.write(Data((e.description + "\n").utf8))

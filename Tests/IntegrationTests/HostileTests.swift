@@ -1,0 +1,188 @@
+import CuedClient
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// A per-user daemon every tool talks to must not be the thing that breaks.
+@Suite(.timeLimit(.minutes(3))) struct HostileTests {
+    func anonKiB(_ pid: pid_t) -> Int {
+        let text = (try? String(contentsOfFile: "/proc/\(pid)/smaps_rollup", encoding: .utf8)) ?? ""
+        let line = text.split(separator: "\n").first { $0.hasPrefix("Anonymous:") } ?? ""
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? -1
+    }
+
+    func fdCount(_ pid: pid_t) -> Int { ((try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd")) ?? []).count }
+
+    @Test func garbageNulAndInvalidUTF8GetOneErrorEach() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let c = try d.client()
+        var rng = SystemRandomNumberGenerator()
+        var lines = 0
+        var payload: [UInt8] = []
+        for _ in 0..<2000 {
+            let n = Int.random(in: 0...100, using: &rng)
+            payload += (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }.filter { $0 != 0x0A } + [0x0A]
+            lines += 1
+        }
+        payload += Array("ping\0\n\0\0\n".utf8) + [0xC0, 0x80, 0x0A]
+        lines += 3
+        try c.send(payload)
+        var replies = 0
+        for _ in 0..<lines {
+            let r = try c.readLine()
+            #expect(r.hasPrefix("ok") || r.hasPrefix("err "))
+            replies += 1
+        }
+        #expect(replies == lines)
+        #expect(try c.request("ping") == "ok pong")
+    }
+
+    @Test func megabyteWithoutNewlineIsCutOffAndMemoryStaysFlat() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let before = anonKiB(d.pid)
+        let c = try d.client()
+        let chunk = [UInt8](repeating: UInt8(ascii: "a"), count: 64 * 1024)
+        var sent = 0
+        do {
+            for _ in 0..<16 { try c.send(chunk); sent += chunk.count }
+        } catch {}  // the daemon may close before the whole megabyte is in
+        #expect(try c.readLine().hasPrefix("err line-too-long "))
+        #expect(throws: ClientError.self) { try c.readLine() }
+        let after = anonKiB(d.pid)
+        #expect(after - before < 2048, "anonymous memory grew \(after - before) KiB")
+        #expect(try d.request("ping") == "ok pong")
+    }
+
+    @Test func slowWriterDoesNotHoldUpOthers() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let slow = try d.client()
+        let other = try d.client()
+        for byte in Array("ping".utf8) {
+            try slow.send([byte])
+            #expect(try other.request("ping") == "ok pong")  // answered while the slow line is half written
+            usleep(200_000)
+        }
+        try slow.send([0x0A])
+        #expect(try slow.readLine() == "ok pong")
+    }
+
+    @Test func tenThousandConnectsAndDisconnects() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let fds = fdCount(d.pid)
+        for i in 0..<10_000 {
+            let c = try d.client()
+            if i % 1000 == 0 { #expect(try c.request("ping") == "ok pong") }
+        }
+        #expect(try d.request("ping") == "ok pong")
+        #expect(eventually { self.fdCount(d.pid) <= fds + 1 }, "descriptors leaked: \(fds) → \(fdCount(d.pid))")
+        #expect(eventually { ((try? d.status())?["clients"]).map { $0 == .number(1) } ?? false })
+    }
+
+    @Test func clientVanishingBeforeItsReplyKillsNothing() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        for _ in 0..<200 {
+            let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+                let b = Array(d.socketPath.utf8); raw.copyBytes(from: b); raw[b.count] = 0
+            }
+            _ = withUnsafePointer(to: &addr) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) } }
+            let burst = Array(String(repeating: "status\n", count: 500).utf8)
+            _ = burst.withUnsafeBytes { send(s, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            var linger = linger(l_onoff: 1, l_linger: 0)  // reset: replies hit a dead socket
+            setsockopt(s, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+            close(s)
+        }
+        #expect(d.process.isRunning)
+        #expect(try d.request("ping") == "ok pong")
+    }
+
+    @Test func manyClientsEachGetEveryReplyInOrder() throws {
+        // 100 × 100 here (make reliability runs 1,000 × 1,000): `threshold K` echoes K,
+        // so each connection checks its replies are its own, complete and in order.
+        let d = try DaemonHarness(args: ["--sink", "null", "--max-clients", "2000"])
+        let clients = try (0..<100).map { _ in try d.client() }
+        for c in clients { try c.send(Array((1...100).map { "threshold \($0)\n" }.joined().utf8)) }
+        for c in clients {
+            for k in 1...100 { #expect(try c.readLine() == "ok \(k)") }
+        }
+    }
+
+    @Test func cueNamesAreNeverPaths() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let c = try d.client()
+        for line in ["play ../../etc/passwd", "play /etc/passwd", "play ..", "app ../x", "session /tmp", "mute app a/b"] {
+            #expect(try c.request(line).hasPrefix("err bad-argument "), "\(line)")
+        }
+    }
+
+    @Test func otherUsersAreRefused() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let dir = (d.socketPath as NSString).deletingLastPathComponent
+        // As created: the directory (0700) keeps everyone else out of reach.
+        let blocked = try runProcess("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                                           "/usr/bin/socat", "-", "UNIX-CONNECT:" + d.socketPath], stdin: "ping\n")
+        #expect(blocked.status != 0)
+        #expect(blocked.out.isEmpty)
+        // Even with the permissions opened up, the peer's uid (SO_PEERCRED) decides.
+        chmod(d.dir.path, 0o755)
+        chmod(d.dir.file("run"), 0o755)
+        chmod(dir, 0o777)
+        chmod(d.socketPath, 0o777)
+        let refused = try runProcess("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups",
+                                                           "/usr/bin/socat", "-", "UNIX-CONNECT:" + d.socketPath], stdin: "ping\nplay pop\n")
+        #expect(refused.out.hasPrefix("err forbidden "), "\(refused.out) \(refused.err)")
+        #expect(!refused.out.contains("ok"))
+        #expect(try d.request("ping") == "ok pong")
+    }
+
+    @Test func killNineDuringPlaybackThenRestartKeepsState() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(100, frames: 96_000)
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "null"], config: "[apps.mail]\nmuted = true\n")
+        #expect(try d.request("mute app feeds") == "ok muted feeds")
+        #expect(try d.request("mute") == "ok muted")
+        #expect(try d.request("unmute") == "ok unmuted")
+        #expect(try d.request("play long") == "ok")
+        d.process.signal(SIGKILL)
+        d.process.wait()
+        let again = try DaemonHarness(cues: cues, args: ["--sink", "null", "--socket", d.socketPath, "--sounds", d.soundsDir],
+                                      extraEnv: ["XDG_STATE_HOME": d.dir.file("state"), "XDG_CONFIG_HOME": d.dir.file("config")])
+        let c = try again.client()
+        #expect(try c.request("app feeds") == "ok feeds")
+        #expect(try c.request("play pop") == "ok muted")   // the saved app mute
+        #expect(try c.request("app mail") == "ok mail")
+        #expect(try c.request("play pop") == "ok muted")   // the config
+        #expect(try c.request("app other") == "ok other")
+        #expect(try c.request("play pop") == "ok")         // global state: unmuted, as saved
+    }
+
+    @Test func unwritableStateIsReportedNotFatal() throws {
+        // The state directory's place is taken by a file: every save fails.
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        try FileManager.default.createDirectory(atPath: d.dir.file("state2"), withIntermediateDirectories: true)
+        try "x".write(toFile: d.dir.file("state2/cued"), atomically: true, encoding: .utf8)
+        let e = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_STATE_HOME": d.dir.file("state2")])
+        #expect(try e.request("mute") == "ok muted")
+        #expect(try e.request("ping") == "ok pong")
+        e.stop()
+        #expect(e.readStderr().contains("cannot save state"))
+    }
+
+    @Test func configThatCrashesTheTOMLLibraryIsRefused() throws {
+        // Found by cuedfuzz: toml++ aborts on this header instead of reporting an error.
+        let bad = "[|ransitions]\n\"release->pull\" = \"\"\n"
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        try d.writeConfig(bad)
+        let r = try d.request("reload")
+        #expect(r.hasPrefix("err reload-failed \(d.configPath): the TOML parser crashed"), "\(r)")
+        #expect(try d.request("ping") == "ok pong")
+        let e = try DaemonHarness(args: ["--sink", "null"], config: bad, waitReady: false)
+        #expect(e.waitForExit() == 78)
+        #expect(e.readStderr().contains("the TOML parser crashed"))
+        let check = try runProcess(TestPaths.binary("cuectl"), ["config", "check", d.configPath])
+        #expect(check.status == 78)
+    }
+}
