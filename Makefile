@@ -10,7 +10,7 @@ BINDIR    ?= $(PREFIX)/bin
 SOUNDDIR  ?= $(PREFIX)/share/cued/sounds
 UNITDIR   ?= $(HOME)/.config/systemd/user
 
-.PHONY: deps bench-deps build run test bench sounds install install-units uninstall clean
+.PHONY: deps bench-deps build run test bench fuzz reliability sounds install install-units uninstall clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -36,6 +36,22 @@ bench: bench-deps build
 
 build: deps
 	$(SWIFT) build -c release
+
+FUZZ_INPUTS ?= 10000000
+# 10 million inputs per parser: libFuzzer on the protocol parser, the seeded
+# driver (cuedfuzz) on both. Ends non-zero on the first crash or broken property.
+fuzz: build
+	mkdir -p .build/fuzz
+	swiftc -sanitize=fuzzer,address -parse-as-library -O Sources/CuedProtocol/*.swift fuzz/protocol_libfuzzer.swift \
+	  -o .build/fuzz/protocol -Xlinker --no-warnings -use-ld=lld
+	.build/fuzz/protocol -runs=$(FUZZ_INPUTS) -max_len=1024 -print_final_stats=1 2>&1 | tee .build/fuzz/protocol.log | tail -3
+	.build/release/cuedfuzz protocol -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-protocol.log
+	.build/release/cuedfuzz config -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-config.log
+
+# Every reliability scenario against the real daemon (release), with its figures:
+# writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`).
+reliability: fuzz
+	/usr/bin/python3 bench/reliability.py
 
 run: build
 	@case "$(SINK)" in alsa*) \

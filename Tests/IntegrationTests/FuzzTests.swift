@@ -1,0 +1,14 @@
+import Foundation
+import Testing
+import TestSupport
+
+/// The short fuzz run of `make test` (`make fuzz` runs 10 million inputs per parser).
+@Suite(.timeLimit(.minutes(3))) struct FuzzTests {
+    @Test(arguments: [("protocol", 300_000), ("config", 10_000)])
+    func parsersSurviveRandomInput(target: String, inputs: Int) throws {
+        let r = try runProcess(TestPaths.binary("cuedfuzz"), [target, "-n", "\(inputs)", "--seed", "\(UInt64.random(in: 1...1_000_000))"])
+        #expect(r.status == 0, "\(r.out)\(r.err.suffix(500))")
+        #expect(r.out.contains("cuedfuzz \(target): \(inputs) inputs"))
+        #expect(r.out.contains("every property held"))
+    }
+}
