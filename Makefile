@@ -3,7 +3,7 @@ SWIFT     ?= swift
 SINK      ?= alsa:default
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat sox
+APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat sox systemd util-linux
 BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path)
 PREFIX    ?= $(HOME)/.local
 BINDIR    ?= $(PREFIX)/bin
