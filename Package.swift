@@ -34,7 +34,7 @@ let package = Package(
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [
-            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig",
+            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),

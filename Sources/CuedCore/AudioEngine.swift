@@ -157,6 +157,7 @@ public final class AudioEngine: @unchecked Sendable {
         self.configuration = configuration
         self.queue = CommandQueue(capacity: configuration.queueCapacity)
         self.onEvent = onEvent
+        pending.reserveCapacity(Self.maxPending)  // the audio thread must not allocate, even when the device fails
     }
 
     /// Starts the audio thread.
@@ -364,9 +365,8 @@ public final class AudioEngine: @unchecked Sendable {
             format = f
             stats.setSink(.idle, format: f)
             onEvent(.opened(f))
-            let waiting = pending
+            for p in pending { start(p.cue, gain: p.gain, requestTime: p.requestTime) }  // start() leaves `pending` alone
             pending.removeAll(keepingCapacity: true)
-            for p in waiting { start(p.cue, gain: p.gain, requestTime: p.requestTime) }
         } catch {
             isOpen = false
             stats.setSink(.failed, error: error.message)

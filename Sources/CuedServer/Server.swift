@@ -1,4 +1,5 @@
 import CuedAudio
+import CuedClient
 import CuedConfig
 import CuedCore
 import CuedProtocol
@@ -316,21 +317,9 @@ enum SocketFile {
         unlink(path)  // stale: nobody listens
     }
 
+    /// A live daemon accepts a connection; a stale socket file refuses it.
     static func isAnswering(_ path: String) -> Bool {
-        let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let bytes = Array(path.utf8.prefix(raw.count - 1))
-            raw.copyBytes(from: bytes)
-            raw[bytes.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        return rc == 0
+        (try? CueClient(path: path, timeoutSeconds: 1)) != nil
     }
 
     static func inode(_ path: String) -> UInt64? {
