@@ -323,6 +323,30 @@ def crashes(sounds):
         "`mute` → `%s`, error logged, daemon answering: %s" % (reply, alive), reply == "ok muted" and alive)
     r.terminate()
     r.wait()
+    # A real full disk: the state directory on a 4 KiB tmpfs, filled (needs root).
+    full = os.path.join(TMP, "full")
+    os.makedirs(full)
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", full], capture_output=True).returncode == 0:
+        try:
+            os.makedirs(os.path.join(full, "cued"))
+            subprocess.run(["dd", "if=/dev/zero", "of=" + os.path.join(full, "cued", "filler"), "bs=1k", "count=64"],
+                           capture_output=True)
+            logf = os.path.join(TMP, "full.log")
+            e = dict(os.environ, XDG_STATE_HOME=full, XDG_CONFIG_HOME=os.path.join(TMP, "noconfig"))
+            fsock = os.path.join(TMP, "full.sock")
+            q = spawn([CUED, "--socket", fsock, "--sink", "null", "--sounds", sounds], env=e, stderr=open(logf, "w"))
+            while not os.path.exists(fsock):
+                time.sleep(0.01)
+            time.sleep(0.05)
+            reply = Client(fsock).request("mute")
+            alive = Client(fsock).request("ping") == "ok pong"
+            q.terminate()
+            q.wait()
+            logged = "No space left on device" in open(logf).read()
+            row("a full disk when saving state", "state directory on a 4 KiB tmpfs filled to the last byte",
+                "`mute` → `%s`; logged ENOSPC: %s; answering: %s" % (reply, logged, alive), reply == "ok muted" and logged and alive)
+        finally:
+            subprocess.run(["umount", "-l", full], capture_output=True)
 
 
 def security(sounds):

@@ -172,6 +172,34 @@ import TestSupport
         #expect(e.readStderr().contains("cannot save state"))
     }
 
+    /// A real full disk: the state directory on a 4 KiB tmpfs filled to the last byte.
+    static func canMountTmpfs() -> Bool {
+        guard getuid() == 0 else { return false }
+        let dir = TempDir()
+        guard (try? runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", dir.path]))?.status == 0 else { return false }
+        _ = try? runProcess("/bin/umount", [dir.path])
+        return true
+    }
+
+    @Test(.enabled(if: HostileTests.canMountTmpfs(), "needs to mount a tmpfs (root, and a sandbox that allows it)"))
+    func fullDiskIsReportedNotFatal() throws {
+        let dir = TempDir()
+        let mnt = dir.file("full")
+        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
+        let mounted = try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", mnt])
+        try #require(mounted.status == 0, "mount: \(mounted.err)")
+        defer { _ = try? runProcess("/bin/umount", ["-l", mnt]) }
+        try FileManager.default.createDirectory(atPath: mnt + "/cued", withIntermediateDirectories: true)
+        _ = try runProcess("/bin/dd", ["if=/dev/zero", "of=\(mnt)/cued/filler", "bs=1k", "count=64"])
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_STATE_HOME": mnt])
+        #expect(try d.request("mute") == "ok muted")
+        #expect(try d.request("play pop") == "ok muted")
+        #expect(try d.request("ping") == "ok pong")
+        d.stop()
+        let log = d.readStderr()
+        #expect(log.contains("cannot save state") && log.contains("No space left on device"), "\(log)")
+    }
+
     @Test func configThatCrashesTheTOMLLibraryIsRefused() throws {
         // Found by cuedfuzz: toml++ aborts on this header instead of reporting an error.
         let bad = "[|ransitions]\n\"release->pull\" = \"\"\n"
