@@ -5,8 +5,8 @@ import Glibc
 #endif
 
 /// An ALSA error: the call that failed and snd_strerror of its code.
-func alsaError(_ what: String, _ code: Int32, deviceLost: Bool = true) -> SinkError {
-    SinkError("\(what): \(String(cString: snd_strerror(code)))", deviceLost: deviceLost)
+func alsaError(_ what: String, _ code: Int32) -> SinkError {
+    SinkError("\(what): \(String(cString: snd_strerror(code)))")
 }
 
 /// Plays through one ALSA PCM, kept open while cues play (`--sink alsa:PCM`).
@@ -71,7 +71,7 @@ public final class ALSASink: Sink {
         rc = snd_pcm_hw_params_set_rate_near(pcm, hw, &r, &dir)
         guard rc >= 0 else { throw alsaError("rate \(rate)", rc) }
         guard Int(r) == rate else {
-            throw SinkError("device offers \(r) Hz, not \(rate) Hz (use a 'plug' PCM such as 'default')", deviceLost: true)
+            throw SinkError("device offers \(r) Hz, not \(rate) Hz (use a 'plug' PCM such as 'default')")
         }
         var bufferUs = UInt32(max(1, latencyMs) * 1000)
         rc = snd_pcm_hw_params_set_buffer_time_near(pcm, hw, &bufferUs, &dir)
@@ -119,7 +119,7 @@ public final class ALSASink: Sink {
                 guard rc >= 0 else { throw alsaError("recovering PCM '\(device)'", rc) }
                 if -code != EINTR { xruns += 1 }
             default:
-                throw alsaError("writing to PCM '\(device)'", code, deviceLost: -code == ENODEV || -code == EBADFD)
+                throw alsaError("writing to PCM '\(device)'", code)
             }
         }
         return xruns

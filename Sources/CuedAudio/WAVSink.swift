@@ -16,9 +16,8 @@ public final class WAVSink: Sink {
     public init(path: String, latencyMs: Int = 10, rate: Int = 48_000) {
         self.path = path
         spec = "wav:" + path
-        let buffer = max(64, rate * latencyMs / 1000)
-        format = SinkFormat(rate: rate, channels: 2, sampleFormat: .s16, periodFrames: buffer / 2, bufferFrames: buffer)
-        clock = DeviceClock(rate: rate, bufferFrames: buffer)
+        format = .clocked(rate: rate, latencyMs: latencyMs)
+        clock = DeviceClock(rate: rate, bufferFrames: format.bufferFrames)
     }
 
     deinit { if let file { sf_close(file) } }

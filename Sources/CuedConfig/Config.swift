@@ -101,9 +101,7 @@ public enum ConfigLoader {
 
     /// `$XDG_CONFIG_HOME/cued/cued.toml`, default `~/.config/cued/cued.toml`.
     public static func defaultPath(environment: [String: String]) -> String {
-        let base = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.config")
-        return base + "/cued/cued.toml"
+        XDGDirectory.path("XDG_CONFIG_HOME", else: ".config", environment: environment) + "/cued/cued.toml"
     }
 
     public static func load(path: String) throws(ConfigErrors) -> Config {
@@ -294,5 +292,13 @@ public enum SinkSyntax {
     public static func isValid(_ s: String) -> Bool {
         s == "alsa" || s == "null" || (s.hasPrefix("alsa:") && s.count > 5) || (s.hasPrefix("wav:") && s.count > 4)
             || s.hasPrefix("fault:")
+    }
+}
+
+/// The XDG base-directory rule: `$KEY` if set and not empty, else `$HOME/FALLBACK`.
+public enum XDGDirectory {
+    public static func path(_ key: String, else fallback: String, environment: [String: String]) -> String {
+        if let v = environment[key], !v.isEmpty { return v }
+        return (environment["HOME"] ?? NSHomeDirectory()) + "/" + fallback
     }
 }

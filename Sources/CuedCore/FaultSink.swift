@@ -54,9 +54,8 @@ public final class FaultSink: Sink {
         openFailuresLeft = openFail
         self.faults = faults
         downNanoseconds = downNs
-        let buffer = max(64, 48_000 * latencyMs / 1000)
-        format = SinkFormat(rate: 48_000, channels: 2, sampleFormat: .s16, periodFrames: buffer / 2, bufferFrames: buffer)
-        clock = DeviceClock(rate: 48_000, bufferFrames: buffer)
+        format = .clocked(latencyMs: latencyMs)
+        clock = DeviceClock(rate: format.rate, bufferFrames: format.bufferFrames)
     }
 
     public func open() throws(SinkError) -> SinkFormat {

@@ -10,6 +10,13 @@ public enum SampleFormat: String, Sendable {
 
 /// What a sink negotiated when it opened.
 public struct SinkFormat: Sendable, Equatable {
+    /// The format of the sinks that pace themselves with a `DeviceClock` (null,
+    /// WAV, fault): 16-bit stereo, a buffer of `latencyMs`, a period of half of it.
+    public static func clocked(rate: Int = 48_000, latencyMs: Int) -> SinkFormat {
+        let buffer = max(64, rate * latencyMs / 1000)
+        return SinkFormat(rate: rate, channels: 2, sampleFormat: .s16, periodFrames: buffer / 2, bufferFrames: buffer)
+    }
+
     public var rate: Int
     public var channels: Int
     public var sampleFormat: SampleFormat
@@ -22,11 +29,10 @@ public struct SinkFormat: Sendable, Equatable {
 }
 
 public struct SinkError: Error, Sendable, CustomStringConvertible {
+    /// Every SinkError loses the device (the engine closes it and retries);
+    /// recoverable hiccups (xruns) are handled inside the sink.
     public var message: String
-    /// The device is gone or unusable (ENODEV, open failure), as opposed to a
-    /// recoverable hiccup.
-    public var deviceLost: Bool
-    public init(_ message: String, deviceLost: Bool = true) { self.message = message; self.deviceLost = deviceLost }
+    public init(_ message: String) { self.message = message }
     public var description: String { message }
 }
 
@@ -107,9 +113,8 @@ public final class NullSink: Sink {
 
     public init(spec: String = "null", latencyMs: Int = 10, rate: Int = 48_000) {
         self.spec = spec
-        let buffer = max(64, rate * latencyMs / 1000)
-        format = SinkFormat(rate: rate, channels: 2, sampleFormat: .s16, periodFrames: buffer / 2, bufferFrames: buffer)
-        clock = DeviceClock(rate: rate, bufferFrames: buffer)
+        format = .clocked(rate: rate, latencyMs: latencyMs)
+        clock = DeviceClock(rate: rate, bufferFrames: format.bufferFrames)
     }
 
     public func open() throws(SinkError) -> SinkFormat { format }

@@ -107,10 +107,7 @@ public enum RequestParser {
         },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
         Verb(name: "play", minArgs: 1, maxArgs: 2, usage: "play CUE [GAIN_DB]") { args throws(ProtocolError) in
-            let cue = String(args[0])
-            guard CueName.isValid(cue) else {
-                throw ProtocolError(.badArgument, "cue name '\(cue.prefix(64))' is not a name (letters, digits, . _ -; at most 64)")
-            }
+            let cue = try label(args[0], what: "cue name")
             var gain = 0.0
             if args.count == 2 {
                 guard let g = Double(args[1]), g.isFinite else {
@@ -123,12 +120,10 @@ public enum RequestParser {
             }
             return .play(cue: cue, gainDB: gain)
         },
+        Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
         Verb(name: "session", minArgs: 0, maxArgs: 1, usage: "session [NAME]") { args throws(ProtocolError) in
-            guard let name = args.first.map(String.init) else { return .session(nil) }
-            guard CueName.isValid(name) else {
-                throw ProtocolError(.badArgument, "session name '\(name.prefix(64))' is not a name (letters, digits, . _ -; at most 64)")
-            }
-            return .session(name)
+            guard let name = args.first else { return .session(nil) }
+            return .session(try label(name, what: "session name"))
         },
         Verb(name: "state", minArgs: 1, maxArgs: 2, usage: "state pull|release|loading|idle [quiet]") { args throws(ProtocolError) in
             guard let s = RefreshState(rawValue: String(args[0])) else {
@@ -143,7 +138,6 @@ public enum RequestParser {
         Verb(name: "threshold", minArgs: 1, maxArgs: 1, usage: "threshold POINTS") { args throws(ProtocolError) in
             .threshold(try points(args[0], in: ProtocolLimits.thresholdRange, what: "threshold"))
         },
-        Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
         Verb(name: "unmute", minArgs: 0, maxArgs: 2, usage: "unmute [app NAME]") { args throws(ProtocolError) in
             try appTarget(args, usage: "unmute [app NAME]").map(Request.unmuteApp) ?? .unmute
         },

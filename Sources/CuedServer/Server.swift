@@ -126,9 +126,7 @@ public enum SoundDirectories {
                 dir = (dir as NSString).deletingLastPathComponent
             }
         }
-        let dataHome = environment["XDG_DATA_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/share")
-        dirs.append(dataHome + "/cued/sounds")
+        dirs.append(XDGDirectory.path("XDG_DATA_HOME", else: ".local/share", environment: environment) + "/cued/sounds")
         return dirs
     }
 }

@@ -1,3 +1,4 @@
+import CuedConfig
 import Foundation
 
 /// Persists the daemon's small state (mute) in `$XDG_STATE_HOME/cued/state`,
@@ -8,9 +9,7 @@ public struct StateStore: Sendable {
     public init(path: String) { self.path = path }
 
     public static func defaultPath(environment: [String: String]) -> String {
-        let base = environment["XDG_STATE_HOME"].flatMap { $0.isEmpty ? nil : $0 }
-            ?? ((environment["HOME"] ?? NSHomeDirectory()) + "/.local/state")
-        return base + "/cued/state"
+        XDGDirectory.path("XDG_STATE_HOME", else: ".local/state", environment: environment) + "/cued/state"
     }
 
     public struct Saved: Sendable, Equatable {
