@@ -13,7 +13,8 @@ import TestSupport
         cues["long"] = Fixture.constant(100, frames: 9_600)  // 200 ms: 40 periods
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:write-3=EPIPE,write-7=ESTRPIPE"])
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("idle") })
+        // "idle" alone would not do: the sink is idle right after opening, before any write.
+        #expect(eventually { (try? d.status()).map { self.number($0["xruns"]) == 2 && $0["sink"]?["state"] == .string("idle") } ?? false })
         let s = try d.status()
         #expect(number(s["xruns"]) == 2)
         #expect(number(s["played"]) == 1)
