@@ -3,7 +3,11 @@ SWIFT     ?= swift
 SINK      ?= alsa:default
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat sox systemd util-linux
+# Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
+# systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man.
+APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
+             systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
+             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db
 BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path)
 PREFIX    ?= $(HOME)/.local
 BINDIR    ?= $(PREFIX)/bin

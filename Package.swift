@@ -23,18 +23,20 @@ let package = Package(
 
         // Pure: no audio, no sockets, no NIO.
         .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),
+        // Glibc helpers in place of Foundation: untrusted-file opening, paths, environment.
+        .target(name: "CuedSystem"),
         .target(name: "CuedCore", dependencies: ["CuedProtocol"]),
         .target(name: "CueDSP"),
 
         // The config file: TOML (TOMLKit) → a validated `Config`, errors with file, line and key.
-        .target(name: "CuedConfig", dependencies: ["CuedProtocol", .product(name: "TOMLKit", package: "TOMLKit")]),
+        .target(name: "CuedConfig", dependencies: ["CuedProtocol", "CuedSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
 
         // C edge.
-        .target(name: "CuedAudio", dependencies: ["CuedCore", "CALSA", "CSndFile", "CSampleRate"]),
+        .target(name: "CuedAudio", dependencies: ["CuedCore", "CuedSystem", "CALSA", "CSndFile", "CSampleRate"]),
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [
-            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient",
+            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient", "CuedSystem",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
@@ -58,6 +60,7 @@ let package = Package(
         // Helpers shared by the test targets: paths to built binaries, temp dirs, WAV I/O.
         .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
+        .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),

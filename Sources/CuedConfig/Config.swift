@@ -228,7 +228,7 @@ struct Checker {
                 guard let t = table(v, key) else { break }
                 for name in t.keys.sorted() {
                     let k = "cues.\(quoted(name))"
-                    guard CueName.isValid(name) else { fail(k, "'\(name)' is not a cue name (letters, digits, . _ -)"); continue }
+                    guard Label.isValid(name) else { fail(k, "'\(name)' is not a cue name (letters, digits, . _ -)"); continue }
                     guard let ct = t[name].flatMap({ table($0, k) }) else { continue }
                     var s = CueSetting()
                     for field in ct.keys.sorted() {
@@ -250,14 +250,14 @@ struct Checker {
                         continue
                     }
                     guard let cue = string(t[name]!, k) else { continue }
-                    guard cue.isEmpty || CueName.isValid(cue) else { fail(k, "'\(cue)' is not a cue name (\"\" for silence)"); continue }
+                    guard cue.isEmpty || Label.isValid(cue) else { fail(k, "'\(cue)' is not a cue name (\"\" for silence)"); continue }
                     c.transitions[tr] = cue
                 }
             case "apps":
                 guard let t = table(v, key) else { break }
                 for name in t.keys.sorted() {
                     let k = "apps.\(quoted(name))"
-                    guard CueName.isValid(name) else { fail(k, "'\(name)' is not an app name (letters, digits, . _ -)"); continue }
+                    guard Label.isValid(name) else { fail(k, "'\(name)' is not an app name (letters, digits, . _ -)"); continue }
                     guard let at = t[name].flatMap({ table($0, k) }) else { continue }
                     var s = AppSetting()
                     for field in at.keys.sorted() {

@@ -18,7 +18,13 @@ public enum RefreshState: String, Sendable, CaseIterable {
 
 public enum Request: Equatable, Sendable {
     case ping
-    case play(cue: String, gainDB: Double)
+    /// A cue of the bank, else a sound of the desktop's sound theme. `wait`:
+    /// reply only once it has sounded.
+    case play(cue: String, gainDB: Double, wait: Bool)
+    /// A sound file by absolute path (decoded once, cached by identity).
+    case playFile(path: String, gainDB: Double, wait: Bool)
+    /// Fades out voices: this connection's app's, one cue of them, or all.
+    case stop(StopTarget)
     /// `quiet`: set the state without any cue (forced state).
     case state(RefreshState, quiet: Bool)
     /// Binds the connection to a named session; nil asks which session it is in.
@@ -37,8 +43,19 @@ public enum Request: Equatable, Sendable {
     case unmuteApp(String)
     /// Re-read the config and every cue; swap them in only if all load.
     case reload
-    case cues
+    /// The loaded cues; `theme`: the sound theme's names instead.
+    case cues(theme: Bool)
     case status
+}
+
+/// What `stop` silences.
+public enum StopTarget: Equatable, Sendable {
+    /// What this connection's app (or, without one, this connection) started.
+    case mine
+    /// One cue (or theme sound) of those.
+    case cue(String)
+    /// Everything that plays.
+    case all
 }
 
 public enum ErrorCode: String, Sendable {
@@ -53,6 +70,10 @@ public enum ErrorCode: String, Sendable {
     case busy = "busy"
     /// This connection asked for more cues a second than allowed.
     case rateLimited = "rate-limited"
+    /// A sound file or theme sound that cannot be played (named in the message).
+    case badFile = "bad-file"
+    /// The cue was accepted but could not sound (the device failed), for `wait`.
+    case notPlayed = "not-played"
     case `internal` = "internal"
 }
 
@@ -60,12 +81,14 @@ public enum Reply: Equatable, Sendable {
     case ok(String?)
     case err(ErrorCode, String)
 
-    /// The reply line without its LF. Messages never contain a newline.
+    /// The reply line without its LF. Control characters (a client's NUL or
+    /// ESC echoed in an error) are written as `\xNN`, so a reply is always one
+    /// printable line.
     public var line: String {
         switch self {
         case .ok(nil): return "ok"
-        case .ok(let payload?): return "ok " + payload.replacingNewlines()
-        case .err(let code, let message): return "err \(code.rawValue) " + message.replacingNewlines()
+        case .ok(let payload?): return "ok " + payload.escapingControls()
+        case .err(let code, let message): return "err \(code.rawValue) " + message.escapingControls()
         }
     }
 }
@@ -78,8 +101,19 @@ public struct ProtocolError: Error, Equatable, Sendable {
 }
 
 extension String {
-    fileprivate func replacingNewlines() -> String {
-        String(unicodeScalars.map { $0 == "\n" || $0 == "\r" ? " " : Character($0) })
+    /// C0 controls and DEL as `\xNN`.
+    public func escapingControls() -> String {
+        guard unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return self }
+        var out = String.UnicodeScalarView()
+        let hex = Array("0123456789abcdef".unicodeScalars)
+        for u in unicodeScalars {
+            if u.value < 0x20 || u.value == 0x7F {
+                out.append(contentsOf: ["\\", "x", hex[Int(u.value >> 4)], hex[Int(u.value & 0xF)]])
+            } else {
+                out.append(u)
+            }
+        }
+        return String(out)
     }
 }
 
@@ -97,7 +131,11 @@ public enum RequestParser {
         Verb(name: "app", minArgs: 1, maxArgs: 1, usage: "app NAME") { args throws(ProtocolError) in
             .app(try label(args[0], what: "app name"))
         },
-        Verb(name: "cues", minArgs: 0, maxArgs: 0, usage: "cues") { _ in .cues },
+        Verb(name: "cues", minArgs: 0, maxArgs: 1, usage: "cues [theme]") { args throws(ProtocolError) in
+            guard let a = args.first else { return .cues(theme: false) }
+            guard a == "theme" else { throw ProtocolError(.badArgument, "usage: cues [theme]") }
+            return .cues(theme: true)
+        },
         Verb(name: "drag", minArgs: 1, maxArgs: 1, usage: "drag POINTS") { args throws(ProtocolError) in
             .drag(try points(args[0], in: ProtocolLimits.dragRange, what: "pull distance"))
         },
@@ -106,19 +144,15 @@ public enum RequestParser {
             try appTarget(args, usage: "mute [app NAME]").map(Request.muteApp) ?? .mute
         },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
-        Verb(name: "play", minArgs: 1, maxArgs: 2, usage: "play CUE [GAIN_DB]") { args throws(ProtocolError) in
+        Verb(name: "play", minArgs: 1, maxArgs: 3, usage: "play CUE [GAIN_DB] [wait]") { args throws(ProtocolError) in
             let cue = try label(args[0], what: "cue name")
-            var gain = 0.0
-            if args.count == 2 {
-                guard let g = Double(args[1]), g.isFinite else {
-                    throw ProtocolError(.badArgument, "gain '\(args[1].prefix(32))' is not a number of dB")
-                }
-                guard ProtocolLimits.gainRange.contains(g) else {
-                    throw ProtocolError(.badArgument, "gain \(args[1]) dB is outside -60...12")
-                }
-                gain = g
-            }
-            return .play(cue: cue, gainDB: gain)
+            let (gain, wait) = try playOptions(args.dropFirst(), usage: "play CUE [GAIN_DB] [wait]")
+            return .play(cue: cue, gainDB: gain, wait: wait)
+        },
+        Verb(name: "play-file", minArgs: 1, maxArgs: 3, usage: "play-file PATH [GAIN_DB] [wait]") { args throws(ProtocolError) in
+            let path = try filePath(args[0])
+            let (gain, wait) = try playOptions(args.dropFirst(), usage: "play-file PATH [GAIN_DB] [wait]")
+            return .playFile(path: path, gainDB: gain, wait: wait)
         },
         Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
         Verb(name: "session", minArgs: 0, maxArgs: 1, usage: "session [NAME]") { args throws(ProtocolError) in
@@ -135,6 +169,11 @@ public enum RequestParser {
             return .state(s, quiet: args.count == 2)
         },
         Verb(name: "status", minArgs: 0, maxArgs: 0, usage: "status") { _ in .status },
+        Verb(name: "stop", minArgs: 0, maxArgs: 1, usage: "stop [CUE|all]") { args throws(ProtocolError) in
+            guard let a = args.first else { return .stop(.mine) }
+            if a == "all" { return .stop(.all) }
+            return .stop(.cue(try label(a, what: "cue name")))
+        },
         Verb(name: "threshold", minArgs: 1, maxArgs: 1, usage: "threshold POINTS") { args throws(ProtocolError) in
             .threshold(try points(args[0], in: ProtocolLimits.thresholdRange, what: "threshold"))
         },
@@ -152,17 +191,61 @@ public enum RequestParser {
         return try label(args[1], what: "app name")
     }
 
-    /// App and session names are labels, never paths.
+    /// `[GAIN_DB] [wait]` after a play's sound.
+    static func playOptions(_ args: ArraySlice<Substring>, usage: String) throws(ProtocolError) -> (gain: Double, wait: Bool) {
+        var gain = 0.0, wait = false, sawGain = false
+        for a in args {
+            if a == "wait", !wait { wait = true; continue }
+            guard !sawGain, !wait else { throw ProtocolError(.badArgument, "usage: \(usage)") }
+            guard let g = decimal(a) else {
+                throw ProtocolError(.badArgument, "gain '\(a.prefix(32))' is not a number of dB")
+            }
+            guard ProtocolLimits.gainRange.contains(g) else {
+                throw ProtocolError(.badArgument, "gain \(a) dB is outside -60...12")
+            }
+            gain = g
+            sawGain = true
+        }
+        return (gain, wait)
+    }
+
+    /// Cue, app and session names are labels, never paths (see `Label`).
     static func label(_ arg: Substring, what: String) throws(ProtocolError) -> String {
         let s = String(arg)
-        guard CueName.isValid(s) else {
-            throw ProtocolError(.badArgument, "\(what) '\(s.prefix(64))' is not a name (letters, digits, . _ -; at most 64)")
-        }
+        guard Label.isValid(s) else { throw ProtocolError(.badArgument, Label.problem(s, what: what)) }
         return s
     }
 
+    /// A `play-file` path: absolute, with `%XX` for a space, `%` or a control character.
+    static func filePath(_ arg: Substring) throws(ProtocolError) -> String {
+        guard let path = FilePath.decode(arg) else {
+            throw ProtocolError(.badArgument, "path '\(arg.prefix(64))' has a bad %-escape (write %20 for a space, %25 for %)")
+        }
+        guard path.hasPrefix("/") else {
+            throw ProtocolError(.badArgument, "path '\(path.prefix(64))' is not absolute")
+        }
+        guard !path.utf8.contains(0) else { throw ProtocolError(.badArgument, "path contains a NUL byte") }
+        return path
+    }
+
+    /// A plain decimal number: `12`, `-3.5`, `+0.25`. Not hex (`0x10`), not
+    /// exponents, not `inf`/`nan`, which `Double.init` would accept.
+    public static func decimal(_ s: Substring) -> Double? {
+        var digits = 0, dots = 0
+        for (i, c) in s.utf8.enumerated() {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digits += 1
+            case UInt8(ascii: "."): dots += 1
+            case UInt8(ascii: "-"), UInt8(ascii: "+"): if i != 0 { return nil }
+            default: return nil
+            }
+        }
+        guard digits > 0, dots <= 1, s.utf8.count <= 32 else { return nil }
+        return Double(s)
+    }
+
     static func points(_ arg: Substring, in range: ClosedRange<Double>, what: String) throws(ProtocolError) -> Double {
-        guard let v = Double(arg), v.isFinite else {
+        guard let v = decimal(arg) else {
             throw ProtocolError(.badArgument, "\(what) '\(arg.prefix(32))' is not a number of points")
         }
         guard range.contains(v) else {
@@ -200,15 +283,53 @@ public enum RequestParser {
     }
 }
 
-/// Cue names are labels, never paths: a client can only name a cue that is
-/// already loaded, and the name cannot smuggle a path.
-public enum CueName {
+/// The one rule for names a client or a config gives: cues, apps, sessions.
+/// Labels, never paths: letters, digits, `.`, `_`, `-`; 1 to 64 bytes; not
+/// `.` or `..`. cued, cuectl and the config all check it here.
+public enum Label {
+    public static let maxBytes = 64
+
     public static func isValid(_ s: String) -> Bool {
-        guard !s.isEmpty, s.utf8.count <= 64, s != ".", s != ".." else { return false }
+        guard !s.isEmpty, s.utf8.count <= maxBytes, s != ".", s != ".." else { return false }
         return s.utf8.allSatisfy { c in
             (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
                 || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
         }
+    }
+
+    /// Why `s` is not a valid `what` (e.g. "app name"), in one line.
+    public static func problem(_ s: String, what: String) -> String {
+        "\(what) '\(s.prefix(64))' is not a name (letters, digits, . _ -; at most \(maxBytes) bytes)"
+    }
+}
+
+/// `play-file` paths on the wire: one word, so a space, `%`, a tab or any
+/// control character is written `%XX` (hex); everything else as is (UTF-8).
+public enum FilePath {
+    public static func encode(_ path: String) -> String {
+        let hex = Array("0123456789ABCDEF".utf8)
+        var bytes: [UInt8] = []
+        for b in path.utf8 {
+            if b <= 0x20 || b == 0x25 || b == 0x7F {
+                bytes += [0x25, hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+            } else {
+                bytes.append(b)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// nil on a malformed escape or bytes that are not UTF-8.
+    public static func decode(_ word: Substring) -> String? {
+        var bytes: [UInt8] = []
+        var it = Array(word.utf8)[...]
+        while let b = it.popFirst() {
+            guard b == 0x25 else { bytes.append(b); continue }
+            guard it.count >= 2, let v = UInt8(String(decoding: it.prefix(2), as: UTF8.self), radix: 16) else { return nil }
+            bytes.append(v)
+            it = it.dropFirst(2)
+        }
+        return String(validating: bytes, as: UTF8.self)
     }
 }
 
@@ -217,7 +338,13 @@ extension Request {
     public var line: String {
         switch self {
         case .ping: return "ping"
-        case .play(let cue, let gain): return gain == 0 ? "play \(cue)" : "play \(cue) \(Self.number(gain))"
+        case .play(let cue, let gain, let wait):
+            return "play \(cue)" + (gain == 0 ? "" : " \(Self.number(gain))") + (wait ? " wait" : "")
+        case .playFile(let path, let gain, let wait):
+            return "play-file \(FilePath.encode(path))" + (gain == 0 ? "" : " \(Self.number(gain))") + (wait ? " wait" : "")
+        case .stop(.mine): return "stop"
+        case .stop(.all): return "stop all"
+        case .stop(.cue(let name)): return "stop \(name)"
         case .state(let s, let quiet): return "state \(s.rawValue)" + (quiet ? " quiet" : "")
         case .session(let name): return name.map { "session \($0)" } ?? "session"
         case .drag(let p): return "drag \(Self.number(p))"
@@ -229,7 +356,7 @@ extension Request {
         case .muteApp(let name): return "mute app \(name)"
         case .unmuteApp(let name): return "unmute app \(name)"
         case .reload: return "reload"
-        case .cues: return "cues"
+        case .cues(let theme): return theme ? "cues theme" : "cues"
         case .status: return "status"
         }
     }

@@ -1,7 +1,9 @@
 /// Where the daemon's socket is: `--socket PATH`, else `$CUED_SOCKET`, else
 /// `$XDG_RUNTIME_DIR/cued/cued.sock`. Shared by cued and its clients.
 public enum SocketLocation {
-    public static let maxPathBytes = 107  // sun_path is 108 bytes with the NUL
+    /// sun_path holds 107 bytes and a NUL, but SwiftNIO (which cued listens with)
+    /// refuses paths over 103 bytes; one limit for cued and its clients.
+    public static let maxPathBytes = 103
 
     public static func resolve(explicit: String?, environment: [String: String]) -> Result<String, SocketLocationError> {
         let path: String
@@ -13,7 +15,8 @@ public enum SocketLocation {
                 "XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)"))
         }
         guard path.utf8.count <= maxPathBytes else {
-            return .failure(SocketLocationError(message: "socket path is \(path.utf8.count) bytes; Unix sockets allow at most \(maxPathBytes): \(path)"))
+            return .failure(SocketLocationError(message:
+                "socket path is \(path.utf8.count) bytes, over the limit of \(maxPathBytes): \(path)\n  use a shorter --socket PATH (or CUED_SOCKET, or XDG_RUNTIME_DIR)"))
         }
         return .success(path)
     }

@@ -99,7 +99,7 @@ public final class Daemon: Sendable {
         switch request {
         case .ping:
             return .ok("pong")
-        case .play(let name, let gainDB):
+        case .play(let name, let gainDB, _):
             let rt = current
             guard let cue = rt.bank[name] else { return unknownCue(name, rt) }
             if isMuted(app: connection.app, rt) { return .ok("muted") }
@@ -138,6 +138,8 @@ public final class Daemon: Sendable {
             return reload()
         case .cues:
             return .ok(cueBank.names.joined(separator: " "))
+        case .playFile, .stop:
+            return .err(.internal, "not available yet")
         case .status:
             return .ok(status().encoded)
         }

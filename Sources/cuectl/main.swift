@@ -121,7 +121,7 @@ func appName(_ flag: String?) -> String? {
     let clean = String(raw.unicodeScalars.prefix(64).map { c -> Character in
         (c.isASCII && (c.properties.isAlphabetic || ("0"..."9").contains(c) || c == "." || c == "_" || c == "-")) ? Character(c) : "-"
     })
-    return CueName.isValid(clean) ? clean : nil
+    return Label.isValid(clean) ? clean : nil
 }
 
 let line: String

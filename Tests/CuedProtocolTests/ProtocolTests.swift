@@ -4,18 +4,28 @@ import Testing
 @Suite struct RequestParserTests {
     @Test(arguments: [
         ("ping", Request.ping),
-        ("play pop", .play(cue: "pop", gainDB: 0)),
-        ("play pop -6", .play(cue: "pop", gainDB: -6)),
-        ("play pop 3.5", .play(cue: "pop", gainDB: 3.5)),
+        ("play pop", .play(cue: "pop", gainDB: 0, wait: false)),
+        ("play pop -6", .play(cue: "pop", gainDB: -6, wait: false)),
+        ("play pop 3.5", .play(cue: "pop", gainDB: 3.5, wait: false)),
         ("state pull", .state(.pull, quiet: false)),
         ("state release", .state(.release, quiet: false)),
         ("state loading", .state(.loading, quiet: false)),
         ("state idle", .state(.idle, quiet: false)),
         ("mute", .mute),
         ("unmute", .unmute),
-        ("cues", .cues),
+        ("cues", .cues(theme: false)),
+        ("cues theme", .cues(theme: true)),
+        ("play pop wait", .play(cue: "pop", gainDB: 0, wait: true)),
+        ("play pop -6 wait", .play(cue: "pop", gainDB: -6, wait: true)),
+        ("play bell", .play(cue: "bell", gainDB: 0, wait: false)),
+        ("play-file /tmp/a.ogg", .playFile(path: "/tmp/a.ogg", gainDB: 0, wait: false)),
+        ("play-file /tmp/my%20sound%25.ogg -3 wait", .playFile(path: "/tmp/my sound%.ogg", gainDB: -3, wait: true)),
+        ("play-file /tmp/é.wav", .playFile(path: "/tmp/é.wav", gainDB: 0, wait: false)),
+        ("stop", .stop(.mine)),
+        ("stop all", .stop(.all)),
+        ("stop pop", .stop(.cue("pop"))),
         ("status", .status),
-        ("  play   pop  ", .play(cue: "pop", gainDB: 0)),
+        ("  play   pop  ", .play(cue: "pop", gainDB: 0, wait: false)),
         ("ping\r", .ping),
         ("state loading quiet", .state(.loading, quiet: true)),
         ("session", .session(nil)),
@@ -57,6 +67,23 @@ import Testing
         ("drag nan", .badArgument),
         ("drop now", .badArgument),
         ("threshold 0", .badArgument),
+        ("drag 0x10", .badArgument),
+        ("drag 1e3", .badArgument),
+        ("drag 1.2.3", .badArgument),
+        ("drag 5-", .badArgument),
+        ("play pop 0x2", .badArgument),
+        ("play pop wait wait", .badArgument),
+        ("play pop wait -3", .badArgument),
+        ("play pop -3 -3", .badArgument),
+        ("cues all", .badArgument),
+        ("stop a/b", .badArgument),
+        ("stop all now", .badArgument),
+        ("play-file", .badArgument),
+        ("play-file relative.wav", .badArgument),
+        ("play-file /tmp/x%2", .badArgument),
+        ("play-file /tmp/x%zz", .badArgument),
+        ("play-file /tmp/x%00", .badArgument),
+        ("play-file /tmp/%ff", .badArgument),
         ("threshold -5", .badArgument),
         ("session a/b", .badArgument),
         ("session a b", .badArgument),
@@ -94,26 +121,46 @@ import Testing
     @Test func repliesEncode() {
         #expect(Reply.ok(nil).line == "ok")
         #expect(Reply.ok("pong").line == "ok pong")
-        #expect(Reply.err(.unknownCue, "no cue\nnamed x").line == "err unknown-cue no cue named x")
+        #expect(Reply.err(.unknownCue, "no cue\nnamed x").line == "err unknown-cue no cue\\x0anamed x")
+        #expect(Reply.err(.unknownVerb, "'a\u{0}b\u{1b}[31m' is not a verb").line == "err unknown-verb 'a\\x00b\\x1b[31m' is not a verb")
         #expect(Reply.err(.lineTooLong, "m").line == "err line-too-long m")
         #expect(Reply.err(.internal, "m").line == "err internal m")
     }
 
     @Test func requestsRoundTrip() throws {
-        let all: [Request] = [.ping, .play(cue: "pop", gainDB: 0), .play(cue: "x", gainDB: -3.5), .state(.loading, quiet: false),
+        let all: [Request] = [.ping, .play(cue: "pop", gainDB: 0, wait: false), .play(cue: "x", gainDB: -3.5, wait: true), .state(.loading, quiet: false),
                               .state(.idle, quiet: true), .session(nil), .session("s"), .drag(12.25), .drop, .threshold(65),
-                              .mute, .unmute, .cues, .status]
+                              .mute, .unmute, .cues(theme: false), .cues(theme: true), .status,
+                              .playFile(path: "/a b/%c\t.wav", gainDB: -1.5, wait: true), .stop(.mine), .stop(.all), .stop(.cue("pop"))]
         for r in all { #expect(try RequestParser.parse(r.line) == r) }
     }
 
-    @Test func cueNames() {
-        #expect(CueName.isValid("psst1"))
-        #expect(CueName.isValid("mail-sent_2.v2"))
-        #expect(!CueName.isValid(""))
-        #expect(!CueName.isValid("a/b"))
-        #expect(!CueName.isValid(".."))
-        #expect(!CueName.isValid(String(repeating: "a", count: 65)))
-        #expect(!CueName.isValid("é"))
+    @Test func labels() {
+        #expect(Label.isValid("psst1"))
+        #expect(Label.isValid("mail-sent_2.v2"))
+        #expect(Label.isValid(String(repeating: "a", count: 64)))
+        #expect(!Label.isValid(""))
+        #expect(!Label.isValid("a/b"))
+        #expect(!Label.isValid("My Tool"))
+        #expect(!Label.isValid(".."))
+        #expect(!Label.isValid(String(repeating: "a", count: 65)))
+        #expect(!Label.isValid("é"))
+        #expect(Label.problem("My Tool", what: "app name").hasPrefix("app name 'My Tool' is not a name"))
+    }
+
+    @Test func filePathsEscapeOnlyWhatMust() {
+        #expect(FilePath.encode("/a b/c%d\te.wav") == "/a%20b/c%25d%09e.wav")
+        #expect(FilePath.encode("/tmp/é.ogg") == "/tmp/é.ogg")
+        #expect(FilePath.decode("/a%20b/c%25d%09e.wav") == "/a b/c%d\te.wav")
+    }
+
+    @Test func decimalsAreStrict() {
+        #expect(RequestParser.decimal("12") == 12)
+        #expect(RequestParser.decimal("-3.5") == -3.5)
+        #expect(RequestParser.decimal("+.5") == 0.5)
+        for bad in ["0x10", "1e3", "inf", "nan", "", "-", ".", "--1", "1,5"] {
+            #expect(RequestParser.decimal(Substring(bad)) == nil, "\(bad)")
+        }
     }
 }
 
@@ -145,8 +192,41 @@ import Testing
         #expect(e.message.contains("--socket"))
     }
 
-    @Test func overlongPathIsRefused() {
-        let long = "/" + String(repeating: "x", count: 120)
-        guard case .failure = SocketLocation.resolve(explicit: long, environment: [:]) else { Issue.record("resolved"); return }
+    @Test func overlongPathIsRefused() throws {
+        // 103 bytes is the most SwiftNIO binds; 104 must be refused here, with the fix.
+        let ok = "/" + String(repeating: "x", count: 102)
+        #expect(try SocketLocation.resolve(explicit: ok, environment: [:]).get() == ok)
+        let long = "/" + String(repeating: "x", count: 103)
+        guard case .failure(let e) = SocketLocation.resolve(explicit: long, environment: [:]) else { Issue.record("resolved"); return }
+        #expect(e.message.contains("104 bytes"))
+        #expect(e.message.contains("shorter"))
+    }
+}
+
+@Suite struct StatusTests {
+    @Test func roundTripsThroughJSON() throws {
+        var s = Status()
+        s.version = "1.2.3"; s.protocolVersion = 1; s.pid = 42; s.muted = true; s.config = "/c.toml"
+        s.sink.spec = "alsa:default"; s.sink.state = "idle"; s.sink.kind = "ioplug"; s.sink.rate = 48_000
+        s.sink.channels = 2; s.sink.format = "S16_LE"; s.sink.periodFrames = 240; s.sink.bufferFrames = 480
+        s.sink.delayUs = 5000; s.sink.error = "x"
+        s.cues = ["pop": .init(frames: 10, played: 2)]
+        s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true)]
+        s.played = 5; s.voicesActive = 1; s.voicesStolen = 2; s.clippedSamples = 3; s.xruns = 4; s.stalls = 6
+        s.dropped = 7; s.clients = 8; s.rateLimited = 9; s.refusedBusy = 10; s.evictedIdle = 11; s.sessions = 12
+        s.latencyUs.p50 = 100; s.latencyUs.p99 = 200; s.latencyUs.max = 300
+        s.theme.name = "ocean"; s.theme.chain = ["ocean", "freedesktop"]; s.theme.cached = 2
+        s.theme.cacheBytes = 1000; s.theme.cacheLimitBytes = 4000
+        let text = s.json.encoded
+        #expect(Status.parse(text) == s)
+        #expect(text.contains(#""sink":{"spec":"alsa:default","state":"idle""#))
+    }
+
+    @Test func fieldPathsCoverNestedKeys() {
+        let paths = Status.fieldPaths
+        for p in ["version", "sink.state", "sink.delay_us", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
+                  "theme.cache_bytes", "stalls", "evicted_idle"] {
+            #expect(paths.contains(p), "\(p)")
+        }
     }
 }

@@ -1,0 +1,210 @@
+/// What `status` reports, as one type shared by cued (which fills and encodes
+/// it), cuectl (which decodes and renders it) and the tests. Every JSON key is
+/// spelled once, in `Key`.
+public struct Status: Sendable, Equatable {
+    public struct Sink: Sendable, Equatable {
+        public var spec = ""
+        /// running, idle, closed or failed.
+        public var state = "closed"
+        /// What the PCM is (hw, plugin…), once opened.
+        public var kind: String?
+        public var rate: Int?
+        public var channels: Int?
+        public var format: String?
+        public var periodFrames: Int?
+        public var bufferFrames: Int?
+        /// Audio queued in the device ahead of what is heard (snd_pcm_delay), µs.
+        public var delayUs: Int?
+        public var error: String?
+        public init() {}
+    }
+
+    public struct Cue: Sendable, Equatable {
+        public var frames = 0
+        public var played = 0
+        public init(frames: Int = 0, played: Int = 0) { self.frames = frames; self.played = played }
+    }
+
+    public struct App: Sendable, Equatable {
+        public var played = 0
+        public var dropped = 0
+        public var muted = false
+        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false) {
+            self.played = played; self.dropped = dropped; self.muted = muted
+        }
+    }
+
+    public struct Latency: Sendable, Equatable {
+        public var p50: Int?
+        public var p99: Int?
+        public var max: Int?
+        public init() {}
+        /// What the figures measure (they are not time to sound: add the device's delay).
+        public static let measures = "request read -> first frame handed to the device"
+    }
+
+    public struct Theme: Sendable, Equatable {
+        /// The theme asked for (config `theme`), and the chain searched.
+        public var name = "freedesktop"
+        public var chain: [String] = []
+        /// Decoded sounds (theme and play-file) kept, and their size.
+        public var cached = 0
+        public var cacheBytes = 0
+        public var cacheLimitBytes = 0
+        public init() {}
+    }
+
+    public var version = ""
+    public var protocolVersion = 0
+    public var pid = 0
+    public var muted = false
+    public var config: String?
+    public var sink = Sink()
+    public var cues: [String: Cue] = [:]
+    public var played = 0
+    public var voicesActive = 0
+    public var voicesStolen = 0
+    public var clippedSamples = 0
+    public var xruns = 0
+    /// Devices that stopped taking audio and were reopened.
+    public var stalls = 0
+    public var dropped = 0
+    public var clients = 0
+    public var rateLimited = 0
+    public var refusedBusy = 0
+    /// Connections closed to make room for new ones (the longest idle first).
+    public var evictedIdle = 0
+    public var sessions = 0
+    public var apps: [String: App] = [:]
+    public var latencyUs = Latency()
+    public var theme = Theme()
+
+    public init() {}
+
+    /// The JSON keys, spelled once.
+    enum Key: String {
+        case version, `protocol`, pid, muted, config, sink, cues, played, voicesActive = "voices_active"
+        case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, stalls, dropped, clients
+        case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
+        case latencyUs = "latency_us", theme
+        // sink
+        case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
+        case delayUs = "delay_us", error
+        // cue, app
+        case frames
+        // latency
+        case p50, p99, max, measures
+        // theme
+        case name, chain, cached, cacheBytes = "cache_bytes", cacheLimitBytes = "cache_limit_bytes"
+    }
+
+    public var json: JSON {
+        func n(_ v: Int) -> JSON { .number(Double(v)) }
+        func n(_ v: Int?) -> JSON { v.map { .number(Double($0)) } ?? .null }
+        func s(_ v: String?) -> JSON { v.map(JSON.string) ?? .null }
+        func obj(_ pairs: [(Key, JSON)]) -> JSON { .object(pairs.map { ($0.0.rawValue, $0.1) }) }
+        let sinkJSON = obj([(.spec, .string(sink.spec)), (.state, .string(sink.state)), (.kind, s(sink.kind)),
+                            (.rate, n(sink.rate)), (.channels, n(sink.channels)), (.format, s(sink.format)),
+                            (.periodFrames, n(sink.periodFrames)), (.bufferFrames, n(sink.bufferFrames)),
+                            (.delayUs, n(sink.delayUs)), (.error, s(sink.error))])
+        let cuesJSON = JSON.object(cues.keys.sorted().map { name in
+            let c = cues[name]!
+            return (name, obj([(.frames, n(c.frames)), (.played, n(c.played))]))
+        })
+        let appsJSON = JSON.object(apps.keys.sorted().map { name in
+            let a = apps[name]!
+            return (name, obj([(.played, n(a.played)), (.dropped, n(a.dropped)), (.muted, .bool(a.muted))]))
+        })
+        let latencyJSON = obj([(.p50, n(latencyUs.p50)), (.p99, n(latencyUs.p99)), (.max, n(latencyUs.max)),
+                               (.measures, .string(Latency.measures))])
+        let themeJSON = obj([(.name, .string(theme.name)), (.chain, .array(theme.chain.map(JSON.string))),
+                             (.cached, n(theme.cached)), (.cacheBytes, n(theme.cacheBytes)),
+                             (.cacheLimitBytes, n(theme.cacheLimitBytes))])
+        return obj([
+            (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
+            (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
+            (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
+            (.xruns, n(xruns)), (.stalls, n(stalls)), (.dropped, n(dropped)), (.clients, n(clients)),
+            (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
+            (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
+        ])
+    }
+
+    /// Reads a status back; fields it does not know or that are missing keep their defaults.
+    public init(json: JSON) {
+        func v(_ j: JSON?, _ k: Key) -> JSON? { j?[k.rawValue] }
+        func int(_ j: JSON?) -> Int? { if case .number(let d)? = j, d.isFinite, abs(d) < 1e15 { return Int(d) }; return nil }
+        func str(_ j: JSON?) -> String? { if case .string(let s)? = j { return s }; return nil }
+        func bool(_ j: JSON?) -> Bool? { if case .bool(let b)? = j { return b }; return nil }
+        func pairs(_ j: JSON?) -> [(String, JSON)] { if case .object(let p)? = j { return p }; return [] }
+        version = str(v(json, .version)) ?? ""
+        protocolVersion = int(v(json, .protocol)) ?? 0
+        pid = int(v(json, .pid)) ?? 0
+        muted = bool(v(json, .muted)) ?? false
+        config = str(v(json, .config))
+        let sk = v(json, .sink)
+        sink.spec = str(v(sk, .spec)) ?? ""
+        sink.state = str(v(sk, .state)) ?? "closed"
+        sink.kind = str(v(sk, .kind))
+        sink.rate = int(v(sk, .rate))
+        sink.channels = int(v(sk, .channels))
+        sink.format = str(v(sk, .format))
+        sink.periodFrames = int(v(sk, .periodFrames))
+        sink.bufferFrames = int(v(sk, .bufferFrames))
+        sink.delayUs = int(v(sk, .delayUs))
+        sink.error = str(v(sk, .error))
+        for (name, c) in pairs(v(json, .cues)) {
+            cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0)
+        }
+        played = int(v(json, .played)) ?? 0
+        voicesActive = int(v(json, .voicesActive)) ?? 0
+        voicesStolen = int(v(json, .voicesStolen)) ?? 0
+        clippedSamples = int(v(json, .clippedSamples)) ?? 0
+        xruns = int(v(json, .xruns)) ?? 0
+        stalls = int(v(json, .stalls)) ?? 0
+        dropped = int(v(json, .dropped)) ?? 0
+        clients = int(v(json, .clients)) ?? 0
+        rateLimited = int(v(json, .rateLimited)) ?? 0
+        refusedBusy = int(v(json, .refusedBusy)) ?? 0
+        evictedIdle = int(v(json, .evictedIdle)) ?? 0
+        sessions = int(v(json, .sessions)) ?? 0
+        for (name, a) in pairs(v(json, .apps)) {
+            apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false)
+        }
+        let l = v(json, .latencyUs)
+        latencyUs.p50 = int(v(l, .p50))
+        latencyUs.p99 = int(v(l, .p99))
+        latencyUs.max = int(v(l, .max))
+        let t = v(json, .theme)
+        theme.name = str(v(t, .name)) ?? "freedesktop"
+        if case .array(let items)? = v(t, .chain) { theme.chain = items.compactMap { str($0) } }
+        theme.cached = int(v(t, .cached)) ?? 0
+        theme.cacheBytes = int(v(t, .cacheBytes)) ?? 0
+        theme.cacheLimitBytes = int(v(t, .cacheLimitBytes)) ?? 0
+    }
+
+    /// Parses a `status` reply's payload (the JSON after `ok `).
+    public static func parse(_ payload: String) -> Status? {
+        guard let j = try? JSON.parse(payload) else { return nil }
+        return Status(json: j)
+    }
+
+    /// Every key path the JSON has (`sink.state`, `latency_us.p50`…), for docs checks;
+    /// the names under `cues` and `apps` are the cue's and app's own, shown as `NAME`.
+    public static var fieldPaths: [String] {
+        var s = Status()
+        s.cues = ["NAME": Cue()]
+        s.apps = ["NAME": App()]
+        var out: [String] = []
+        func walk(_ j: JSON, _ prefix: String) {
+            guard case .object(let pairs) = j else { return }
+            for (k, v) in pairs {
+                let path = prefix.isEmpty ? k : prefix + "." + k
+                out.append(path)
+                walk(v, path)
+            }
+        }
+        walk(s.json, "")
+        return out
+    }
+}
