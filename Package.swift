@@ -42,6 +42,9 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CuedClient", dependencies: ["CuedProtocol"]),
+        // What cuectl's command line means (requests, replies, status table, shell
+        // snippets), without I/O: tested without a daemon.
+        .target(name: "CuectlCommands", dependencies: ["CuedProtocol"]),
 
         // Executables: argument parsing and wiring only.
         .executableTarget(name: "cued", dependencies: [
@@ -51,7 +54,7 @@ let package = Package(
         ]),
         // Statically linked Swift runtime: no dynamic loading and relocation of
         // libswiftCore at every start (cuectl runs on a tool's critical path).
-        .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol"],
+        .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol", "CuectlCommands"],
                           linkerSettings: [.unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--no-warnings"])]),
         .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"]),
         // Seeded random-input driver for the protocol and config parsers (`make fuzz`).
@@ -61,11 +64,12 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),
         .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
         .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
+        .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "CuectlCommands", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -25,8 +25,10 @@ public final class CueClient {
     private let fd: Int32
     private var pending: [UInt8] = []
 
-    /// Connects to the daemon; `timeoutSeconds` bounds every later read.
-    public init(path: String, timeoutSeconds: Int = 5) throws(ClientError) {
+    /// Connects to the daemon; `timeoutSeconds` bounds every later read and
+    /// write. `connectTimeoutMilliseconds` bounds the wait for a daemon whose
+    /// listen queue is full (a dead socket fails at once anyway).
+    public init(path: String, timeoutSeconds: Int = 5, connectTimeoutMilliseconds: Int = 1000) throws(ClientError) {
         let s = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard s >= 0 else { throw .io("socket: \(errnoString())") }
         var addr = sockaddr_un()
@@ -40,17 +42,26 @@ public final class CueClient {
             raw.copyBytes(from: bytes)
             raw[bytes.count] = 0
         }
+        // A Unix-socket connect waits for room in the listen queue up to SO_SNDTIMEO.
+        var connectTimeout = timeval(tv_sec: connectTimeoutMilliseconds / 1000, tv_usec: (connectTimeoutMilliseconds % 1000) * 1000)
+        setsockopt(s, SOL_SOCKET, SO_SNDTIMEO, &connectTimeout, socklen_t(MemoryLayout<timeval>.size))
         let rc = withUnsafePointer(to: &addr) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(s, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
         }
         if rc != 0 {
             let e = errno
             close(s)
-            throw .noDaemon(path: path, reason: errnoString(e))
+            throw .noDaemon(path: path, reason: e == EAGAIN ? "its listen queue stayed full" : errnoString(e))
         }
-        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(s, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         fd = s
+        setTimeout(milliseconds: timeoutSeconds * 1000)
+    }
+
+    /// Bounds every later read and write (a `play … wait` reply comes only once the cue has sounded).
+    public func setTimeout(milliseconds: Int) {
+        var tv = timeval(tv_sec: milliseconds / 1000, tv_usec: (milliseconds % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
     }
 
     deinit { close(fd) }
@@ -62,6 +73,7 @@ public final class CueClient {
             let n = bytes[off...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             if n < 0 {
                 if errno == EINTR { continue }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw .io("cued did not take the request in time") }
                 throw .io("send: \(errnoString())")
             }
             off += n

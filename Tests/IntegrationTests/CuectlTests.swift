@@ -1,4 +1,5 @@
 import CuedProtocol
+import CuectlCommands
 import Foundation
 import Testing
 import TestSupport
@@ -22,8 +23,67 @@ import TestSupport
         let unknown = try cuectl(d, ["play", "nope"])
         #expect(unknown.status == 1)
         #expect(unknown.err.contains("unknown-cue"))
-        #expect(try cuectl(d, ["play", "pop", "--gain", "loud"]).status == 1)
-        #expect(try cuectl(d, ["dance"]).status == 64)
+        #expect(try cuectl(d, ["play", "pop", "--gain", "loud"]) == (64, "", "cuectl: gain 'loud' is not a number of dB (see cuectl --help)\n"))
+        #expect(try cuectl(d, ["dance"]) == (64, "", "cuectl: unknown command 'dance' (see cuectl --help)\n"))
+        #expect(try cuectl(nil, []) == (64, "", "cuectl: no command given (see cuectl --help)\n"))
+        #expect(try cuectl(d, ["play"]) == (64, "", "cuectl: usage: cuectl play CUE [--gain DB] [--wait] (see cuectl --help)\n"))
+        let help = try cuectl(nil, ["--help"])
+        #expect(help.status == 0 && help.out.hasPrefix("usage: cuectl") && help.err.isEmpty)
+    }
+
+    @Test func versionMatchesCued() throws {
+        let mine = try cuectl(nil, ["--version"])
+        #expect(mine.status == 0)
+        #expect(mine.out == "cuectl \(CuectlHelp.version)\n")
+        let cued = try runProcess(TestPaths.binary("cued"), ["--version"])
+        #expect(cued.out.split(separator: "\n").first?.split(separator: " ").last == Substring(CuectlHelp.version))
+    }
+
+    /// Names the user typed are refused with the label rule's words, before
+    /// anything is sent; a name derived from the parent process is sanitized.
+    @Test func invalidNamesAreRefusedInOneLine() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let app = try cuectl(d, ["--app", "My Tool", "play", "pop"])
+        #expect(app == (64, "", "cuectl: \(Label.problem("My Tool", what: "app name")) (see cuectl --help)\n"))
+        let session = try cuectl(d, ["--session", "a b", "state", "loading"])
+        #expect(session == (64, "", "cuectl: \(Label.problem("a b", what: "session name")) (see cuectl --help)\n"))
+        let mute = try cuectl(d, ["mute", "app", "My Tool"])
+        #expect(mute == (64, "", "cuectl: \(Label.problem("My Tool", what: "app name")) (see cuectl --help)\n"))
+        var env = d.environment
+        env["CUED_APP"] = "a/b"
+        let fromEnv = try cuectl(d, ["play", "pop"], env: env)
+        #expect(fromEnv.status == 64)
+        #expect(fromEnv.err == "cuectl: CUED_APP: \(Label.problem("a/b", what: "app name")) (see cuectl --help)\n")
+        // Nothing reached the daemon: no app was counted, no session made.
+        let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(s.apps.isEmpty && s.sessions == 0 && s.played == 0)
+        // Derived from the parent's name, which the user did not type to cuectl: sanitized.
+        let script = "printf 'My Tool' > /proc/$$/comm; \(TestPaths.binary("cuectl")) --socket \(d.socketPath) play pop; true"
+        let derived = try runProcess("/bin/sh", ["-c", script])
+        #expect(derived.status == 0, "\(derived.err)")
+        let after = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(Array(after.apps.keys) == ["My-Tool"])
+    }
+
+    @Test func socketPathOverTheLimitIsRefusedClearly() throws {
+        let long = "/tmp/" + String(repeating: "s", count: SocketLocation.maxPathBytes - 4)
+        let r = try cuectl(nil, ["--socket", long, "ping"])
+        guard case .failure(let e) = SocketLocation.resolve(explicit: long, environment: [:]) else {
+            Issue.record("\(long.utf8.count) bytes accepted"); return
+        }
+        #expect(r.status == 64)
+        #expect(r.err == "cuectl: \(e.message)\n")
+    }
+
+    @Test func configCheckWithoutAConfigFileSaysItIsOptional() throws {
+        let dir = TempDir()
+        var env = ProcessInfo.processInfo.environment
+        env["XDG_CONFIG_HOME"] = dir.file("config")
+        let r = try cuectl(nil, ["config", "check"], env: env)
+        #expect(r.status == 0)
+        #expect(r.out == "no config file at \(dir.file("config"))/cued/cued.toml: the config is optional, cued runs on its defaults\n")
+        // A file named on the command line must exist.
+        #expect(try cuectl(nil, ["config", "check", dir.file("missing.toml")], env: env).status == 78)
     }
 
     @Test func statusTableAndJSON() throws {
@@ -33,8 +93,9 @@ import TestSupport
         for word in ["cued", "muted", "sink", "null", "latency", "cues", "pop"] { #expect(table.out.contains(word)) }
         let json = try cuectl(d, ["status", "--json"])
         #expect(json.status == 0)
-        let v = try JSON.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines))
-        #expect(v["version"] != nil)
+        let v = try #require(Status.parse(json.out.trimmingCharacters(in: .whitespacesAndNewlines)))
+        #expect(v.version != "")
+        #expect(v.sink.spec == "null")
     }
 
     @Test func noDaemonExits69WithAHint() throws {

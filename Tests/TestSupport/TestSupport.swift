@@ -98,23 +98,7 @@ public final class Subprocess: @unchecked Sendable {
         posix_spawn_file_actions_addopen(&actions, 0, stdin ?? "/dev/null", O_RDONLY, 0)
         posix_spawn_file_actions_addopen(&actions, 1, stdout ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderr ?? "/dev/null", O_WRONLY | O_CREAT | O_TRUNC, 0o600)
-        var attr = posix_spawnattr_t()
-        posix_spawnattr_init(&attr)
-        defer { posix_spawnattr_destroy(&attr) }
-        var empty = sigset_t(), all = sigset_t()
-        sigemptyset(&empty)
-        sigfillset(&all)
-        posix_spawnattr_setsigmask(&attr, &empty)
-        posix_spawnattr_setsigdefault(&attr, &all)
-        posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF))
-        let environment = env ?? ProcessInfo.processInfo.environment
-        let argv = ([path] + args).map { strdup($0) } + [nil]
-        let envp = environment.map { strdup("\($0.key)=\($0.value)") } + [nil]
-        defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
-        var child = pid_t()
-        let rc = posix_spawn(&child, path, &actions, &attr, argv, envp)
-        guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO) }
-        pid = child
+        pid = try spawnClean(path, args, env: env ?? ProcessInfo.processInfo.environment, actions: &actions)
     }
 
     /// Reaps the child if it has exited; true while it runs.
@@ -153,6 +137,28 @@ public final class Subprocess: @unchecked Sendable {
     }
 
     deinit { if exitStatus == nil { kill(pid, SIGKILL); var st: Int32 = 0; waitpid(pid, &st, 0) } }
+}
+
+/// posix_spawn with a clean signal mask and default dispositions; `extraFlags`
+/// (e.g. POSIX_SPAWN_SETSID) are added to those.
+func spawnClean(_ path: String, _ args: [String], env: [String: String], actions: inout posix_spawn_file_actions_t,
+                extraFlags: Int32 = 0) throws -> pid_t {
+    var attr = posix_spawnattr_t()
+    posix_spawnattr_init(&attr)
+    defer { posix_spawnattr_destroy(&attr) }
+    var empty = sigset_t(), all = sigset_t()
+    sigemptyset(&empty)
+    sigfillset(&all)
+    posix_spawnattr_setsigmask(&attr, &empty)
+    posix_spawnattr_setsigdefault(&attr, &all)
+    posix_spawnattr_setflags(&attr, Int16(POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | extraFlags))
+    let argv = ([path] + args).map { strdup($0) } + [nil]
+    let envp = env.map { strdup("\($0.key)=\($0.value)") } + [nil]
+    defer { argv.forEach { free($0) }; envp.forEach { free($0) } }
+    var child = pid_t()
+    let rc = posix_spawn(&child, path, &actions, &attr, argv, envp)
+    guard rc == 0 else { throw POSIXError(POSIXErrorCode(rawValue: rc) ?? .EIO) }
+    return child
 }
 
 /// Runs a program to completion and returns (status, stdout, stderr).

@@ -1,0 +1,232 @@
+// What cuectl's command line asks for, parsed without any I/O so it can be
+// tested without a daemon. Requests are built as protocol text and checked by
+// the protocol's own parser: cuectl refuses exactly what cued would refuse,
+// with the same words, before connecting.
+import CuedProtocol
+
+/// The shells `cuectl shell-init` knows.
+public enum Shell: String, Sendable, CaseIterable {
+    case bash, zsh, fish
+}
+
+/// One parsed cuectl invocation.
+public struct Invocation: Equatable, Sendable {
+    public var socket: String?
+    /// `--session NAME`: a checked label.
+    public var session: String?
+    /// `--app NAME`: a checked label.
+    public var app: String?
+    public var action: Action
+
+    public enum Action: Equatable, Sendable {
+        /// One request on one connection; `render` says how to show its reply.
+        case request(Request, render: Render)
+        case configCheck(path: String?)
+        /// `run -- COMMAND ARGS…`
+        case run([String])
+        case shellInit(Shell)
+        case help
+        case version
+    }
+
+    /// How a reply's payload is shown.
+    public enum Render: Equatable, Sendable {
+        case payload
+        case statusTable
+        case statusJSON
+        /// `play`/`play-file`: `ok muted` and friends get a sentence.
+        case play(what: String)
+    }
+}
+
+/// A usage error: one line, exit 64.
+public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
+    public let message: String
+    public init(_ message: String) { self.message = message }
+    public var description: String { message }
+}
+
+public enum CommandParser {
+    /// `cwd` makes a relative `play-file` path absolute.
+    public static func parse(_ args: [String], cwd: String) throws(UsageError) -> Invocation {
+        var inv = Invocation(action: .help)
+        var words: [String] = []
+        var gain: String?
+        var wait = false, quiet = false, json = false, theme = false
+        var command: [String]?
+        var rest = args[...]
+
+        /// `--flag VALUE` or `--flag=VALUE`.
+        func value(_ arg: String, _ name: String) throws(UsageError) -> String? {
+            if arg == name {
+                guard let v = rest.popFirst() else { throw UsageError("\(name) needs a value") }
+                return v
+            }
+            if arg.hasPrefix(name + "=") { return String(arg.dropFirst(name.count + 1)) }
+            return nil
+        }
+
+        while let arg = rest.popFirst() {
+            // After `run`'s own options, everything is the command.
+            if words.first == "run" {
+                if arg == "--" { command = Array(rest); break }
+                if !arg.hasPrefix("-") || arg == "-" { command = [arg] + Array(rest); break }
+            }
+            if arg == "-h" || arg == "--help" { inv.action = .help; return inv }
+            if arg == "--version" { inv.action = .version; return inv }
+            if let v = try value(arg, "--socket") { inv.socket = v; continue }
+            if let v = try value(arg, "--session") { inv.session = try label(v, "session name"); continue }
+            if let v = try value(arg, "--app") { inv.app = try label(v, "app name"); continue }
+            if let v = try value(arg, "--gain") { gain = v; continue }
+            switch arg {
+            case "--wait": wait = true
+            case "--quiet": quiet = true
+            case "--json": json = true
+            case "--theme": theme = true
+            case "--": throw UsageError("'--' goes with run: cuectl run -- COMMAND [ARGS…]")
+            default:
+                // A negative number is an argument (drag -1 is the protocol's to refuse).
+                if arg.hasPrefix("-") && arg.count > 1 && RequestParser.decimal(Substring(arg)) == nil {
+                    throw UsageError("unknown option '\(arg)'")
+                }
+                words.append(arg)
+            }
+        }
+
+        guard let verb = words.first else {
+            if args.isEmpty { throw UsageError("no command given") }
+            throw UsageError("no command given, only options")
+        }
+        let operands = Array(words.dropFirst())
+
+        /// Options that go with one verb only.
+        func only(_ allowed: Set<String>) throws(UsageError) {
+            let given: [(String, Bool)] = [("--gain", gain != nil), ("--wait", wait), ("--quiet", quiet),
+                                           ("--json", json), ("--theme", theme)]
+            for (flag, set) in given where set && !allowed.contains(flag) {
+                throw UsageError("\(flag) does not go with \(verb)")
+            }
+        }
+        func count(_ range: ClosedRange<Int>, _ usage: String) throws(UsageError) {
+            guard range.contains(operands.count) else { throw UsageError("usage: cuectl \(usage)") }
+        }
+
+        switch verb {
+        case "run":
+            try only([])
+            guard let command, !command.isEmpty else { throw UsageError("run needs a command: cuectl run -- COMMAND [ARGS…]") }
+            guard operands.isEmpty else { throw UsageError("usage: cuectl run [--session NAME] [--app NAME] -- COMMAND [ARGS…]") }
+            inv.action = .run(command)
+            return inv
+        case "shell-init":
+            try only([])
+            try count(1...1, "shell-init bash|zsh|fish")
+            guard let shell = Shell(rawValue: operands[0]) else {
+                throw UsageError("unknown shell '\(operands[0])' (bash, zsh or fish)")
+            }
+            inv.action = .shellInit(shell)
+            return inv
+        case "config":
+            try only([])
+            guard operands.first == "check", operands.count <= 2 else { throw UsageError("usage: cuectl config check [PATH]") }
+            inv.action = .configCheck(path: operands.count == 2 ? operands[1] : nil)
+            return inv
+        case "help":
+            inv.action = .help
+            return inv
+        default: break
+        }
+
+        // Everything else is one protocol request.
+        var render = Invocation.Render.payload
+        var line: [String]
+        switch verb {
+        case "ping", "drop", "reload":
+            try only([]); try count(0...0, verb); line = [verb]
+        case "play":
+            try only(["--gain", "--wait"]); try count(1...1, "play CUE [--gain DB] [--wait]")
+            _ = try label(operands[0], "cue name")
+            line = ["play", operands[0]]
+            render = .play(what: operands[0])
+        case "play-file":
+            try only(["--gain", "--wait"]); try count(1...1, "play-file PATH [--gain DB] [--wait]")
+            let path = absolute(operands[0], cwd: cwd)
+            line = ["play-file", FilePath.encode(path)]
+            render = .play(what: path)
+        case "stop":
+            try only([]); try count(0...1, "stop [CUE|all]")
+            if let target = operands.first, target != "all" { _ = try label(target, "cue name") }
+            line = ["stop"] + operands
+        case "state":
+            try only(["--quiet"])
+            guard operands.count == 1 || (operands.count == 2 && operands[1] == "quiet") else {
+                throw UsageError("usage: cuectl state pull|release|loading|idle [--quiet]")
+            }
+            line = ["state", operands[0]] + (quiet || operands.count == 2 ? ["quiet"] : [])
+        case "drag", "threshold":
+            try only([]); try count(1...1, "\(verb) POINTS"); line = [verb, operands[0]]
+        case "session":
+            try only([]); try count(0...1, "session [NAME]")
+            if let name = operands.first { _ = try label(name, "session name") }
+            line = ["session"] + operands
+        case "mute", "unmute":
+            try only([])
+            guard operands.isEmpty || (operands.count == 2 && operands[0] == "app") else {
+                throw UsageError("usage: cuectl \(verb) [app NAME]")
+            }
+            if operands.count == 2 { _ = try label(operands[1], "app name") }
+            line = [verb] + operands
+        case "cues":
+            try only(["--theme"]); try count(0...0, "cues [--theme]")
+            line = theme ? ["cues", "theme"] : ["cues"]
+        case "status":
+            try only(["--json"]); try count(0...0, "status [--json]")
+            line = ["status"]
+            render = json ? .statusJSON : .statusTable
+        default:
+            throw UsageError("unknown command '\(verb)'")
+        }
+        if let gain { line.append(gain) }
+        if wait { line.append("wait") }
+
+        // Each word must stay one word on the wire.
+        for w in line.dropFirst() where w.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
+            throw UsageError("'\(w.escapingControls())' is not one word")
+        }
+        let text = line.joined(separator: " ")
+        guard text.utf8.count <= ProtocolLimits.maxLineBytes else {
+            throw UsageError("the request is \(text.utf8.count) bytes, over the protocol's \(ProtocolLimits.maxLineBytes)")
+        }
+        do {
+            inv.action = .request(try RequestParser.parse(text), render: render)
+        } catch {
+            throw UsageError(error.message.hasPrefix("usage: ") ? "usage: cuectl " + error.message.dropFirst(7) : error.message)
+        }
+        return inv
+    }
+
+    /// The one label rule (`Label`), refused with its own words: never rewritten.
+    static func label(_ s: String, _ what: String) throws(UsageError) -> String {
+        guard Label.isValid(s) else { throw UsageError(Label.problem(s.escapingControls(), what: what)) }
+        return s
+    }
+
+    /// A path made absolute against `cwd` (`.` and `..` are left to the file system).
+    public static func absolute(_ path: String, cwd: String) -> String {
+        if path.hasPrefix("/") { return path }
+        return cwd.hasSuffix("/") ? cwd + path : cwd + "/" + path
+    }
+
+    /// An app name derived from a process name the user did not type (the
+    /// parent's `comm`, a command's file name): anything outside the label
+    /// alphabet becomes `-`; nil if nothing usable is left.
+    public static func derivedAppName(_ raw: String) -> String? {
+        let base = raw.split(separator: "/").last.map(String.init) ?? raw
+        let clean = String(base.unicodeScalars.prefix(Label.maxBytes).map { c -> Character in
+            let ascii = c.isASCII && (("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
+                                      || c == "." || c == "_" || c == "-")
+            return ascii ? Character(c) : "-"
+        })
+        return Label.isValid(clean) ? clean : nil
+    }
+}

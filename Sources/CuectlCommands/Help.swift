@@ -1,0 +1,54 @@
+/// cuectl's help: the one list of its commands and options (the man page,
+/// the completions and the tests are checked against it).
+public enum CuectlHelp {
+    /// Kept equal to cued's version (a test compares them).
+    public static let version = "0.1.0"
+
+    public static let text = """
+        usage: cuectl [--socket PATH] [--session NAME] [--app NAME] COMMAND [ARGS]
+        commands:
+          ping                      check that cued answers
+          play CUE [--gain DB] [--wait]
+                                    play a cue, else a sound of the desktop's sound theme (bell,
+                                    message-new-instant…); gain -60…12 dB; --wait: return only once
+                                    it has sounded (exit 1 if it could not)
+          play-file PATH [--gain DB] [--wait]
+                                    play a sound file (relative to the current directory)
+          stop [CUE|all]            fade out what this app started (only CUE, or everything);
+                                    prints how many voices stopped
+          state pull|release|loading|idle [--quiet]
+                                    drive the refresh state; prints the cue that sounded or -
+                                    (--quiet: set it without any cue)
+          drag POINTS               report the pull distance; prints the cue or -
+          drop                      the finger lifted; prints the cue or -
+          threshold POINTS          the session's release threshold (default 65)
+          session [NAME]            show (or bind to) a named session: NAME STATE THRESHOLD
+          mute [app NAME]           silence all cues, or one app's (persists across restarts)
+          unmute [app NAME]         undo mute
+          reload                    re-read the config and cues (all or nothing)
+          cues [--theme]            the loaded cues (--theme: the sound theme's names)
+          status [--json]           daemon, device and latency figures
+          config check [PATH]       validate a config file without a daemon (exit 78 if bad)
+          run [--session NAME] [--app NAME] -- COMMAND [ARGS…]
+                                    run a command: psst2 as it starts, pop when it exits 0, fail
+                                    otherwise; exits with its status (128+N for signal N)
+          shell-init bash|zsh|fish  print a snippet for your shell's rc file: pop or fail after
+                                    every command that ran at least $CUED_LONG_SECONDS (10)
+        options:
+          --socket PATH             cued's socket (default: $CUED_SOCKET, else
+                                    $XDG_RUNTIME_DIR/cued/cued.sock)
+          --session NAME            use the shared refresh session NAME (state carries over
+                                    between cuectl calls)
+          --app NAME                the app the cues are for (default: $CUED_APP, else the name
+                                    of cuectl's parent process; for run, the command's name)
+          -h, --help                this help
+          --version                 cuectl's version
+        exit: 0 ok, 1 error reply, 64 usage, 69 no daemon, 78 bad config; run: the command's status
+        """
+
+    /// Every command and option the help names, for checks of the man page and completions.
+    public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold",
+                                  "session", "mute", "unmute", "reload", "cues", "status", "config", "run", "shell-init"]
+    public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--quiet", "--theme",
+                                 "--json", "--help", "--version"]
+}

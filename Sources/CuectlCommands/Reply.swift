@@ -1,0 +1,54 @@
+import CuedProtocol
+
+/// What cuectl prints and exits with for a reply.
+public struct Outcome: Equatable, Sendable {
+    public var stdout: String?
+    public var stderr: String?
+    public var exitCode: Int32
+
+    public init(stdout: String? = nil, stderr: String? = nil, exitCode: Int32) {
+        self.stdout = stdout; self.stderr = stderr; self.exitCode = exitCode
+    }
+}
+
+public enum ExitCode {
+    public static let ok: Int32 = 0
+    /// An `err` reply.
+    public static let errorReply: Int32 = 1
+    public static let usage: Int32 = 64  // EX_USAGE
+    public static let noDaemon: Int32 = 69  // EX_UNAVAILABLE
+    public static let config: Int32 = 78  // EX_CONFIG
+}
+
+public enum ReplyInterpreter {
+    /// `reply` is the line (without LF) answering a request rendered as `render`.
+    public static func outcome(_ reply: String, render: Invocation.Render) -> Outcome {
+        if reply.hasPrefix("err ") || reply == "err" {
+            let rest = reply.dropFirst(4)
+            let code = rest.prefix { $0 != " " }
+            let message = rest.dropFirst(code.count).drop { $0 == " " }
+            return Outcome(stderr: message.isEmpty ? "cuectl: \(code)" : "cuectl: \(code): \(message)", exitCode: ExitCode.errorReply)
+        }
+        guard reply == "ok" || reply.hasPrefix("ok ") else {
+            return Outcome(stderr: "cuectl: unexpected reply: \(reply)", exitCode: ExitCode.errorReply)
+        }
+        let payload = String(reply.dropFirst(3))
+        switch render {
+        case .payload:
+            return Outcome(stdout: payload.isEmpty ? nil : payload, exitCode: ExitCode.ok)
+        case .statusJSON:
+            return Outcome(stdout: payload, exitCode: ExitCode.ok)
+        case .statusTable:
+            guard let status = Status.parse(payload) else { return Outcome(stdout: payload, exitCode: ExitCode.ok) }
+            return Outcome(stdout: StatusTable.render(status), exitCode: ExitCode.ok)
+        case .play(let what):
+            switch payload {
+            case "": return Outcome(exitCode: ExitCode.ok)
+            case "muted": return Outcome(stdout: "muted: cue not played", exitCode: ExitCode.ok)
+            case "disabled": return Outcome(stdout: "disabled: the sound theme has no sound for \(what)", exitCode: ExitCode.ok)
+            case "stopped": return Outcome(stdout: "stopped before the end", exitCode: ExitCode.ok)
+            default: return Outcome(stdout: payload, exitCode: ExitCode.ok)
+            }
+        }
+    }
+}

@@ -1,0 +1,56 @@
+import CuedProtocol
+
+/// `cuectl status` for people: the shared `Status` as an aligned table.
+public enum StatusTable {
+    static func text(_ v: Int?) -> String { v.map(String.init) ?? "-" }
+
+    public static func render(_ s: Status) -> String {
+        var rows: [(String, String)] = []
+        rows.append(("cued", "\(s.version) (protocol \(s.protocolVersion)), pid \(s.pid)"))
+        rows.append(("muted", s.muted ? "yes" : "no"))
+        rows.append(("config", s.config ?? "-"))
+        var sink = "\(s.sink.spec): \(s.sink.state)"
+        if let kind = s.sink.kind { sink += " (\(kind))" }
+        if s.sink.rate != nil {
+            sink += ", \(text(s.sink.rate)) Hz, \(text(s.sink.channels)) ch, \(s.sink.format ?? "-")"
+            sink += ", period \(text(s.sink.periodFrames)) / buffer \(text(s.sink.bufferFrames)) frames"
+        }
+        if let delay = s.sink.delayUs { sink += ", delay \(delay) µs" }
+        rows.append(("sink", sink))
+        if let e = s.sink.error { rows.append(("sink error", e)) }
+        let l = s.latencyUs
+        rows.append(("latency", "p50 \(text(l.p50)) µs, p99 \(text(l.p99)) µs, max \(text(l.max)) µs"))
+        rows.append(("", "(\(Status.Latency.measures))"))
+        rows.append(("played", String(s.played)))
+        rows.append(("voices", "\(s.voicesActive) active, \(s.voicesStolen) stolen"))
+        rows.append(("clipped", "\(s.clippedSamples) samples"))
+        rows.append(("device", "\(s.xruns) xruns, \(s.stalls) stalls"))
+        rows.append(("dropped", String(s.dropped)))
+        rows.append(("clients", "\(s.clients) connected, \(s.rateLimited) rate-limited, \(s.refusedBusy) refused busy, \(s.evictedIdle) idle evicted"))
+        for (i, name) in s.cues.keys.sorted().enumerated() {
+            let c = s.cues[name]!
+            rows.append((i == 0 ? "cues" : "", "\(name): \(c.frames) frames, played \(c.played)"))
+        }
+        for (i, name) in s.apps.keys.sorted().enumerated() {
+            let a = s.apps[name]!
+            var d = "\(name): played \(a.played)"
+            if a.dropped > 0 { d += ", dropped \(a.dropped)" }
+            if a.muted { d += ", muted" }
+            rows.append((i == 0 ? "apps" : "", d))
+        }
+        let t = s.theme
+        var theme = t.name
+        if !t.chain.isEmpty { theme += " (" + t.chain.joined(separator: " → ") + ")" }
+        theme += ", \(t.cached) cached, \(mib(t.cacheBytes)) of \(mib(t.cacheLimitBytes)) MiB"
+        rows.append(("theme", theme))
+        rows.append(("sessions", String(s.sessions)))
+        let width = rows.map(\.0.count).max() ?? 0
+        return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
+    }
+
+    /// Bytes as MiB with one decimal.
+    static func mib(_ bytes: Int) -> String {
+        let tenths = (bytes * 10 + 524_288) / 1_048_576
+        return "\(tenths / 10).\(tenths % 10)"
+    }
+}

@@ -1,0 +1,60 @@
+import CuedProtocol
+import CuectlCommands
+import Testing
+
+@Suite struct ReplyTests {
+    let play = Invocation.Render.play(what: "pop")
+
+    @Test func playReplies() {
+        #expect(ReplyInterpreter.outcome("ok", render: play) == Outcome(exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok muted", render: play) == Outcome(stdout: "muted: cue not played", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok disabled", render: .play(what: "bell"))
+                == Outcome(stdout: "disabled: the sound theme has no sound for bell", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok stopped", render: play) == Outcome(stdout: "stopped before the end", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("err not-played the device failed", render: play)
+                == Outcome(stderr: "cuectl: not-played: the device failed", exitCode: 1))
+        #expect(ReplyInterpreter.outcome("err bad-file /x.ogg: not a sound file", render: play)
+                == Outcome(stderr: "cuectl: bad-file: /x.ogg: not a sound file", exitCode: 1))
+        #expect(ReplyInterpreter.outcome("err unknown-cue no cue or theme sound 'x'", render: play).exitCode == 1)
+    }
+
+    @Test func payloadRepliesPrintThePayload() {
+        #expect(ReplyInterpreter.outcome("ok 2", render: .payload) == Outcome(stdout: "2", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok bell complete", render: .payload) == Outcome(stdout: "bell complete", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok", render: .payload) == Outcome(exitCode: 0))
+        #expect(ReplyInterpreter.outcome("what", render: .payload) == Outcome(stderr: "cuectl: unexpected reply: what", exitCode: 1))
+        #expect(ReplyInterpreter.outcome("err internal", render: .payload) == Outcome(stderr: "cuectl: internal", exitCode: 1))
+    }
+
+    @Test func statusRendersEveryNewField() {
+        var s = Status()
+        s.version = "9.9"
+        s.sink.spec = "alsa:default"
+        s.sink.state = "running"
+        s.sink.kind = "plugin"
+        s.sink.rate = 48_000
+        s.sink.channels = 2
+        s.sink.format = "S16_LE"
+        s.sink.delayUs = 4321
+        s.stalls = 3
+        s.evictedIdle = 5
+        s.rateLimited = 6
+        s.refusedBusy = 7
+        s.apps = ["mutt": Status.App(played: 4, dropped: 2, muted: true)]
+        s.cues = ["pop": Status.Cue(frames: 100, played: 1)]
+        s.theme.name = "ocean"
+        s.theme.chain = ["ocean", "freedesktop"]
+        s.theme.cached = 2
+        s.theme.cacheBytes = 3 * 1_048_576
+        s.theme.cacheLimitBytes = 16 * 1_048_576
+        s.latencyUs.p50 = 120
+        let out = ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusTable)
+        let table = out.stdout ?? ""
+        for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "5 idle evicted",
+                      "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
+                      "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures] {
+            #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
+        }
+        #expect(ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusJSON).stdout == s.json.encoded)
+    }
+}
