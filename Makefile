@@ -4,10 +4,11 @@ SINK      ?= alsa:default
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
-# systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man.
+# systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
+# the shells `cuectl shell-init` and the completions are tested in.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
-             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db
+             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish
 BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path)
 PREFIX    ?= $(HOME)/.local
 BINDIR    ?= $(PREFIX)/bin
