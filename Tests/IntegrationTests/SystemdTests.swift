@@ -10,16 +10,7 @@ final class NotifyListener: @unchecked Sendable {
 
     init(path: String) throws {
         self.path = path
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        var addr = sockaddr_un()
-        addr.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &addr.sun_path) { raw in
-            let b = Array(path.utf8); raw.copyBytes(from: b); raw[b.count] = 0
-        }
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
-        }
-        guard rc == 0 else { throw POSIXError(.EADDRINUSE) }
+        fd = try boundUnixSocket(path, type: Int32(SOCK_DGRAM.rawValue))
     }
 
     deinit { close(fd) }

@@ -139,6 +139,21 @@ public final class Subprocess: @unchecked Sendable {
     deinit { if exitStatus == nil { kill(pid, SIGKILL); var st: Int32 = 0; waitpid(pid, &st, 0) } }
 }
 
+/// A Unix socket of `type` (SOCK_STREAM, SOCK_DGRAM) bound to `path`.
+public func boundUnixSocket(_ path: String, type: Int32) throws -> Int32 {
+    let fd = socket(AF_UNIX, type, 0)
+    var addr = sockaddr_un()
+    addr.sun_family = sa_family_t(AF_UNIX)
+    withUnsafeMutableBytes(of: &addr.sun_path) { raw in
+        let b = Array(path.utf8); raw.copyBytes(from: b); raw[b.count] = 0
+    }
+    let rc = withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+    }
+    guard rc == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+    return fd
+}
+
 /// posix_spawn with a clean signal mask and default dispositions; `extraFlags`
 /// (e.g. POSIX_SPAWN_SETSID) are added to those.
 func spawnClean(_ path: String, _ args: [String], env: [String: String], actions: inout posix_spawn_file_actions_t,
