@@ -1,21 +1,37 @@
-# cued — make deps | build | run | test | sounds | install | uninstall | clean
+# cued — make deps | build | run | test | sounds | man | install | uninstall | clean
 SWIFT     ?= swift
 SINK      ?= alsa:default
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
 # systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
-# the shells `cuectl shell-init` and the completions are tested in.
+# the shells `cuectl shell-init` and the completions are tested in. Install: strip
+# (binutils); scdoc only to regenerate the man pages (the roff is committed).
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
-             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish
-BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path)
+             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish binutils scdoc
+# SwiftPM colours diagnostics only when its output is a terminal, and the colour
+# flag is part of every compile command: a release build after one whose output
+# went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.
+SWIFTPM_FLAGS := --no-color-diagnostics
+# One release configuration for build, install, bench and test: the Swift runtime
+# linked in, so the installed binaries run without the toolchain.
+RELEASE    = $(SWIFT) build -c release --static-swift-stdlib $(SWIFTPM_FLAGS)
+BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path $(SWIFTPM_FLAGS))
 PREFIX    ?= $(HOME)/.local
 BINDIR    ?= $(PREFIX)/bin
-SOUNDDIR  ?= $(PREFIX)/share/cued/sounds
-UNITDIR   ?= $(HOME)/.config/systemd/user
+DATADIR   ?= $(PREFIX)/share
+SOUNDDIR  ?= $(DATADIR)/cued/sounds
+MANDIR    ?= $(DATADIR)/man
+BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
+ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
+FISHCOMPDIR ?= $(DATADIR)/fish/vendor_completions.d
+UNITDIR   ?= $(or $(XDG_CONFIG_HOME),$(HOME)/.config)/systemd/user
+STRIP     ?= strip
+SYSTEMCTL ?= systemctl
+MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps bench-deps build run test bench fuzz reliability sounds install install-units uninstall clean
+.PHONY: deps bench-deps build run test bench fuzz reliability sounds man man-check install install-files install-units uninstall clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -40,7 +56,7 @@ bench: bench-deps build
 	/usr/bin/python3 bench/bench.py
 
 build: deps
-	$(SWIFT) build -c release
+	$(RELEASE)
 
 FUZZ_INPUTS ?= 10000000
 # 10 million inputs per parser: libFuzzer on the protocol parser, the seeded
@@ -68,22 +84,53 @@ run: build
 	  fi;; esac
 	.build/release/cued --sink $(SINK) $(ARGS)
 
-test: deps
-	$(SWIFT) build --build-tests
-	CUED_BIN_DIR=$(BIN_DEBUG) $(SWIFT) test --skip-build
+# The debug build with the tests, plus the release build installed into a
+# scratch prefix that the install tests run (with the toolchain hidden).
+TEST_PREFIX := $(CURDIR)/.build/test-install
+TEST_DIRS    = PREFIX=$(TEST_PREFIX) BINDIR=$(TEST_PREFIX)/bin DATADIR=$(TEST_PREFIX)/share \
+               SOUNDDIR=$(TEST_PREFIX)/share/cued/sounds MANDIR=$(TEST_PREFIX)/share/man \
+               BASHCOMPDIR=$(TEST_PREFIX)/share/bash-completion/completions \
+               ZSHCOMPDIR=$(TEST_PREFIX)/share/zsh/site-functions \
+               FISHCOMPDIR=$(TEST_PREFIX)/share/fish/vendor_completions.d UNITDIR=$(TEST_PREFIX)/units
+test: deps build
+	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
+	rm -rf $(TEST_PREFIX)
+	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
+	CUED_BIN_DIR=$(BIN_DEBUG) CUED_TEST_PREFIX=$(TEST_PREFIX) $(SWIFT) test --skip-build --disable-xctest
 
 sounds: deps
-	$(SWIFT) build -c release --product cuesynth
+	$(RELEASE) --product cuesynth
 	.build/release/cuesynth --out Sounds --picture docs/cues.png --report
 
-# Binaries to $(BINDIR), cues to $(SOUNDDIR) (where cued looks by default:
-# ../share/cued/sounds beside its binary), units to $(UNITDIR).
+# scdoc stamps today's date into .TH; it is dropped so the committed pages stay
+# what scdoc makes of their source (make test checks that they do).
+SCDOC = scdoc < $(1).scd | sed '1,/^\.TH/s/^\(\.TH "[^"]*" "[^"]*"\) "[^"]*"$$/\1/'
+man: $(MAN_PAGES)
+$(MAN_PAGES): %: %.scd
+	$(call SCDOC,$@) > $@
+man-check:
+	@for p in $(MAN_PAGES); do \
+	  $(call SCDOC,$$p) | cmp -s - $$p || { echo "$$p differs from what scdoc makes of $$p.scd: run make man"; exit 1; }; \
+	done
+
+# Stripped binaries to $(BINDIR), cues to $(SOUNDDIR) (where cued looks by default:
+# ../share/cued/sounds beside its binary), man pages, completions, units to $(UNITDIR).
 install: build
-	install -d $(BINDIR) $(SOUNDDIR)
-	install -m 0755 .build/release/cued .build/release/cuectl $(BINDIR)/
-	install -m 0644 Sounds/*.wav $(SOUNDDIR)/
-	$(MAKE) --no-print-directory install-units BINDIR=$(BINDIR) UNITDIR=$(UNITDIR)
+	$(MAKE) --no-print-directory install-files
 	@echo "installed. Start on demand with:  systemctl --user daemon-reload && systemctl --user enable --now cued.socket"
+
+# What install copies, from the release build already there.
+install-files:
+	install -d $(BINDIR) $(SOUNDDIR) $(MANDIR)/man1 $(MANDIR)/man5 $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)
+	install -m 0755 -s --strip-program=$(STRIP) .build/release/cued .build/release/cuectl $(BINDIR)/
+	install -m 0644 Sounds/*.wav $(SOUNDDIR)/
+	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 $(MANDIR)/man1/
+	install -m 0644 docs/man/cued.toml.5 $(MANDIR)/man5/
+	install -m 0644 completions/cuectl.bash $(BASHCOMPDIR)/cuectl
+	install -m 0644 completions/cued.bash $(BASHCOMPDIR)/cued
+	install -m 0644 completions/_cuectl completions/_cued $(ZSHCOMPDIR)/
+	install -m 0644 completions/cuectl.fish completions/cued.fish $(FISHCOMPDIR)/
+	$(MAKE) --no-print-directory install-units BINDIR=$(BINDIR) UNITDIR=$(UNITDIR)
 
 # The units with the real ExecStart path written in.
 install-units:
@@ -91,10 +138,17 @@ install-units:
 	sed 's|^ExecStart=.*|ExecStart=$(BINDIR)/cued|' systemd/cued.service > $(UNITDIR)/cued.service
 	install -m 0644 systemd/cued.socket $(UNITDIR)/cued.socket
 
+# Stops the units only where they are installed and systemctl can reach a user manager.
 uninstall:
-	-systemctl --user disable --now cued.socket cued.service 2>/dev/null
-	rm -f $(BINDIR)/cued $(BINDIR)/cuectl $(UNITDIR)/cued.service $(UNITDIR)/cued.socket
-	rm -rf $(PREFIX)/share/cued
+	@if [ -e $(UNITDIR)/cued.socket ] && command -v $(SYSTEMCTL) >/dev/null 2>&1; then \
+	  $(SYSTEMCTL) --user disable --now cued.socket cued.service >/dev/null 2>&1 || true; \
+	fi
+	rm -f $(BINDIR)/cued $(BINDIR)/cuectl $(UNITDIR)/cued.service $(UNITDIR)/cued.socket \
+	  $(MANDIR)/man1/cued.1 $(MANDIR)/man1/cuectl.1 $(MANDIR)/man5/cued.toml.5 \
+	  $(BASHCOMPDIR)/cuectl $(BASHCOMPDIR)/cued $(ZSHCOMPDIR)/_cuectl $(ZSHCOMPDIR)/_cued \
+	  $(FISHCOMPDIR)/cuectl.fish $(FISHCOMPDIR)/cued.fish
+	rm -rf $(SOUNDDIR)
+	@rmdir $(DATADIR)/cued 2>/dev/null || true
 
 clean:
 	rm -rf .build

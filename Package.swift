@@ -69,7 +69,7 @@ let package = Package(
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "CuectlCommands", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "CuedConfig", "CuectlCommands", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,0 +1,92 @@
+import CuedClient
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+enum TestInstall {
+    static var prefix: String? {
+        ProcessInfo.processInfo.environment["CUED_TEST_PREFIX"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+}
+
+/// What `make install` puts in a prefix: `make test` installs the release
+/// build into .build/test-install and names it in CUED_TEST_PREFIX (a plain
+/// `swift test` has no release build to install, so these are skipped there).
+@Suite(.enabled(if: TestInstall.prefix != nil, "needs CUED_TEST_PREFIX (make test)"), .timeLimit(.minutes(3)))
+struct InstallTests {
+    var prefix: String { TestInstall.prefix ?? "/nonexistent" }
+
+    /// The toolchain directory: the one holding usr/bin/swift.
+    static func toolchain() throws -> String {
+        let which = try runProcess("/bin/sh", ["-c", "readlink -f \"$(command -v swift)\""])
+        let swift = which.out.trimmingCharacters(in: .whitespacesAndNewlines)
+        guard let r = swift.range(of: "/usr/bin/") else { throw HarnessError.timeout("no toolchain: '\(swift)'") }
+        return String(swift[..<r.lowerBound])
+    }
+
+    /// `sh -c SCRIPT` in a private mount namespace where the toolchain directory is an empty tmpfs.
+    func withoutToolchain(_ script: String) throws -> [String] {
+        let tc = try Self.toolchain()
+        return ["-m", "/bin/sh", "-c", "mount -t tmpfs none '\(tc)' && test ! -e '\(tc)/usr/bin/swift' && \(script)"]
+    }
+
+    @Test(arguments: ["cued", "cuectl"])
+    func binariesAreStrippedAndNeedNoToolchainLibrary(name: String) throws {
+        let bin = prefix + "/bin/" + name
+        let sections = try runProcess("/usr/bin/readelf", ["-S", "-W", bin])
+        #expect(sections.status == 0)
+        #expect(!sections.out.contains(".symtab"), "\(name) is not stripped")
+        let ldd = try runProcess("/usr/bin/ldd", [bin])
+        let tc = try Self.toolchain()
+        #expect(!ldd.out.contains(tc) && !ldd.out.contains("libswift") && !ldd.out.contains("libFoundation"), "\(ldd.out)")
+    }
+
+    /// The installed cued serves a real `play` and the installed cuectl sends
+    /// it, both with the toolchain hidden from them.
+    @Test func runWithTheToolchainHidden() throws {
+        let dir = TempDir()
+        let sock = dir.file("cued.sock"), capture = dir.file("capture.wav")
+        var env = ProcessInfo.processInfo.environment
+        env["XDG_RUNTIME_DIR"] = dir.path
+        env["XDG_STATE_HOME"] = dir.file("state")
+        env["XDG_CONFIG_HOME"] = dir.file("config")
+        env["XDG_DATA_HOME"] = dir.file("data")
+        env.removeValue(forKey: "CUED_SOCKET")
+        env.removeValue(forKey: "NOTIFY_SOCKET")
+        let cued = try Subprocess("/usr/bin/unshare", try withoutToolchain("exec '\(prefix)/bin/cued' --socket \(sock) --sink wav:\(capture)"),
+                                  env: env, stderr: dir.file("cued.err"))
+        let answered = eventually(timeout: 15) { (try? CueClient(path: sock, timeoutSeconds: 2).request("ping")) == "ok pong" }
+        #expect(answered, "\((try? String(contentsOfFile: dir.file("cued.err"), encoding: .utf8)) ?? "")")
+        guard answered else { return }
+        let play = try runProcess("/usr/bin/unshare", try withoutToolchain("'\(prefix)/bin/cuectl' --socket \(sock) play pop && '\(prefix)/bin/cuectl' --version"), env: env)
+        #expect(play.status == 0, "\(play.err)")
+        #expect(play.out.hasPrefix("cuectl "))
+        #expect(eventually { ((try? WAV.read(capture))?.samples.filter { $0 != 0 }.count ?? 0) > 0 })
+        #expect(cued.stop() == 0)
+    }
+
+    @Test func manPagesAreFoundInThePrefix() throws {
+        for (section, page) in [("1", "cued"), ("1", "cuectl"), ("5", "cued.toml")] {
+            let r = try runProcess("/usr/bin/man", ["-M", prefix + "/share/man", "-w", section, page])
+            #expect(r.out == "\(prefix)/share/man/man\(section)/\(page).\(section)\n", "\(r)")
+        }
+    }
+
+    /// `make uninstall` removes every file `make install` wrote and says
+    /// nothing about a systemctl that is not there.
+    @Test func uninstallRemovesEverythingQuietly() throws {
+        let dir = TempDir()
+        let root = TestPaths.repoRoot.path
+        let dirs = ["PREFIX=\(dir.path)", "UNITDIR=\(dir.file("units"))"]
+        let install = try runProcess("/usr/bin/make", ["-s", "-C", root, "install-files"] + dirs)
+        #expect(install.status == 0, "\(install.err)")
+        let files = try runProcess("/usr/bin/find", [dir.path, "-type", "f"]).out.split(separator: "\n")
+        #expect(files.count >= 14, "\(files)")
+        let uninstall = try runProcess("/usr/bin/make", ["-s", "-C", root, "uninstall", "SYSTEMCTL=/nonexistent/systemctl"] + dirs)
+        #expect(uninstall.status == 0)
+        #expect(uninstall.err == "", "\(uninstall.err)")
+        #expect(uninstall.out == "", "\(uninstall.out)")
+        #expect(try runProcess("/usr/bin/find", [dir.path, "-type", "f"]).out == "")
+    }
+}

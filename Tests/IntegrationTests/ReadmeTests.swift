@@ -1,0 +1,228 @@
+import CuedClient
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// The README is executed. Its conventions:
+/// - ```sh blocks run with bash (stderr merged into stdout) in a scratch
+///   directory, against a fresh cued (the repo's Sounds/, null sink) at
+///   $XDG_RUNTIME_DIR/cued/cued.sock, with the built cuectl and cued first on
+///   PATH. `CMD  # → TEXT` says CMD prints the line TEXT; following lines
+///   `# → TEXT` add lines. TEXT ending in `…` matches lines starting with the
+///   rest; `…` alone matches any output. A command without `# →` must print
+///   nothing, and so must the block after its last one.
+/// - ```python blocks: the same, run with python3.
+/// - ```cued blocks: protocol dialogues, `REQUEST → REPLY  # comment`, sent on one connection.
+/// - ```sh skip and every other language (toml, text) are shown, not run.
+/// - No indented code blocks: each example is fenced, so none escapes the test.
+@Suite(.timeLimit(.minutes(3))) struct ReadmeTests {
+    struct Block: CustomTestStringConvertible, Sendable {
+        let language: String
+        let skip: Bool
+        /// README line number of the block's first line (after the fence).
+        let firstLine: Int
+        let lines: [String]
+        var testDescription: String { "README.md:\(firstLine) (\(language))" }
+    }
+
+    static let path = TestPaths.repoRoot.path + "/README.md"
+    static let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+
+    static var blocks: [Block] {
+        var out: [Block] = []
+        var open: (language: String, skip: Bool, first: Int, lines: [String])?
+        for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if line.hasPrefix("```") {
+                if let o = open {
+                    out.append(Block(language: o.language, skip: o.skip, firstLine: o.first, lines: o.lines))
+                    open = nil
+                } else {
+                    let info = line.dropFirst(3).split(separator: " ")
+                    open = (info.first.map(String.init) ?? "", info.dropFirst().contains("skip"), i + 2, [])
+                }
+            } else if open != nil {
+                open!.lines.append(String(line))
+            }
+        }
+        return out
+    }
+
+    static var runnable: [Block] { blocks.filter { !$0.skip && ["sh", "python", "cued"].contains($0.language) } }
+
+    /// One expectation: a README line and what it says the output is.
+    struct Expected {
+        let line: Int
+        let command: String
+        var output: [String]
+    }
+
+    /// The expectations of a sh or python block, and the script with a marker
+    /// printed after each command that has some.
+    static func instrument(_ b: Block, marker: (Int, String) -> String) -> (script: String, expected: [Expected]) {
+        var expected: [Expected] = []
+        var script: [String] = []
+        let arrow = "# → "
+        for (k, line) in b.lines.enumerated() {
+            let n = b.firstLine + k
+            let trimmed = line.drop { $0 == " " }
+            if trimmed.hasPrefix(arrow) || trimmed == "# →" {
+                // A continuation line: more output of the command before it.
+                if !expected.isEmpty { expected[expected.count - 1].output.append(String(trimmed.dropFirst(arrow.count))) }
+                continue
+            }
+            script.append(line)
+            if let r = line.range(of: "  " + arrow) ?? line.range(of: " " + arrow) {
+                let command = line[..<r.lowerBound].trimmingCharacters(in: .whitespaces)
+                expected.append(Expected(line: n, command: command, output: [String(line[r.upperBound...])]))
+                script.append(marker(n, String(line.prefix { $0 == " " })))
+            } else if b.lines.dropFirst(k + 1).first?.drop(while: { $0 == " " }).hasPrefix(arrow) == true {
+                expected.append(Expected(line: n, command: line.trimmingCharacters(in: .whitespaces), output: []))
+                script.append(marker(n, String(line.prefix { $0 == " " })))
+            }
+        }
+        return (script.joined(separator: "\n") + "\n", expected)
+    }
+
+    /// `got` (the output before a marker) against `want`, or what differs.
+    static func mismatch(_ got: [String], _ want: [String]) -> String? {
+        var g = got[...]
+        for w in want {
+            if w == "…" { return nil }
+            guard let line = g.popFirst() else { return "expected «\(w)», got nothing more" }
+            if w.hasSuffix("…") ? !line.hasPrefix(w.dropLast()) : line != w {
+                return "expected «\(w)», got «\(line)»"
+            }
+        }
+        return g.isEmpty ? nil : "unexpected output «\(g.joined(separator: "⏎"))»"
+    }
+
+    static func daemon() throws -> DaemonHarness {
+        try DaemonHarness(args: ["--sink", "null", "--sounds", TestPaths.repoRoot.path + "/Sounds"])
+    }
+
+    static func environment(_ d: DaemonHarness, _ dir: TempDir) -> [String: String] {
+        var env = d.environment
+        env["PATH"] = TestPaths.binDir.path + ":" + (env["PATH"] ?? "/usr/bin:/bin")
+        env["HOME"] = dir.path
+        env.removeValue(forKey: "CUED_APP")
+        return env
+    }
+
+    @Test(arguments: runnable)
+    func example(_ b: Block) throws {
+        let d = try Self.daemon()
+        let dir = TempDir()
+        if b.language == "cued" { return try dialogue(b, d) }
+        let isPython = b.language == "python"
+        let (body, expected) = Self.instrument(b) { n, indent in
+            isPython ? "\(indent)import sys; sys.stdout.write('\\x1e\(n)\\x1e\\n'); sys.stdout.flush()"
+                     : "\(indent)__readme_mark \(n)"
+        }
+        // The marker keeps $? for the next line (`echo $?` examples).
+        let prelude = "exec 2>&1\ncd \(dir.path)\n__readme_mark() { local s=$?; printf '\\036%s\\036\\n' \"$1\"; return $s; }\n"
+        let script = isPython ? "import os\nos.dup2(1, 2)\n" + body : prelude + body
+        try script.write(toFile: dir.file("example"), atomically: true, encoding: .utf8)
+        let r = try runProcess(isPython ? "/usr/bin/python3" : "/bin/bash", [dir.file("example")],
+                               env: Self.environment(d, dir), timeout: 60)
+        // Output split at the markers: segment i belongs to expected[i].
+        var segments = r.out.split(separator: "\u{1e}", omittingEmptySubsequences: false).map(String.init)
+        var rest = segments.removeFirst()
+        for e in expected {
+            let lines = rest.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+            let got = lines.last == "" ? Array(lines.dropLast()) : lines
+            if let problem = Self.mismatch(got, e.output) {
+                Issue.record("README.md:\(e.line): `\(e.command)`: \(problem)\n(the block at README.md:\(b.firstLine) printed:\n\(r.out.replacingOccurrences(of: "\u{1e}", with: "|")))")
+            }
+            guard segments.count >= 2 else {
+                Issue.record("README.md:\(e.line): `\(e.command)`: the example stopped before it (exit \(r.status)):\n\(r.out)")
+                return
+            }
+            let number = segments.removeFirst()
+            #expect(number == String(e.line))
+            rest = String(segments.removeFirst().dropFirst())  // the marker's LF
+        }
+        if !rest.isEmpty {
+            Issue.record("README.md:\(b.firstLine): the block printed what it does not show: «\(rest)»")
+        }
+    }
+
+    func dialogue(_ b: Block, _ d: DaemonHarness) throws {
+        let c = try d.client()
+        for (k, line) in b.lines.enumerated() where line.contains("→") {
+            let parts = line.split(separator: "→", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
+            let request = parts[0]
+            let reply = parts[1].split(separator: "#", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+            let got = try c.request(request)
+            #expect(got == reply, "README.md:\(b.firstLine + k): `\(request)`: expected «\(reply)», got «\(got)»")
+        }
+    }
+
+    @Test func everyExampleIsFenced() {
+        #expect(Self.runnable.count >= 10)
+        var inFence = false, previousBlank = true
+        for (i, line) in Self.text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            if line.hasPrefix("```") { inFence.toggle(); previousBlank = false; continue }
+            if !inFence && previousBlank && (line.hasPrefix("    ") || line.hasPrefix("\t")) {
+                Issue.record("README.md:\(i + 1): an indented code block: fence it (```sh, run by ReadmeTests, or ```sh skip)")
+            }
+            previousBlank = line.trimmingCharacters(in: .whitespaces).isEmpty
+        }
+        #expect(!inFence, "README.md: a code fence is not closed")
+    }
+
+    /// The `code` spans in the first column of the table under `heading`.
+    static func tableNames(under heading: String) -> [String] {
+        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+        guard let start = lines.firstIndex(where: { $0.hasPrefix("#") && $0.hasSuffix(heading) }) else { return [] }
+        var names: [String] = []
+        var seenTable = false
+        for line in lines[(start + 1)...] {
+            if line.hasPrefix("|") {
+                seenTable = true
+                // The first cell: up to the first | that is not escaped (`a\|b`).
+                var cell = "", escaped = false
+                for ch in line.dropFirst() {
+                    if ch == "|" && !escaped { break }
+                    escaped = ch == "\\"
+                    cell.append(ch)
+                }
+                let spans = cell.split(separator: "`", omittingEmptySubsequences: false)
+                names += stride(from: 1, to: spans.count - 1, by: 2).map { String(spans[$0]) }
+            } else if seenTable { break }
+        }
+        return names
+    }
+
+    @Test func errorCodesAreTheProtocols() {
+        // Exhaustive: a new ErrorCode case does not compile until it is listed here, and then in the README.
+        func listed(_ c: ErrorCode) -> Bool {
+            switch c {
+            case .unknownVerb, .unknownCue, .badArgument, .lineTooLong, .reloadFailed, .forbidden, .busy,
+                 .rateLimited, .badFile, .notPlayed, .internal: return true
+            }
+        }
+        let all: [ErrorCode] = [.unknownVerb, .unknownCue, .badArgument, .lineTooLong, .reloadFailed, .forbidden, .busy,
+                                .rateLimited, .badFile, .notPlayed, .internal]
+        #expect(all.allSatisfy(listed))
+        let documented = Self.tableNames(under: "Error codes")
+        #expect(Set(documented) == Set(all.map(\.rawValue)),
+                "README's error codes: missing \(Set(all.map(\.rawValue)).subtracting(documented).sorted()), extra \(Set(documented).subtracting(all.map(\.rawValue)).sorted())")
+        #expect(documented.count == Set(documented).count, "listed twice: \(documented)")
+    }
+
+    @Test func statusFieldsAreTheStatusType() {
+        let documented = Self.tableNames(under: "Status fields")
+        let actual = Status.fieldPaths
+        #expect(Set(documented) == Set(actual),
+                "README's status fields: missing \(Set(actual).subtracting(documented).sorted()), extra \(Set(documented).subtracting(actual).sorted())")
+        #expect(documented.count == Set(documented).count, "listed twice: \(documented)")
+    }
+
+    @Test func everyRequestHasARow() {
+        let documented = Self.tableNames(under: "Protocol v1").map { String($0.prefix { $0 != " " }) }
+        for verb in RequestParser.verbNames {
+            #expect(documented.contains(verb), "README's protocol table has no row for `\(verb)`")
+        }
+    }
+}

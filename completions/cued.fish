@@ -1,0 +1,18 @@
+# fish completion for cued(1).
+complete -c cued -f
+complete -c cued -l socket -r -F -d 'the socket to listen on'
+complete -c cued -l config -r -F -d 'the config file'
+complete -c cued -l check-config -r -F -d 'check a config file and exit'
+complete -c cued -l sink -x -a 'alsa alsa:default null wav:' -d 'the audio output'
+complete -c cued -l latency-ms -x -d 'device buffer in ms'
+complete -c cued -l voices -x -d 'cues sounding at once'
+complete -c cued -l idle-close-s -x -d 'close the device after this much silence'
+complete -c cued -l session-ttl-s -x -d 'named sessions expire after this long idle'
+complete -c cued -l rate-limit -x -d 'cues a second one connection may start'
+complete -c cued -l max-clients -x -d 'connections at once'
+complete -c cued -l sounds -x -a '(__fish_complete_directories)' -d 'a directory of cues'
+complete -c cued -l muted -d 'start muted'
+complete -c cued -l unmuted -d 'start unmuted'
+complete -c cued -l log-level -x -a 'trace debug info notice warning error critical' -d 'log level'
+complete -c cued -s h -l help -d 'print the help'
+complete -c cued -l version -d 'print the version'
