@@ -86,8 +86,8 @@ import TestSupport
     }
 }
 
-/// A socket that answers each line with `reply(line)` after `delay` seconds
-/// (the first line only), recording what it was sent. One connection.
+/// A socket that answers each line with `reply(line)` (nil: never answers),
+/// the first `play` after `delay` seconds, recording what it was sent. One connection.
 final class FakeDaemon: @unchecked Sendable {
     let path: String
     private let fd: Int32
@@ -100,7 +100,7 @@ final class FakeDaemon: @unchecked Sendable {
         return lock.withLock { received }
     }
 
-    init(path: String, delay: Double, reply: @escaping @Sendable (String) -> String) throws {
+    init(path: String, delay: Double = 0, reply: @escaping @Sendable (String) -> String?) throws {
         self.path = path
         fd = try boundUnixSocket(path, type: Int32(SOCK_STREAM.rawValue))
         guard listen(fd, 1) == 0 else { throw POSIXError(.EADDRINUSE) }
@@ -122,7 +122,8 @@ final class FakeDaemon: @unchecked Sendable {
                     pending.removeSubrange(...lf)
                     lock.withLock { received.append(line) }
                     if first && line.hasPrefix("play") { usleep(UInt32(delay * 1_000_000)); first = false }
-                    let out = Array((reply(line) + "\n").utf8)
+                    guard let answer = reply(line) else { continue }
+                    let out = Array((answer + "\n").utf8)
                     _ = out.withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
                 }
             }

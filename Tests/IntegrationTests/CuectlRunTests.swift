@@ -98,6 +98,45 @@ import TestSupport
         (["sh", "-c", "sleep 0.3; kill -INT $$"], [200, 400]),
     ]
 
+    /// A daemon that takes the requests but never answers: the command runs
+    /// at once and cuectl gives up on the replies after its short timeout.
+    @Test func aHungDaemonDoesNotHoldTheCommand() throws {
+        let dir = TempDir()
+        let fake = try FakeDaemon(path: dir.file("hung.sock")) { _ in nil }
+        let p = try Subprocess(TestPaths.binary("cuectl"), ["--socket", fake.path, "--app", "t", "run", "--", "sh", "-c", "echo started"],
+                               stdout: dir.file("out"))
+        #expect(p.wait(timeout: 10) == 0)
+        #expect(try String(contentsOfFile: dir.file("out"), encoding: .utf8) == "started\n")
+        #expect(fake.lines == ["app t", "state loading", "state idle"])
+    }
+
+    /// A daemon whose listen queue is full (it stopped accepting): connecting
+    /// gives up after 100 ms and the command runs without cues.
+    @Test func aDaemonThatDoesNotAcceptIsNoDaemon() throws {
+        let dir = TempDir()
+        let sock = dir.file("full.sock")
+        let listener = try boundUnixSocket(sock, type: Int32(SOCK_STREAM.rawValue))
+        defer { close(listener) }
+        #expect(listen(listener, 0) == 0)
+        // Fill the queue (backlog 0 holds one) with connections nobody accepts.
+        var fillers: [Int32] = []
+        defer { fillers.forEach { close($0) } }
+        while fillers.count < 8 {
+            let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
+            var addr = sockaddr_un()
+            addr.sun_family = sa_family_t(AF_UNIX)
+            withUnsafeMutableBytes(of: &addr.sun_path) { raw in let b = Array(sock.utf8); raw.copyBytes(from: b); raw[b.count] = 0 }
+            let rc = withUnsafePointer(to: &addr) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size)) }
+            }
+            if rc != 0 { close(fd); break }
+            fillers.append(fd)
+        }
+        #expect(!fillers.isEmpty)
+        let r = try cuectl(sock, ["run", "--", "sh", "-c", "echo ran; exit 4"])
+        #expect(r == (4, "ran\n", ""))
+    }
+
     @Test(arguments: endings)
     func loadingThenPopOrFail(command: [String], cues: [Int16]) throws {
         let d = try DaemonHarness(cues: Self.cues, args: DaemonTests.wavSink)
