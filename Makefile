@@ -7,8 +7,7 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
 # the shells `cuectl shell-init` and the completions are tested in. Install: strip
 # (binutils). scdoc makes the man pages (make man; install uses the committed roff and
-# make test checks it is current); python3
-# runs the README's Python example.
+# make test checks it is current); python3 runs the README's Python example.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish binutils scdoc python3
