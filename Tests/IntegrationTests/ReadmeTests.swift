@@ -11,7 +11,7 @@ import TestSupport
 ///   PATH. `CMD  # → TEXT` says CMD prints the line TEXT; following lines
 ///   `# → TEXT` add lines. TEXT ending in `…` matches lines starting with the
 ///   rest; `…` alone matches any output. A command without `# →` must print
-///   nothing, and so must the block after its last one.
+///   nothing.
 /// - ```python blocks: the same, run with python3.
 /// - ```cued blocks: protocol dialogues, `REQUEST → REPLY  # comment`, sent on one connection.
 /// - ```sh skip and every other language (toml, text) are shown, not run.
@@ -58,13 +58,13 @@ import TestSupport
     }
 
     /// The expectations of a sh or python block, and the script with a marker
-    /// printed after each command that has some.
+    /// printed after each complete command, so each command's output is its own.
     static func instrument(_ b: Block, marker: (Int, String) -> String) -> (script: String, expected: [Expected]) {
         var expected: [Expected] = []
         var script: [String] = []
+        var depth = 0
         let arrow = "# → "
         for (k, line) in b.lines.enumerated() {
-            let n = b.firstLine + k
             let trimmed = line.drop { $0 == " " }
             if trimmed.hasPrefix(arrow) || trimmed == "# →" {
                 // A continuation line: more output of the command before it.
@@ -72,16 +72,39 @@ import TestSupport
                 continue
             }
             script.append(line)
-            if let r = line.range(of: "  " + arrow) ?? line.range(of: " " + arrow) {
-                let command = line[..<r.lowerBound].trimmingCharacters(in: .whitespaces)
-                expected.append(Expected(line: n, command: command, output: [String(line[r.upperBound...])]))
-                script.append(marker(n, String(line.prefix { $0 == " " })))
-            } else if b.lines.dropFirst(k + 1).first?.drop(while: { $0 == " " }).hasPrefix(arrow) == true {
-                expected.append(Expected(line: n, command: line.trimmingCharacters(in: .whitespaces), output: []))
-                script.append(marker(n, String(line.prefix { $0 == " " })))
-            }
+            let (code, shown) = line.range(of: " " + arrow).map {
+                (String(line[..<$0.lowerBound]), [String(line[$0.upperBound...])])
+            } ?? (line, [])
+            depth += nesting(code)
+            let body = code.trimmingCharacters(in: .whitespaces)
+            guard depth == 0, !body.isEmpty, !body.hasPrefix("#"), !["\\", "|", "&&", "||", ":", ","].contains(where: { body.hasSuffix($0) }) else { continue }
+            let shownCommand = body.range(of: "  #").map { body[..<$0.lowerBound].trimmingCharacters(in: .whitespaces) } ?? body
+            expected.append(Expected(line: b.firstLine + k, command: shownCommand, output: shown))
+            script.append(marker(b.firstLine + k, String(line.prefix { $0 == " " })))
         }
         return (script.joined(separator: "\n") + "\n", expected)
+    }
+
+    /// Brackets a line opens minus those it closes, outside quotes and comments.
+    static func nesting(_ line: String) -> Int {
+        var depth = 0
+        var quote: Character?
+        var previous: Character = " "
+        for ch in line {
+            if let q = quote {
+                if ch == q { quote = nil }
+            } else if ch == "'" || ch == "\"" {
+                quote = ch
+            } else if ch == "#" && previous == " " {
+                break
+            } else if "{([".contains(ch) {
+                depth += 1
+            } else if "})]".contains(ch) {
+                depth -= 1
+            }
+            previous = ch
+        }
+        return depth
     }
 
     /// `got` (the output before a marker) against `want`, or what differs.
@@ -94,7 +117,9 @@ import TestSupport
                 return "expected «\(w)», got «\(line)»"
             }
         }
-        return g.isEmpty ? nil : "unexpected output «\(g.joined(separator: "⏎"))»"
+        if g.isEmpty { return nil }
+        return want.isEmpty ? "printed «\(g.joined(separator: "⏎"))», but the README shows no output (add `# → …`)"
+                            : "printed more than shown: «\(g.joined(separator: "⏎"))»"
     }
 
     static func daemon() throws -> DaemonHarness {
