@@ -32,7 +32,7 @@ public enum ShellInit {
     // PS0 is expanded (in the shell itself, not a subshell) once a command line
     // has been read and before it runs; an empty line does not expand it. The
     // array subscript is an arithmetic expression whose assignment records the
-    // start in µs, and the expansion itself is empty.
+    // start in µs, and the expansion itself is empty (`-}`: even under set -u).
     static func bash(_ exe: String) -> String {
         """
         # cued: pop (exit 0) or fail after a command that ran ≥ $CUED_LONG_SECONDS s (default \(defaultSeconds)).
@@ -50,7 +50,7 @@ public enum ShellInit {
             return $s
         }
         if [[ ${PS0-} != *__cued_t0* ]]; then
-            PS0=${PS0-}'${__cued_ps0[__cued_t0=${EPOCHREALTIME/[.,]/}]}'
+            PS0=${PS0-}'${__cued_ps0[__cued_t0=${EPOCHREALTIME/[.,]/}]-}'
         fi
         if [[ $(declare -p PROMPT_COMMAND 2>/dev/null) == "declare -a"* ]]; then
             [[ " ${PROMPT_COMMAND[*]} " == *" __cued_precmd "* ]] || PROMPT_COMMAND=(__cued_precmd "${PROMPT_COMMAND[@]}")
