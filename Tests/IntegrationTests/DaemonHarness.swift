@@ -59,6 +59,8 @@ final class DaemonHarness: @unchecked Sendable {
         if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { socketPath = args[i + 1] }
         else { socketPath = dir.file("run/cued/cued.sock") }
         soundsDir = dir.file("sounds")
+        // What a login manager makes: XDG_RUNTIME_DIR, 0700 (cued creates only its cued/ in it).
+        mkdir(dir.file("run"), 0o700)
         try Fixture.writeCues(into: soundsDir, cues)
         if let config { try writeConfig(config) }
         // %DIR% in an argument stands for this harness's temp directory.
