@@ -612,7 +612,8 @@ private struct Parser {
             guard let ed = digits(exp, isDigit) else { return nil }
             text += "e" + expSign + ed
         }
-        guard dot != nil || e != nil, let v = Double(text), v.isFinite else { return nil }
+        // Like tomllib, a literal too big for a double is infinity (no cued key accepts it).
+        guard dot != nil || e != nil, let v = Double(text) else { return nil }
         return v
     }
 
