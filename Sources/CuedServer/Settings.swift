@@ -3,6 +3,9 @@ import CuedConfig
 import CuedCore
 import CuedProtocol
 import CuedSystem
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// What `cued` was told on its command line. Optional settings are nil when
 /// the flag was not given: then the config file, then the default, applies.
@@ -22,6 +25,9 @@ public struct CommandLineOptions: Sendable {
     public var environment: [String: String] = [:]
     /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
     public var hangAudioForTesting = false
+    /// Test hook (CUED_TEST_RELOAD_DELAY_MS=N): every reload takes N ms longer,
+    /// as one decoding many long cues does, so tests can show who waits for it.
+    public var reloadDelayMsForTesting = 0
 
     public init() {}
 
@@ -59,6 +65,12 @@ public struct CommandLineOptions: Sendable {
     /// Loads the config and every cue it and the directories name (blocking:
     /// call it off the event loop).
     public func loadRuntime(cancelled: @escaping @Sendable () -> Bool = { false }) throws(LoadFailure) -> (Runtime, warnings: [String]) {
+        var waited = 0
+        while waited < reloadDelayMsForTesting {
+            if cancelled() { throw .cancelled }
+            usleep(10_000)
+            waited += 10
+        }
         var config: Config
         do { config = try loadConfig() } catch { throw LoadFailure(error) }
         if muted != nil { config.muted = nil }  // the flag wins
