@@ -67,3 +67,13 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The daemon's own modules do without the regex library (_StringProcessing),
+// which the compiler imports implicitly and which would add ≈ 1 MB to every
+// statically linked binary.
+for target in package.targets where ["CuedProtocol", "CuedSystem", "CuedCore", "CuedConfig", "CuedAudio", "CuedServer",
+                                      "CuedClient", "cued", "cuectl"].contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"]),
+    ]
+}

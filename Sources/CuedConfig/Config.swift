@@ -23,9 +23,12 @@ public struct Transition: Hashable, Sendable, CustomStringConvertible {
     public init(from: RefreshState, to: RefreshState) { self.from = from; self.to = to }
 
     public init?(key: String) {
-        guard let arrow = key.firstRange(of: "->") else { return nil }
-        let parts = [key[..<arrow.lowerBound], key[arrow.upperBound...]].map { String($0).trimmingSpaces() }
-        guard !parts[1].contains("->"), let f = RefreshState(rawValue: parts[0]), let t = RefreshState(rawValue: parts[1]), f != t
+        // "FROM->TO": split at the one '-' followed by '>' (state names have neither).
+        let chars = Array(key)
+        let arrows = chars.indices.dropLast().filter { chars[$0] == "-" && chars[$0 + 1] == ">" }
+        guard arrows.count == 1, let at = arrows.first else { return nil }
+        let parts = [String(chars[..<at]).trimmingSpaces(), String(chars[(at + 2)...]).trimmingSpaces()]
+        guard let f = RefreshState(rawValue: parts[0]), let t = RefreshState(rawValue: parts[1]), f != t
         else { return nil }
         from = f; to = t
     }
