@@ -146,6 +146,13 @@ import TestSupport
         #expect(try d.request("mute app feeds") == "ok muted feeds")
         #expect(try d.request("mute") == "ok muted")
         #expect(try d.request("unmute") == "ok unmuted")
+        // Saves are written off the event loop, coalesced, within milliseconds of
+        // the reply (a SIGKILL in that window loses only that window's change).
+        let statePath = d.dir.file("state/cued/state")
+        #expect(eventually {
+            let text = (try? String(contentsOfFile: statePath, encoding: .utf8)) ?? ""
+            return text.contains("app.feeds.muted=true") && text.contains("muted=false")
+        })
         #expect(try d.request("play long") == "ok")
         d.process.signal(SIGKILL)
         d.process.wait()

@@ -158,6 +158,20 @@ import TestSupport
         #expect(try d.request("status").utf8.count < 64_000)
     }
 
+    @Test func savesAreCoalescedAndNothingIsLostAtSigterm() throws {
+        let d = try DaemonHarness(args: ["--sink", "null", "--rate-limit", "0"])
+        let c = try d.client()
+        // 200 changes pipelined: far fewer writes than changes, and the last one wins.
+        try c.send(Array((0..<200).map { "mute app a\($0 % 50)\nunmute app a\($0 % 50)\n" }.joined().utf8) + Array("mute\nmute app last\n".utf8))
+        for _ in 0..<402 { _ = try c.readLine() }
+        d.process.signal(SIGTERM)  // at once: the last change may still be pending
+        #expect(d.process.wait(timeout: 5) == 0)
+        let text = try String(contentsOfFile: d.dir.file("state/cued/state"), encoding: .utf8)
+        #expect(text.contains("muted=true"))
+        #expect(text.contains("app.last.muted=true"))
+        #expect(!text.contains("app.a"))
+    }
+
     // MARK: 8. The config path is not a regular file
 
     @Test(arguments: ["dangling", "loop", "fifo", "directory"])
