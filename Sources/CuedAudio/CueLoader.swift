@@ -92,12 +92,8 @@ public struct CueLoader: Sendable {
                 throw fail("is \(Self.seconds(frames, rate: srcRate, over: maxSeconds)) s long; at most \(Self.number(maxSeconds)) s")
             }
             guard frames > 0 else { throw fail("has no audio frames") }
-            if let width = Self.bytesPerSample(format: info.format) {
-                // Uncompressed: the header cannot claim more frames than the file holds.
-                let needed = frames * channels * width
-                guard needed <= file.size else {
-                    throw fail("its header claims \(frames) frames (\(needed) bytes of audio) but the file has \(file.size) bytes")
-                }
+            if let problem = Self.sizeProblem(frames: frames, channels: channels, format: info.format, fileSize: file.size) {
+                throw fail(problem)
             }
         }
         let inFrames = min(known ?? limit, limit)
@@ -156,6 +152,16 @@ public struct CueLoader: Sendable {
             dst[2 * f] = l
             dst[2 * f + 1] = channels > 1 ? src[f * channels + 1] : l
         }
+    }
+
+    /// Uncompressed, the header cannot claim more frames than the file's
+    /// bytes hold. (libsndfile already cuts WAV, RF64 and AU headers to the
+    /// file's size; this holds for every uncompressed format whatever it does.)
+    static func sizeProblem(frames: Int, channels: Int, format: Int32, fileSize: Int) -> String? {
+        guard let width = bytesPerSample(format: format) else { return nil }
+        let (needed, overflow) = frames.multipliedReportingOverflow(by: channels * width)
+        guard overflow || needed > fileSize else { return nil }
+        return "its header claims \(frames) frames (\(overflow ? "more than \(Int.max)" : "\(needed)") bytes of audio) but the file has \(fileSize) bytes"
     }
 
     /// Bytes per sample of uncompressed formats, whose length the file's
