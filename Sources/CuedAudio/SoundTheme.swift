@@ -49,7 +49,7 @@ public struct SoundTheme: Sendable {
 
     /// One theme of the chain: its name and the subdirectories searched in it,
     /// in order ("" is the theme's own directory).
-    struct Theme: Sendable, Equatable {
+    struct Theme: Sendable {
         let name: String
         let directories: [String]
     }
@@ -256,15 +256,10 @@ public struct SoundTheme: Sendable {
     // MARK: index.theme
 
     /// What the search needs of an `index.theme`.
-    struct Index: Equatable {
+    struct Index {
         var inherits: [String] = []
         /// `Directories=` in order, with each one's `OutputProfile` if its section gives one.
         var directories: [(name: String, profile: String?)] = []
-
-        static func == (a: Index, b: Index) -> Bool {
-            a.inherits == b.inherits && a.directories.map(\.name) == b.directories.map(\.name)
-                && a.directories.map(\.profile) == b.directories.map(\.profile)
-        }
 
         /// The subdirectories to search for `profile`: those made for it, then
         /// (if it is not stereo) stereo's, then those that name no profile,
