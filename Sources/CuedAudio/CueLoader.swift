@@ -119,7 +119,7 @@ public struct CueLoader: Sendable {
             if n <= 0 { break }
             decoded += n
             guard decoded <= limit else {
-                throw fail("is longer than \(Self.number(maxSeconds)) s (decoding stopped there); at most \(Self.number(maxSeconds)) s")
+                throw fail("decodes to more than \(Self.number(maxSeconds)) s of audio (stopped there); at most \(Self.number(maxSeconds)) s")
             }
             if let resampler {
                 Self.toStereo(chunk.base, channels: channels, frames: n, into: resampler.input)
