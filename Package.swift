@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
-        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),
+        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "TestSupport"]),
     ],
