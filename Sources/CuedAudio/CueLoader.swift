@@ -2,6 +2,7 @@ import CSampleRate
 import CSndFile
 import CuedCore
 import CuedSystem
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -42,6 +43,8 @@ public struct CueLoader: Sendable {
     /// Frames decoded per libsndfile call.
     static let chunkFrames = 4_096
 
+    static let openLock = Mutex(())
+
     public init(rate: Int = 48_000, maxSeconds: Double = 10) {
         self.rate = rate; self.maxSeconds = maxSeconds
     }
@@ -67,8 +70,18 @@ public struct CueLoader: Sendable {
         func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
         guard lseek(file.fd, 0, SEEK_SET) == 0 else { throw fail("cannot read it: \(errnoString())") }
         var info = SF_INFO()
-        guard let sndfile = sf_open_fd(file.fd, Int32(SFM_READ), &info, Int32(SF_FALSE)) else {
-            throw fail(String(cString: sf_strerror(nil)))
+        // libsndfile keeps the reason an open failed in one process-wide
+        // variable: opens are serialised so that the reason read is this one's.
+        let opened = Self.openLock.withLock { _ -> Result<OpaquePointer, SndFileError> in
+            guard let f = sf_open_fd(file.fd, Int32(SFM_READ), &info, Int32(SF_FALSE)) else {
+                return .failure(fail(String(cString: sf_strerror(nil))))
+            }
+            return .success(f)
+        }
+        let sndfile: OpaquePointer
+        switch opened {
+        case .success(let f): sndfile = f
+        case .failure(let e): throw e
         }
         defer { sf_close(sndfile) }
 

@@ -428,7 +428,7 @@ public final class Daemon: @unchecked Sendable {
         if new.settings.restartOnly() != old.settings.restartOnly() {
             logger.warning("sink, latency_ms, voices, idle_close_s and [stream] take effect at the next start")
         }
-        sounds.reconfigure(theme: new.settings.theme, cacheLimitBytes: new.settings.themeCacheBytes)
+        sounds.reconfigure(theme: new.theme, cacheLimitBytes: new.settings.themeCacheBytes)
         logger.info("reloaded", metadata: ["cues": "\(new.bank.names.joined(separator: " "))", "config": "\(new.config.path ?? "none")"])
         return .ok("reloaded")
     }

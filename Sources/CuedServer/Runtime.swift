@@ -10,9 +10,11 @@ public struct Runtime: Sendable {
     public var bank: CueBank
     public var config: Config
     public var settings: Settings
+    /// The sound theme `play NAME` falls back to, resolved (its chain read) at load.
+    public var theme: SoundTheme
 
-    public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings()) {
-        self.bank = bank; self.config = config; self.settings = settings
+    public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings(), theme: SoundTheme) {
+        self.bank = bank; self.config = config; self.settings = settings; self.theme = theme
     }
 
     /// The cue for a refresh transition: the config's remap ("" = silent), else the original design's.
@@ -86,6 +88,7 @@ public enum RuntimeLoader {
         where !cue.isEmpty && result.bank[cue] == nil {
             throw LoadFailure(config.issue("transitions.\"\(t)\"", "no cue named '\(cue)' (cues: \(result.bank.names.joined(separator: " ")))"))
         }
-        return (Runtime(bank: result.bank, config: config, settings: settings), result.warnings)
+        let theme = SoundTheme(name: settings.theme, environment: environment)
+        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme), result.warnings + theme.warnings)
     }
 }

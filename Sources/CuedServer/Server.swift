@@ -101,7 +101,7 @@ public final class Server: Sendable {
         }
         let saver = StateSaver(path: statePath, pool: jobs, logger: logger)
         let opts = options
-        let sounds = SoundLibrary(theme: settings.theme, cacheLimitBytes: settings.themeCacheBytes, environment: env)
+        let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
         let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, jobs: jobs,
                             sounds: sounds, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), limits: limits,
                             logger: logger,
