@@ -458,22 +458,27 @@ private struct Parser {
     /// A newline right after the opening quotes is not part of the string.
     mutating func skipFirstNewline() { _ = newline() }
 
-    mutating func multilineBasic() throws(TOMLError) -> String {
+    mutating func multilineBasic() throws(TOMLError) -> String { try multiline(quote: UInt8(ascii: "\""), escapes: true) }
+    mutating func multilineLiteral() throws(TOMLError) -> String { try multiline(quote: UInt8(ascii: "'"), escapes: false) }
+
+    /// `"""…"""` (with escapes and line-ending backslashes) or `'''…'''` (raw).
+    mutating func multiline(quote: UInt8, escapes: Bool) throws(TOMLError) -> String {
+        let delimiter = String(repeating: Character(Unicode.Scalar(quote)), count: 3)
         i += 3
         skipFirstNewline()
         var out: [UInt8] = []
         while true {
-            guard let c = peek() else { throw fail("unterminated \"\"\" string") }
-            if c == UInt8(ascii: "\"") && peek(1) == UInt8(ascii: "\"") && peek(2) == UInt8(ascii: "\"") {
+            guard let c = peek() else { throw fail("unterminated \(delimiter) string") }
+            if c == quote && peek(1) == quote && peek(2) == quote {
                 // Up to two more quotes may end the content: """a"""" is `a"`.
                 var quotes = 3
-                while peek(quotes) == UInt8(ascii: "\"") { quotes += 1 }
-                guard quotes <= 5 else { throw fail("too many quotes at the end of a \"\"\" string") }
-                out.append(contentsOf: repeatElement(UInt8(ascii: "\""), count: quotes - 3))
+                while peek(quotes) == quote { quotes += 1 }
+                guard quotes <= 5 else { throw fail("too many quotes at the end of a \(delimiter) string") }
+                out.append(contentsOf: repeatElement(quote, count: quotes - 3))
                 i += quotes
                 return String(decoding: out, as: UTF8.self)
             }
-            if c == UInt8(ascii: "\\") {
+            if escapes && c == UInt8(ascii: "\\") {
                 // A backslash at the end of a line trims the newline and the blanks after it.
                 var k = 1
                 while let w = peek(k), w == 0x20 || w == 0x09 { k += 1 }
@@ -488,27 +493,6 @@ private struct Parser {
                 }
                 try escape(into: &out)
                 continue
-            }
-            if newline() { out.append(0x0A); continue }
-            if (c < 0x20 && c != 0x09) || c == 0x7F { throw fail("control character in a string") }
-            out.append(c)
-            i += 1
-        }
-    }
-
-    mutating func multilineLiteral() throws(TOMLError) -> String {
-        i += 3
-        skipFirstNewline()
-        var out: [UInt8] = []
-        while true {
-            guard let c = peek() else { throw fail("unterminated ''' string") }
-            if c == UInt8(ascii: "'") && peek(1) == UInt8(ascii: "'") && peek(2) == UInt8(ascii: "'") {
-                var quotes = 3
-                while peek(quotes) == UInt8(ascii: "'") { quotes += 1 }
-                guard quotes <= 5 else { throw fail("too many quotes at the end of a ''' string") }
-                out.append(contentsOf: repeatElement(UInt8(ascii: "'"), count: quotes - 3))
-                i += quotes
-                return String(decoding: out, as: UTF8.self)
             }
             if newline() { out.append(0x0A); continue }
             if (c < 0x20 && c != 0x09) || c == 0x7F { throw fail("control character in a string") }
