@@ -60,15 +60,22 @@ build: deps
 	$(RELEASE)
 
 FUZZ_INPUTS ?= 10000000
-# 10 million inputs per parser: libFuzzer on the protocol parser, the seeded
-# driver (cuedfuzz) on both. Ends non-zero on the first crash or broken property.
+# The differential TOML run (cued's parser vs Python's tomllib) is slower: 1 million.
+TOML_DIFF_INPUTS ?= 1000000
+# 10 million inputs per parser: libFuzzer on the protocol and TOML parsers, the
+# seeded driver (cuedfuzz) on the protocol and config parsers, and cued's TOML
+# parser against Python's tomllib. Ends non-zero on the first crash or broken property.
 fuzz: build
 	mkdir -p .build/fuzz
 	swiftc -sanitize=fuzzer,address -parse-as-library -O Sources/CuedProtocol/*.swift fuzz/protocol_libfuzzer.swift \
 	  -o .build/fuzz/protocol -Xlinker --no-warnings -use-ld=lld
 	.build/fuzz/protocol -runs=$(FUZZ_INPUTS) -max_len=1024 -print_final_stats=1 2>&1 | tee .build/fuzz/protocol.log | tail -3
+	swiftc -sanitize=fuzzer,address -parse-as-library -O Sources/CuedConfig/TOML.swift fuzz/toml_libfuzzer.swift \
+	  -o .build/fuzz/toml -Xlinker --no-warnings -use-ld=lld
+	.build/fuzz/toml -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 2>&1 | tee .build/fuzz/toml.log | tail -3
 	.build/release/cuedfuzz protocol -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-protocol.log
 	.build/release/cuedfuzz config -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-config.log
+	.build/release/cuedfuzz toml -n $(TOML_DIFF_INPUTS) | tee .build/fuzz/cuedfuzz-toml.log
 
 # Every reliability scenario against the real daemon (release), with its figures:
 # writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`).

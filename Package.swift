@@ -12,8 +12,6 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
-        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
-        .package(url: "https://github.com/LebJe/TOMLKit.git", from: "0.6.0"),
     ],
     targets: [
         // C imports only.
@@ -28,8 +26,8 @@ let package = Package(
         .target(name: "CuedCore", dependencies: ["CuedProtocol"]),
         .target(name: "CueDSP"),
 
-        // The config file: TOML (TOMLKit) → a validated `Config`, errors with file, line and key.
-        .target(name: "CuedConfig", dependencies: ["CuedProtocol", "CuedSystem", .product(name: "TOMLKit", package: "TOMLKit")]),
+        // The config file: TOML (our own parser) → a validated `Config`, errors with file, line and key.
+        .target(name: "CuedConfig", dependencies: ["CuedProtocol", "CuedSystem"]),
 
         // C edge.
         .target(name: "CuedAudio", dependencies: ["CuedCore", "CuedSystem", "CALSA", "CSndFile", "CSampleRate"]),
@@ -39,6 +37,7 @@ let package = Package(
             "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient", "CuedSystem",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .target(name: "CuedClient", dependencies: ["CuedProtocol"]),
@@ -48,8 +47,7 @@ let package = Package(
 
         // Executables: argument parsing and wiring only.
         .executableTarget(name: "cued", dependencies: [
-            "CuedServer", "CuedCore", "CuedConfig",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "CuedServer", "CuedCore", "CuedConfig", "CuedProtocol", "CuedSystem",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Statically linked Swift runtime: no dynamic loading and relocation of
@@ -67,9 +65,19 @@ let package = Package(
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
-        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "TestSupport"]),
+        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "CuedConfig", "CuectlCommands", "TestSupport"]),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The daemon's own modules do without the regex library (_StringProcessing),
+// which the compiler imports implicitly and which would add ≈ 1 MB to every
+// statically linked binary.
+for target in package.targets where ["CuedProtocol", "CuedSystem", "CuedCore", "CuedConfig", "CuedAudio", "CuedServer",
+                                      "CuedClient", "cued", "cuectl"].contains(target.name) {
+    target.swiftSettings = (target.swiftSettings ?? []) + [
+        .unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"]),
+    ]
+}

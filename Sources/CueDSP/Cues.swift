@@ -4,20 +4,21 @@ import Glibc
 import Darwin
 #endif
 
-/// The recipes for cued's three cues. Each returns mono samples at
+/// The recipes for cued's cues. Each returns mono samples at
 /// `CueRecipes.sampleRate`, normalised to `targetLoudness` (gated RMS, dBFS).
 public enum CueRecipes {
     public static let sampleRate = 48_000.0
     /// Gated RMS every cue is normalised to; leaves headroom below -1 dBFS peak.
     public static let targetLoudness = -20.0
 
-    public static let names = ["psst1", "psst2", "pop"]
+    public static let names = ["psst1", "psst2", "pop", "fail"]
 
     public static func render(_ name: String) -> [Double]? {
         switch name {
         case "psst1": return normalise(psst1())
         case "psst2": return normalise(psst2())
         case "pop": return normalise(pop())
+        case "fail": return normalise(fail())
         default: return nil
         }
     }
@@ -53,6 +54,33 @@ public enum CueRecipes {
         return removeDC(out, envelope: env, duration: duration)
     }
 
+    /// fail: "didn't work" — two soft, low notes falling a minor third
+    /// (294 → 247 Hz, D4 → B3), each a sine with partials 2–4 (enough to be
+    /// heard on small speakers) that settles from 2 % sharp (a soft "bonk",
+    /// not a beep); gentler attacks than pop's, no partial above 1.2 kHz; 200 ms.
+    static func fail() -> [Double] {
+        let duration = 0.200
+        let notes: [(start: Double, length: Double, hz: Double, envelope: Envelope)] = [
+            (0.000, 0.095, 293.66, Envelope(preRoll: 0.001, attack: 0.005, decayTau: 0.035, release: 0.030, tail: 0)),
+            (0.085, 0.115, 246.94, Envelope(preRoll: 0, attack: 0.006, decayTau: 0.050, release: 0.045, tail: 0.0015)),
+        ]
+        var out = [Double](repeating: 0, count: Int(duration * sampleRate))
+        var gains = out
+        for note in notes {
+            let first = Int(note.start * sampleRate)
+            var phase = 0.0
+            for i in 0..<min(Int(note.length * sampleRate), out.count - first) {
+                let t = Double(i) / sampleRate
+                let g = note.envelope.gain(at: t, duration: note.length)
+                out[first + i] += g * (sin(phase) + 0.7 * sin(2 * phase) + 0.45 * sin(3 * phase) + 0.2 * sin(4 * phase))
+                gains[first + i] += g
+                phase += 2 * Double.pi * note.hz * (1 + 0.02 * exp(-t / 0.015)) / sampleRate
+                if phase > 2 * Double.pi { phase -= 2 * Double.pi }
+            }
+        }
+        return removeDC(out, gains: gains)
+    }
+
     static func sweptNoise(seed: UInt64, duration: Double, envelope: Envelope,
                            centre: (Double) -> Double, q: Double) -> [Double] {
         var noise = SeededNoise(seed: seed)
@@ -72,7 +100,11 @@ public enum CueRecipes {
     /// A decaying sine has a net offset. Subtracting a scaled copy of the
     /// envelope removes it exactly while keeping the edges exactly silent.
     static func removeDC(_ x: [Double], envelope: Envelope, duration: Double) -> [Double] {
-        let gains = x.indices.map { envelope.gain(at: Double($0) / sampleRate, duration: duration) }
+        removeDC(x, gains: x.indices.map { envelope.gain(at: Double($0) / sampleRate, duration: duration) })
+    }
+
+    /// The same with the envelope given sample by sample (several notes).
+    static func removeDC(_ x: [Double], gains: [Double]) -> [Double] {
         let offset = x.reduce(0, +) / gains.reduce(0, +)
         return x.indices.map { x[$0] - offset * gains[$0] }
     }

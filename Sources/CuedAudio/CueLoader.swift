@@ -1,22 +1,49 @@
 import CSampleRate
 import CSndFile
 import CuedCore
+import CuedSystem
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
 
-/// A libsndfile failure, with the file and libsndfile's reason.
+/// A sound file that cannot be used, and why: `PATH: REASON`.
 public struct SndFileError: Error, Sendable, CustomStringConvertible {
     public let path: String
     public let reason: String
+    public init(path: String, reason: String) { self.path = path; self.reason = reason }
     public var description: String { "\(path): \(reason)" }
 }
 
 /// Decodes audio files once into `Cue`s in the output format (float,
 /// interleaved stereo, `rate`), resampling with libsamplerate.
+///
+/// Sound files are untrusted input. A file is opened with
+/// `UntrustedFile` (nothing but a regular file is read, nothing blocks) and
+/// libsndfile reads that descriptor. Every allocation is bounded before it is
+/// made by what the header and the file's size allow: rate and channels are
+/// checked against what is played (`sourceRates`, `maxChannels`), the header's
+/// length against `maxSeconds`, an uncompressed file's length against its
+/// bytes; the file is decoded in chunks of `chunkFrames`, mixed to stereo and
+/// resampled as it goes, so only the output (at most `maxSeconds` at `rate`)
+/// is ever held whole, and decoding stops just past `maxSeconds` whatever the
+/// header said. The big buffers come from `malloc`: an allocation that cannot
+/// be made (say under `RLIMIT_AS`) is an error naming the file, not a trap.
 public struct CueLoader: Sendable {
     public var rate: Int
     public var maxSeconds: Double
+
+    /// Source rates accepted: 1 kHz (below any real recording; libsamplerate's
+    /// 256:1 ratio limit would allow 188 Hz at 48 kHz out) to 768 kHz (the
+    /// highest rate DACs and ALSA offer).
+    public static let sourceRates: ClosedRange<Int> = 1_000...768_000
+    /// Channels accepted: up to 64 (large ambisonic and cinema layouts; the
+    /// first two are played). The decode chunk is 64 × 4096 floats = 1 MiB at most.
+    public static let maxChannels = 64
+    /// Frames decoded per libsndfile call.
+    static let chunkFrames = 4_096
+
+    static let openLock = Mutex(())
 
     public init(rate: Int = 48_000, maxSeconds: Double = 10) {
         self.rate = rate; self.maxSeconds = maxSeconds
@@ -24,56 +51,292 @@ public struct CueLoader: Sendable {
 
     /// Loads one file as a cue named `name`.
     public func load(path: String, name: String) throws(SndFileError) -> Cue {
-        var info = SF_INFO()
-        guard let file = sf_open(path, Int32(SFM_READ), &info) else {
-            throw SndFileError(path: path, reason: String(cString: sf_strerror(nil)))
-        }
-        defer { sf_close(file) }
-        let channels = Int(info.channels), frames = Int(info.frames), srcRate = Int(info.samplerate)
-        guard channels > 0, srcRate > 0 else { throw SndFileError(path: path, reason: "no audio channels") }
-        let seconds = Double(frames) / Double(srcRate)
-        guard seconds <= maxSeconds else {
-            throw SndFileError(path: path, reason: "cue is \(Int(seconds.rounded())) s long; at most \(Int(maxSeconds)) s allowed")
-        }
-        guard frames > 0 else { throw SndFileError(path: path, reason: "file has no audio frames") }
-
-        var raw = [Float](repeating: 0, count: frames * channels)
-        let read = raw.withUnsafeMutableBufferPointer { sf_readf_float(file, $0.baseAddress, sf_count_t(frames)) }
-        guard read == frames else {
-            let why = sf_error(file) != 0 ? String(cString: sf_strerror(file)) : "truncated: read \(read) of \(frames) frames"
-            throw SndFileError(path: path, reason: why)
-        }
-
-        // Mono is copied to both channels; stereo kept; more channels: the first two.
-        var stereo = [Float](repeating: 0, count: frames * 2)
-        for f in 0..<frames {
-            let l = raw[f * channels]
-            stereo[2 * f] = l
-            stereo[2 * f + 1] = channels > 1 ? raw[f * channels + 1] : l
-        }
-        if srcRate != rate { stereo = try resample(stereo, from: srcRate, path: path) }
-        return Cue(name: name, stereo: stereo, source: path)
+        try loadIdentified(path: path, name: name).cue
     }
 
-    private func resample(_ input: [Float], from srcRate: Int, path: String) throws(SndFileError) -> [Float] {
+    /// Loads one file and returns, with the cue, the identity of the file
+    /// that was decoded (both from the same open), e.g. to cache it.
+    public func loadIdentified(path: String, name: String) throws(SndFileError) -> (cue: Cue, identity: FileIdentity) {
+        let file: OpenedFile
+        do { file = try UntrustedFile.openIdentified(path) } catch { throw SndFileError(path: path, reason: error.reason) }
+        defer { close(file.fd) }
+        return (try load(file, path: path, name: name), file.identity)
+    }
+
+    /// Decodes a file already opened by `UntrustedFile.openIdentified`, from
+    /// its first byte; `path` names it in errors and in `Cue.source`. The
+    /// descriptor is left open (the caller closes it).
+    public func load(_ file: OpenedFile, path: String, name: String) throws(SndFileError) -> Cue {
+        func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
+        guard lseek(file.fd, 0, SEEK_SET) == 0 else { throw fail("cannot read it: \(errnoString())") }
+        var info = SF_INFO()
+        // libsndfile keeps the reason an open failed in one process-wide
+        // variable: opens are serialised so that the reason read is this one's.
+        let opened = Self.openLock.withLock { _ -> Result<OpaquePointer, SndFileError> in
+            guard let f = sf_open_fd(file.fd, Int32(SFM_READ), &info, Int32(SF_FALSE)) else {
+                return .failure(fail(String(cString: sf_strerror(nil))))
+            }
+            return .success(f)
+        }
+        let sndfile: OpaquePointer
+        switch opened {
+        case .success(let f): sndfile = f
+        case .failure(let e): throw e
+        }
+        defer { sf_close(sndfile) }
+
+        let channels = Int(info.channels), srcRate = Int(info.samplerate)
+        guard (1...Self.maxChannels).contains(channels) else {
+            throw fail("has \(channels) channels; at most \(Self.maxChannels) are played")
+        }
+        guard Self.sourceRates.contains(srcRate) else {
+            throw fail("has a sample rate of \(srcRate) Hz; \(Self.sourceRates.lowerBound) to \(Self.sourceRates.upperBound) Hz are played")
+        }
         let ratio = Double(rate) / Double(srcRate)
-        let inFrames = input.count / 2
-        let outCapacity = Int((Double(inFrames) * ratio).rounded(.up)) + 16
-        var output = [Float](repeating: 0, count: outCapacity * 2)
-        var data = SRC_DATA()
-        let rc: Int32 = input.withUnsafeBufferPointer { inp in
-            output.withUnsafeMutableBufferPointer { out in
-                data.data_in = inp.baseAddress
-                data.input_frames = inFrames
-                data.data_out = out.baseAddress
-                data.output_frames = outCapacity
-                data.src_ratio = ratio
-                return src_simple(&data, Int32(SRC_SINC_BEST_QUALITY), 2)
+        guard srcRate == rate || src_is_valid_ratio(ratio) != 0 else {
+            throw fail("cannot be resampled from \(srcRate) Hz to \(rate) Hz")
+        }
+        // The most frames played; decoding reads one more to see a file that is longer.
+        let limit = Int(maxSeconds * Double(srcRate))
+        // libsndfile says SF_COUNT_MAX (or nonsense) when it cannot know the length.
+        let known: Int? = info.frames >= 0 && info.frames < sf_count_t.max ? Int(info.frames) : nil
+        if let frames = known {
+            guard frames <= limit else {
+                throw fail("is \(Self.seconds(frames, rate: srcRate, over: maxSeconds)) s long; at most \(Self.number(maxSeconds)) s")
+            }
+            guard frames > 0 else { throw fail("has no audio frames") }
+            if let problem = Self.sizeProblem(frames: frames, channels: channels, format: info.format, fileSize: file.size) {
+                throw fail(problem)
             }
         }
-        guard rc == 0 else { throw SndFileError(path: path, reason: "resampling failed: \(String(cString: src_strerror(rc)))") }
-        output.removeLast(output.count - Int(data.output_frames_gen) * 2)
-        return output
+        let inFrames = min(known ?? limit, limit)
+        let capacity = srcRate == rate ? inFrames : Int((Double(inFrames) * ratio).rounded(.up)) + Int(ratio.rounded(.up)) + 32
+
+        // Output (owned by the cue once made), then the per-chunk buffers.
+        guard var out = SampleBuffer(frames: capacity, channels: 2) else { throw fail(Self.noMemory(capacity * 8)) }
+        guard let chunk = SampleBuffer(frames: Self.chunkFrames, channels: channels) else {
+            throw fail(Self.noMemory(Self.chunkFrames * channels * 4))
+        }
+        var resampler: Resampler?
+        if srcRate != rate {
+            guard let r = Resampler(ratio: ratio, chunkFrames: Self.chunkFrames) else {
+                throw fail(Self.noMemory(Self.chunkFrames * 8) + " (resampler)")
+            }
+            resampler = r
+        }
+
+        var decoded = 0
+        while decoded <= limit {
+            let want = min(Self.chunkFrames, limit + 1 - decoded)
+            let n = Int(sf_readf_float(sndfile, chunk.base, sf_count_t(want)))
+            if n <= 0 { break }
+            decoded += n
+            guard decoded <= limit else {
+                throw fail("decodes to more than \(Self.number(maxSeconds)) s of audio (stopped there); at most \(Self.number(maxSeconds)) s")
+            }
+            if let resampler {
+                Self.toStereo(chunk.base, channels: channels, frames: n, into: resampler.input)
+                guard resampler.process(frames: n, into: &out) else { throw fail(resampler.failure) }
+            } else {
+                guard out.count + n <= out.capacity else { throw fail("decodes to more frames than its header claims") }
+                Self.toStereo(chunk.base, channels: channels, frames: n, into: out.base + out.count * 2)
+                out.count += n
+            }
+        }
+        if sf_error(sndfile) != 0 { throw fail(String(cString: sf_strerror(sndfile))) }
+        if let frames = known, decoded < frames {
+            throw fail("is truncated: \(decoded) of the \(frames) frames its header claims could be read")
+        }
+        guard decoded > 0 else { throw fail("has no audio frames") }
+        if let resampler {
+            guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
+        }
+        return Cue(name: name, adopting: out.take(), source: path)
+    }
+
+    /// Mono is copied to both channels; stereo kept; more channels: the first two.
+    static func toStereo(_ src: UnsafePointer<Float>, channels: Int, frames: Int, into dst: UnsafeMutablePointer<Float>) {
+        if channels == 2 {
+            dst.update(from: src, count: frames * 2)
+            return
+        }
+        for f in 0..<frames {
+            let l = src[f * channels]
+            dst[2 * f] = l
+            dst[2 * f + 1] = channels > 1 ? src[f * channels + 1] : l
+        }
+    }
+
+    /// Uncompressed, the header cannot claim more frames than the file's
+    /// bytes hold. (libsndfile already cuts WAV, RF64 and AU headers to the
+    /// file's size; this holds for every uncompressed format whatever it does.)
+    static func sizeProblem(frames: Int, channels: Int, format: Int32, fileSize: Int) -> String? {
+        guard let width = bytesPerSample(format: format) else { return nil }
+        let (needed, overflow) = frames.multipliedReportingOverflow(by: channels * width)
+        guard overflow || needed > fileSize else { return nil }
+        return "its header claims \(frames) frames (\(overflow ? "more than \(Int.max)" : "\(needed)") bytes of audio) but the file has \(fileSize) bytes"
+    }
+
+    /// Bytes per sample of uncompressed formats, whose length the file's
+    /// size bounds; nil for compressed ones (FLAC, Ogg, MPEG, ADPCM…).
+    static func bytesPerSample(format: Int32) -> Int? {
+        let major = Int(format) & Int(SF_FORMAT_TYPEMASK), sub = Int(format) & Int(SF_FORMAT_SUBMASK)
+        let plain = [SF_FORMAT_WAV, SF_FORMAT_WAVEX, SF_FORMAT_RF64, SF_FORMAT_W64, SF_FORMAT_AIFF, SF_FORMAT_AU,
+                     SF_FORMAT_CAF, SF_FORMAT_RAW].map { Int($0) }
+        guard plain.contains(major) else { return nil }
+        switch sub {
+        case Int(SF_FORMAT_PCM_S8), Int(SF_FORMAT_PCM_U8), Int(SF_FORMAT_ULAW), Int(SF_FORMAT_ALAW): return 1
+        case Int(SF_FORMAT_PCM_16): return 2
+        case Int(SF_FORMAT_PCM_24): return 3
+        case Int(SF_FORMAT_PCM_32), Int(SF_FORMAT_FLOAT): return 4
+        case Int(SF_FORMAT_DOUBLE): return 8
+        default: return nil
+        }
+    }
+
+    static func noMemory(_ bytes: Int) -> String {
+        "cannot allocate \(bytes) bytes to decode it (out of memory or over the address-space limit)"
+    }
+
+    /// `frames / rate` seconds with the fewest decimals (2 to 6, cut, never
+    /// rounded up) that show it is over `limit`: 10.01, 10.00002, 11.
+    static func seconds(_ frames: Int, rate: Int, over limit: Double) -> String {
+        var scale = 100
+        for decimals in 2...6 {
+            let (scaled, overflow) = frames.multipliedReportingOverflow(by: scale)
+            if overflow { break }
+            let value = scaled / rate
+            if Double(value) / Double(scale) > limit || decimals == 6 {
+                var digits = String(value)
+                while digits.count <= decimals { digits = "0" + digits }
+                var whole = String(digits.dropLast(decimals)), fraction = String(digits.suffix(decimals))
+                while fraction.hasSuffix("0") { fraction.removeLast() }
+                if whole.isEmpty { whole = "0" }
+                return fraction.isEmpty ? whole : whole + "." + fraction
+            }
+            scale *= 10
+        }
+        return String(frames / rate)
+    }
+
+    /// 10 → "10", 2.5 → "2.5" (three decimals at most).
+    static func number(_ x: Double) -> String {
+        let thousandths = Int((x * 1000).rounded())
+        var s = String(thousandths / 1000)
+        var fraction = String(thousandths % 1000)
+        while fraction.count < 3 { fraction = "0" + fraction }
+        while fraction.hasSuffix("0") { fraction.removeLast() }
+        if !fraction.isEmpty { s += "." + fraction }
+        return s
+    }
+}
+
+/// Interleaved float frames in memory from `malloc`, filled from the front.
+/// Not copyable: one owner, freed once (by `deinit`, unless `take()` handed
+/// the memory on to a `Cue`).
+struct SampleBuffer: ~Copyable {
+    let base: UnsafeMutablePointer<Float>
+    let channels: Int
+    /// Frames the memory holds, and frames filled.
+    let capacity: Int
+    var count = 0
+
+    /// nil if the memory cannot be had.
+    init?(frames: Int, channels: Int) {
+        let stride = channels * MemoryLayout<Float>.stride
+        guard frames >= 0, channels > 0, frames <= Int.max / stride, let p = malloc(max(frames, 1) * stride) else { return nil }
+        base = p.assumingMemoryBound(to: Float.self)
+        self.channels = channels
+        capacity = frames
+    }
+
+    /// The filled part, shrunk to fit; the caller owns (and frees) it.
+    consuming func take() -> UnsafeMutableBufferPointer<Float> {
+        var p = base
+        let stride = channels * MemoryLayout<Float>.stride
+        if count < capacity, let smaller = realloc(base, max(count, 1) * stride) {
+            p = smaller.assumingMemoryBound(to: Float.self)
+        }
+        let buffer = UnsafeMutableBufferPointer(start: p, count: count * channels)
+        discard self
+        return buffer
+    }
+
+    deinit { free(base) }
+}
+
+/// libsamplerate's streaming converter (best quality), stereo, fed chunk by
+/// chunk so the source is never held whole.
+final class Resampler {
+    private let state: OpaquePointer
+    private let ratio: Double
+    /// Where the caller puts up to `chunkFrames` stereo frames before `process`.
+    let input: UnsafeMutablePointer<Float>
+    private(set) var failure = ""
+
+    init?(ratio: Double, chunkFrames: Int) {
+        var error: Int32 = 0
+        // Best quality costs time in proportion to the source rate: from
+        // above twice the output rate (96 kHz for 48), medium quality (121 dB
+        // SNR, 90 % bandwidth: far beyond what a cue needs) keeps a 10 s file
+        // at 768 kHz to about a second instead of six.
+        let converter = ratio >= 0.5 ? SRC_SINC_BEST_QUALITY : SRC_SINC_MEDIUM_QUALITY
+        guard let s = src_new(Int32(converter), 2, &error) else { return nil }
+        guard let p = malloc(chunkFrames * 2 * MemoryLayout<Float>.stride) else { src_delete(s); return nil }
+        state = s
+        input = p.assumingMemoryBound(to: Float.self)
+        self.ratio = ratio
+    }
+
+    deinit {
+        src_delete(state)
+        free(input)
+    }
+
+    /// Converts the `frames` in `input`, appending to `out`. False (see
+    /// `failure`) if libsamplerate fails or `out` is full.
+    func process(frames: Int, into out: inout SampleBuffer) -> Bool {
+        var used = 0
+        while used < frames {
+            guard let (consumed, _) = step(input + used * 2, frames - used, end: false, into: &out) else { return false }
+            used += consumed
+        }
+        return true
+    }
+
+    /// Flushes what the filter still holds at the end of the input.
+    func finish(into out: inout SampleBuffer) -> Bool {
+        while true {
+            guard let (_, generated) = step(input, 0, end: true, into: &out) else { return false }
+            if generated == 0 { return true }
+        }
+    }
+
+    private func step(_ source: UnsafeMutablePointer<Float>, _ frames: Int, end: Bool,
+                      into out: inout SampleBuffer) -> (consumed: Int, generated: Int)? {
+        let room = out.capacity - out.count
+        guard room > 0 else {
+            failure = "resampling produced more frames than its length allows"
+            return nil
+        }
+        var data = SRC_DATA()
+        data.data_in = UnsafePointer(source)
+        data.input_frames = frames
+        data.data_out = out.base + out.count * 2
+        data.output_frames = room
+        data.end_of_input = end ? 1 : 0
+        data.src_ratio = ratio
+        let rc = src_process(state, &data)
+        guard rc == 0 else {
+            failure = "resampling failed: \(String(cString: src_strerror(rc)))"
+            return nil
+        }
+        out.count += data.output_frames_gen
+        if frames > 0 && data.input_frames_used == 0 && data.output_frames_gen == 0 {
+            failure = "resampling made no progress"
+            return nil
+        }
+        return (data.input_frames_used, data.output_frames_gen)
     }
 }
 
@@ -153,17 +416,8 @@ public struct CueBankLoader: Sendable {
         return name.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x2F }) ? name : ""
     }
 
-    static func listFiles(_ dir: String) -> [String] {
-        guard let d = opendir(dir) else { return [] }
-        defer { closedir(d) }
-        var names: [String] = []
-        while let e = readdir(d) {
-            let name = withUnsafeBytes(of: e.pointee.d_name) { buf in
-                String(cString: buf.baseAddress!.assumingMemoryBound(to: CChar.self))
-            }
-            var st = stat()
-            if stat(dir + "/" + name, &st) == 0, (st.st_mode & S_IFMT) == S_IFREG { names.append(name) }
-        }
-        return names.sorted()
-    }
+    /// The names in `dir` whatever they are: a FIFO, a device or a directory
+    /// named like a sound is then refused by `UntrustedFile` with a reason
+    /// (a warning, or the error if it is a required cue), not passed over.
+    static func listFiles(_ dir: String) -> [String] { FileSystem.list(dir) }
 }

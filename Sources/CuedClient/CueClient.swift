@@ -100,6 +100,13 @@ public final class CueClient {
         }
     }
 
+    /// True if a reply (or the end of the connection) can be read within `timeoutMs`.
+    public func canRead(timeoutMs: Int32) -> Bool {
+        if pending.contains(0x0A) { return true }
+        var pfd = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        return poll(&pfd, 1, timeoutMs) == 1
+    }
+
     /// Sends one request line and returns its reply line.
     public func request(_ line: String) throws(ClientError) -> String {
         try send(Array(line.utf8) + [0x0A])

@@ -1,6 +1,5 @@
 import CuedProtocol
-import Foundation
-import TOMLKit
+import CuedSystem
 
 /// `[cues.NAME]`: where a cue comes from and how loud it is.
 public struct CueSetting: Sendable, Equatable {
@@ -24,8 +23,12 @@ public struct Transition: Hashable, Sendable, CustomStringConvertible {
     public init(from: RefreshState, to: RefreshState) { self.from = from; self.to = to }
 
     public init?(key: String) {
-        let parts = key.components(separatedBy: "->").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard parts.count == 2, let f = RefreshState(rawValue: parts[0]), let t = RefreshState(rawValue: parts[1]), f != t
+        // "FROM->TO": split at the one '-' followed by '>' (state names have neither).
+        let chars = Array(key)
+        let arrows = chars.indices.dropLast().filter { chars[$0] == "-" && chars[$0 + 1] == ">" }
+        guard arrows.count == 1, let at = arrows.first else { return nil }
+        let parts = [String(chars[..<at]).trimmingSpaces(), String(chars[(at + 2)...]).trimmingSpaces()]
+        guard let f = RefreshState(rawValue: parts[0]), let t = RefreshState(rawValue: parts[1]), f != t
         else { return nil }
         from = f; to = t
     }
@@ -48,6 +51,13 @@ public struct Config: Sendable, Equatable {
     /// A transition's cue; "" makes it silent.
     public var transitions: [Transition: String] = [:]
     public var apps: [String: AppSetting] = [:]
+    /// The freedesktop sound theme `play NAME` falls back to (nil: freedesktop).
+    public var theme: String?
+    /// Decoded theme sounds and files kept in memory, MiB.
+    public var themeCacheMB: Double?
+    /// Properties of the audio stream on a sound server (`[stream]`), e.g.
+    /// `"media.role" = "event"`; they replace the built-in ones key by key.
+    public var stream: [String: String] = [:]
     /// Where each key was written (dotted path → line), for errors found later
     /// (a cue file that does not load, a transition to an unknown cue).
     public var lines: [String: Int] = [:]
@@ -58,6 +68,7 @@ public struct Config: Sendable, Equatable {
         a.path == b.path && a.sink == b.sink && a.latencyMs == b.latencyMs && a.voices == b.voices
             && a.idleCloseS == b.idleCloseS && a.masterGainDB == b.masterGainDB && a.sounds == b.sounds
             && a.muted == b.muted && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps
+            && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.stream == b.stream
     }
 
     /// An issue about `key`, placed at the line it was written on.
@@ -77,12 +88,19 @@ public struct ConfigIssue: Error, Sendable, Equatable, CustomStringConvertible {
         self.file = file; self.line = line; self.key = key; self.message = message
     }
 
+    /// `FILE:LINE: key: message`, the one format of every config error.
     public var description: String {
         var s = file
         if let line { s += ":\(line)" }
         s += ": "
         if let key { s += "\(key): " }
         return s + message
+    }
+}
+
+extension String {
+    func trimmingSpaces() -> String {
+        String(drop { $0 == " " || $0 == "\t" }.reversed().drop { $0 == " " || $0 == "\t" }.reversed())
     }
 }
 
@@ -98,37 +116,40 @@ public enum ConfigLoader {
     public static let voicesRange = 1...256
     public static let idleCloseRange: ClosedRange<Double> = 0...86_400
     public static let gainRange = ProtocolLimits.gainRange
+    public static let themeCacheRange: ClosedRange<Double> = 0...1024
+    /// A config file is small; anything bigger is refused unread.
+    public static let maxFileBytes = 1 << 20
 
     /// `$XDG_CONFIG_HOME/cued/cued.toml`, default `~/.config/cued/cued.toml`.
     public static func defaultPath(environment: [String: String]) -> String {
         XDGDirectory.path("XDG_CONFIG_HOME", else: ".config", environment: environment) + "/cued/cued.toml"
     }
 
-    public static func load(path: String) throws(ConfigErrors) -> Config {
+    /// Reads and checks a config file. It is untrusted input: only a regular
+    /// file (or a symlink to one) of at most 1 MiB is read; a FIFO, a dangling
+    /// symlink or a loop is an error naming the path.
+    public static func load(path: String, home: String) throws(ConfigErrors) -> Config {
         let text: String
         do {
-            text = try String(contentsOfFile: path, encoding: .utf8)
+            text = try UntrustedFile.readText(path, maxBytes: maxFileBytes)
         } catch {
-            let reason = FileManager.default.fileExists(atPath: path) ? "cannot read it (\(error.localizedDescription))" : "no such file"
-            throw ConfigErrors(issues: [ConfigIssue(file: path, line: nil, key: nil, message: reason)])
+            throw ConfigErrors(issues: [ConfigIssue(file: path, line: nil, key: nil, message: error.reason)])
         }
-        return try parse(text, file: path)
+        return try parse(text, file: path, home: home)
     }
 
-    public static func parse(_ text: String, file: String) throws(ConfigErrors) -> Config {
+    /// `home` is what `~/` in a path stands for (`$HOME`).
+    public static func parse(_ text: String, file: String, home: String = Environment.home(Environment.current())) throws(ConfigErrors) -> Config {
         let table: TOMLTable
         do {
-            table = try TOMLTable(string: text)
-        } catch let e as TOMLParseError {
-            throw ConfigErrors(issues: [ConfigIssue(file: file, line: e.source.begin.line, key: nil,
-                                                    message: "TOML syntax: \(e.description)")])
+            table = try TOMLParser.parse(text)
         } catch {
-            throw ConfigErrors(issues: [ConfigIssue(file: file, line: nil, key: nil, message: "TOML syntax: \(error)")])
+            throw ConfigErrors(issues: [ConfigIssue(file: file, line: error.line, key: nil, message: "TOML syntax: \(error.message)")])
         }
-        var checker = Checker(file: file, lines: KeyLines(text))
+        var checker = Checker(file: file, home: home)
         var config = checker.read(table)
         config.path = file
-        config.lines = checker.lines.lines
+        config.lines = checker.lines
         if !checker.issues.isEmpty {
             throw ConfigErrors(issues: checker.issues.sorted { ($0.line ?? 0, $0.key ?? "") < ($1.line ?? 0, $1.key ?? "") })
         }
@@ -139,104 +160,117 @@ public enum ConfigLoader {
 /// Walks the parsed table, type- and range-checks every key, and collects issues.
 struct Checker {
     let file: String
-    let lines: KeyLines
+    let home: String
     var issues: [ConfigIssue] = []
+    /// Dotted key path → line, for errors found later (see `Config.lines`).
+    var lines: [String: Int] = [:]
 
-    init(file: String, lines: KeyLines) { self.file = file; self.lines = lines }
+    init(file: String, home: String) { self.file = file; self.home = home }
 
-    mutating func fail(_ key: String, _ message: String) {
-        issues.append(ConfigIssue(file: file, line: lines.line(for: key), key: key, message: message))
+    mutating func fail(_ key: String, _ node: TOMLNode, _ message: String) {
+        issues.append(ConfigIssue(file: file, line: node.line, key: key, message: message))
     }
 
-    static func typeName(_ v: TOMLValueConvertible) -> String {
-        switch v.type {
-        case .bool: return "a boolean"
-        case .int: return "an integer"
-        case .double: return "a number"
-        case .string: return "a string"
-        case .array: return "an array"
-        case .table: return "a table"
-        default: return "a date/time"
-        }
-    }
-
-    mutating func string(_ v: TOMLValueConvertible, _ key: String) -> String? {
-        guard let s = v.string else { fail(key, "expected a string, found \(Self.typeName(v))"); return nil }
+    mutating func string(_ v: TOMLNode, _ key: String) -> String? {
+        guard case .string(let s) = v.value else { fail(key, v, "expected a string, found \(v.value.typeName)"); return nil }
         return s
     }
 
-    mutating func bool(_ v: TOMLValueConvertible, _ key: String) -> Bool? {
-        guard v.type == .bool, let b = v.bool else { fail(key, "expected true or false, found \(Self.typeName(v))"); return nil }
+    mutating func bool(_ v: TOMLNode, _ key: String) -> Bool? {
+        guard case .bool(let b) = v.value else { fail(key, v, "expected true or false, found \(v.value.typeName)"); return nil }
         return b
     }
 
-    mutating func int(_ v: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Int>) -> Int? {
-        guard v.type == .int, let i = v.int else { fail(key, "expected an integer, found \(Self.typeName(v))"); return nil }
-        guard range.contains(i) else { fail(key, "must be \(range.lowerBound)...\(range.upperBound), got \(i)"); return nil }
-        return i
+    mutating func int(_ v: TOMLNode, _ key: String, _ range: ClosedRange<Int>) -> Int? {
+        guard case .integer(let i) = v.value else { fail(key, v, "expected an integer, found \(v.value.typeName)"); return nil }
+        guard i >= Int64(range.lowerBound), i <= Int64(range.upperBound) else {
+            fail(key, v, "must be \(range.lowerBound)...\(range.upperBound), got \(i)"); return nil
+        }
+        return Int(i)
     }
 
-    mutating func number(_ v: TOMLValueConvertible, _ key: String, _ range: ClosedRange<Double>) -> Double? {
-        let d: Double?
-        switch v.type {
-        case .double: d = v.double
-        case .int: d = v.int.map(Double.init)
-        default: d = nil
+    mutating func number(_ v: TOMLNode, _ key: String, _ range: ClosedRange<Double>) -> Double? {
+        let d: Double
+        switch v.value {
+        case .float(let f): d = f
+        case .integer(let i): d = Double(i)
+        default: fail(key, v, "expected a number, found \(v.value.typeName)"); return nil
         }
-        guard let d else { fail(key, "expected a number, found \(Self.typeName(v))"); return nil }
         guard d.isFinite, range.contains(d) else {
-            fail(key, "must be \(Request.number(range.lowerBound))...\(Request.number(range.upperBound)), got \(Request.number(d))")
+            fail(key, v, "must be \(Request.number(range.lowerBound))...\(Request.number(range.upperBound)), got \(d.isFinite ? Request.number(d) : "\(d)")")
             return nil
         }
         return d
     }
 
-    mutating func table(_ v: TOMLValueConvertible, _ key: String) -> TOMLTable? {
-        guard let t = v.table else { fail(key, "expected a table, found \(Self.typeName(v))"); return nil }
+    mutating func table(_ v: TOMLNode, _ key: String) -> TOMLTable? {
+        guard case .table(let t) = v.value else { fail(key, v, "expected a table, found \(v.value.typeName)"); return nil }
         return t
     }
 
-    mutating func unknown(_ key: String, expected: [String]) {
-        fail(key, "unknown key (expected one of: \(expected.joined(separator: ", ")))")
+    mutating func unknown(_ key: String, _ v: TOMLNode, expected: [String]) {
+        fail(key, v, "unknown key (expected one of: \(expected.joined(separator: ", ")))")
     }
 
     static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted",
-                          "cues", "transitions", "apps"]
+                          "theme", "theme_cache_mb", "cues", "transitions", "apps", "stream"]
 
     mutating func read(_ root: TOMLTable) -> Config {
         var c = Config()
         for key in root.keys.sorted() {
-            guard let v = root[key] else { continue }
+            let v = root[key]!
+            lines[key] = v.line
             switch key {
             case "sink":
                 if let s = string(v, key) {
-                    if SinkSyntax.isValid(s) { c.sink = s } else { fail(key, "unknown sink '\(s)' (alsa[:PCM], null or wav:PATH)") }
+                    if let problem = SinkSyntax.problem(s) { fail(key, v, problem) } else { c.sink = s }
                 }
+            case "theme":
+                if let s = string(v, key) {
+                    if Label.isValid(s) { c.theme = s } else { fail(key, v, Label.problem(s, what: "theme")) }
+                }
+            case "theme_cache_mb": c.themeCacheMB = number(v, key, ConfigLoader.themeCacheRange)
             case "latency_ms": c.latencyMs = int(v, key, ConfigLoader.latencyRange)
             case "voices": c.voices = int(v, key, ConfigLoader.voicesRange)
             case "idle_close_s": c.idleCloseS = number(v, key, ConfigLoader.idleCloseRange)
             case "master_gain_db": c.masterGainDB = number(v, key, ConfigLoader.gainRange) ?? 0
             case "muted": c.muted = bool(v, key)
             case "sounds":
-                guard let a = v.array else { fail(key, "expected an array of directories, found \(Self.typeName(v))"); break }
+                guard case .array(let a) = v.value else { fail(key, v, "expected an array of directories, found \(v.value.typeName)"); break }
                 var dirs: [String] = []
                 for (i, item) in a.enumerated() {
                     if let s = string(item, "\(key)[\(i)]") { dirs.append(expand(s)) }
                 }
                 c.sounds = dirs
+            case "stream":
+                guard let t = table(v, key) else { break }
+                for name in t.keys.sorted() {
+                    let k = "stream.\(quoted(name))", node = t[name]!
+                    lines[k] = node.line
+                    guard StreamProperty.isValidKey(name) else {
+                        fail(k, node, "not a property name (letters, digits, . _ -, e.g. \"media.role\")"); continue
+                    }
+                    guard let value = string(node, k) else { continue }
+                    guard StreamProperty.isValidValue(value) else {
+                        fail(k, node, "a property value is at most 256 bytes, without control characters, quotes or backslashes"); continue
+                    }
+                    c.stream[name] = value
+                }
             case "cues":
                 guard let t = table(v, key) else { break }
                 for name in t.keys.sorted() {
-                    let k = "cues.\(quoted(name))"
-                    guard Label.isValid(name) else { fail(k, "'\(name)' is not a cue name (letters, digits, . _ -)"); continue }
-                    guard let ct = t[name].flatMap({ table($0, k) }) else { continue }
+                    let k = "cues.\(quoted(name))", node = t[name]!
+                    lines[k] = node.line
+                    guard Label.isValid(name) else { fail(k, node, "'\(name)' is not a cue name (letters, digits, . _ -)"); continue }
+                    guard let ct = table(node, k) else { continue }
                     var s = CueSetting()
                     for field in ct.keys.sorted() {
-                        let fk = "\(k).\(field)"
+                        let fk = "\(k).\(field)", f = ct[field]!
+                        lines[fk] = f.line
                         switch field {
-                        case "file": s.file = string(ct[field]!, fk).map(expand)
-                        case "gain_db": s.gainDB = number(ct[field]!, fk, ConfigLoader.gainRange) ?? 0
-                        default: unknown(fk, expected: ["file", "gain_db"])
+                        case "file": s.file = string(f, fk).map(expand)
+                        case "gain_db": s.gainDB = number(f, fk, ConfigLoader.gainRange) ?? 0
+                        default: unknown(fk, f, expected: ["file", "gain_db"])
                         }
                     }
                     c.cues[name] = s
@@ -244,34 +278,37 @@ struct Checker {
             case "transitions":
                 guard let t = table(v, key) else { break }
                 for name in t.keys.sorted() {
-                    let k = "transitions.\(quoted(name))"
+                    let k = "transitions.\(quoted(name))", node = t[name]!
+                    lines[k] = node.line
                     guard let tr = Transition(key: name) else {
-                        fail(k, "not a transition: write \"FROM->TO\" with two different states of idle, pull, release, loading")
+                        fail(k, node, "not a transition: write \"FROM->TO\" with two different states of idle, pull, release, loading")
                         continue
                     }
-                    guard let cue = string(t[name]!, k) else { continue }
-                    guard cue.isEmpty || Label.isValid(cue) else { fail(k, "'\(cue)' is not a cue name (\"\" for silence)"); continue }
+                    guard let cue = string(node, k) else { continue }
+                    guard cue.isEmpty || Label.isValid(cue) else { fail(k, node, "'\(cue)' is not a cue name (\"\" for silence)"); continue }
                     c.transitions[tr] = cue
                 }
             case "apps":
                 guard let t = table(v, key) else { break }
                 for name in t.keys.sorted() {
-                    let k = "apps.\(quoted(name))"
-                    guard Label.isValid(name) else { fail(k, "'\(name)' is not an app name (letters, digits, . _ -)"); continue }
-                    guard let at = t[name].flatMap({ table($0, k) }) else { continue }
+                    let k = "apps.\(quoted(name))", node = t[name]!
+                    lines[k] = node.line
+                    guard Label.isValid(name) else { fail(k, node, "'\(name)' is not an app name (letters, digits, . _ -)"); continue }
+                    guard let at = table(node, k) else { continue }
                     var s = AppSetting()
                     for field in at.keys.sorted() {
-                        let fk = "\(k).\(field)"
+                        let fk = "\(k).\(field)", f = at[field]!
+                        lines[fk] = f.line
                         switch field {
-                        case "muted": s.muted = bool(at[field]!, fk)
-                        case "gain_db": s.gainDB = number(at[field]!, fk, ConfigLoader.gainRange) ?? 0
-                        default: unknown(fk, expected: ["muted", "gain_db"])
+                        case "muted": s.muted = bool(f, fk)
+                        case "gain_db": s.gainDB = number(f, fk, ConfigLoader.gainRange) ?? 0
+                        default: unknown(fk, f, expected: ["muted", "gain_db"])
                         }
                     }
                     c.apps[name] = s
                 }
             default:
-                unknown(key, expected: Self.topKeys)
+                unknown(key, v, expected: Self.topKeys)
             }
         }
         return c
@@ -279,19 +316,37 @@ struct Checker {
 
     /// `~/x` → `$HOME/x`; relative paths → relative to the config file's directory.
     func expand(_ path: String) -> String {
-        if path.hasPrefix("~/") { return NSHomeDirectory() + path.dropFirst(1) }
-        if path.hasPrefix("/") { return path }
-        return ((file as NSString).deletingLastPathComponent as NSString).appendingPathComponent(path)
+        if path == "~" { return home }
+        if path.hasPrefix("~/") { return Path.join(home, String(path.dropFirst(2))) }
+        return Path.normalize(Path.join(Path.directory(file), path))
     }
 
-    func quoted(_ k: String) -> String { KeyLines.isBare(k) ? k : "\"\(k)\"" }
+    func quoted(_ k: String) -> String { !k.isEmpty && k.utf8.allSatisfy({ $0 < 0x80 && (Character(Unicode.Scalar($0)).isLetter || Character(Unicode.Scalar($0)).isNumber || $0 == 0x5F || $0 == 0x2D) }) ? k : "\"\(k)\"" }
 }
 
-/// `--sink` / `sink =` syntax, shared by the flag and the config file.
+/// `--sink` / `sink =` syntax, shared by the flag and the config file: the
+/// one place that knows the sink grammar's words.
 public enum SinkSyntax {
-    public static func isValid(_ s: String) -> Bool {
-        s == "alsa" || s == "null" || (s.hasPrefix("alsa:") && s.count > 5) || (s.hasPrefix("wav:") && s.count > 4)
-            || s.hasPrefix("fault:")
+    public static let summary = "alsa[:PCM], null or wav:PATH"
+
+    /// nil if `s` is a sink spec, else why not.
+    public static func problem(_ s: String) -> String? {
+        if s == "alsa" || s == "null" || s.hasPrefix("fault:") { return nil }
+        if s.hasPrefix("alsa:") { return s.count > 5 ? nil : "'alsa:' needs a PCM name, e.g. alsa:default (list them with aplay -L)" }
+        if s.hasPrefix("wav:") {
+            guard s.count > 4 else { return "'wav:' needs a file path, e.g. wav:/tmp/cued.wav" }
+            return s.dropFirst(4).hasPrefix("/") ? nil : "wav: needs an absolute path, got '\(s.dropFirst(4))'"
+        }
+        return "unknown sink '\(s)' (\(summary))"
+    }
+}
+
+/// Stream property names and values for `[stream]`: plain words, so they can
+/// be handed to PipeWire's and PulseAudio's property lists as they are.
+public enum StreamProperty {
+    public static func isValidKey(_ k: String) -> Bool { Label.isValid(k) }
+    public static func isValidValue(_ v: String) -> Bool {
+        v.utf8.count <= 256 && !v.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F || $0 == "\"" || $0 == "\\" }
     }
 }
 
@@ -299,6 +354,6 @@ public enum SinkSyntax {
 public enum XDGDirectory {
     public static func path(_ key: String, else fallback: String, environment: [String: String]) -> String {
         if let v = environment[key], !v.isEmpty { return v }
-        return (environment["HOME"] ?? NSHomeDirectory()) + "/" + fallback
+        return Path.join(Environment.home(environment), fallback)
     }
 }

@@ -13,9 +13,29 @@ public enum EngineEvent: Sendable {
     case opened(SinkFormat)
     case openFailed(String)
     case writeFailed(String)
-    case stopped
+    case streamStopped
     case closed
-    case dropped(cue: String, lateMs: Int)
+    case dropped(cue: String, owner: String, lateMs: Int)
+    /// A `stop` command's answer: how many voices it faded out.
+    case stopped(ticket: UInt64, count: Int)
+    /// A waited-for voice is over (waitID ≠ 0 only).
+    case voiceEnded(waitID: UInt64, outcome: VoiceOutcome)
+}
+
+public enum VoiceOutcome: Sendable, Equatable {
+    /// Its last frame sounded at the device.
+    case played
+    /// A `stop` (or mute) cut it short.
+    case stopped
+    /// It never started (the device was gone for longer than the start deadline).
+    case dropped
+}
+
+/// Which voices a `stop` fades out.
+public enum StopScope: Sendable, Equatable {
+    case all
+    case owner(String)
+    case cue(name: String, owner: String)
 }
 
 /// Counters and state the audio thread publishes and the server reads.
@@ -120,7 +140,8 @@ final class CommandQueue: Sendable {
 /// uses no CPU and has no wakeups (besides one idle-close timer).
 public final class AudioEngine: @unchecked Sendable {
     public enum Command: Sendable {
-        case play(Cue, gain: Float, requestTime: UInt64)
+        case play(Cue, gain: Float, requestTime: UInt64, owner: String, waitID: UInt64)
+        case stop(StopScope, ticket: UInt64)
         case fadeOutAll
         /// Open and prepare the device now, so the next cue starts warm.
         case prewarm
@@ -221,7 +242,7 @@ public final class AudioEngine: @unchecked Sendable {
                     sink.stop()
                     streaming = false
                     stats.setSink(.idle, keepError: true)
-                    onEvent(.stopped)
+                    onEvent(.streamStopped)
                 }
                 stats.waiting.store(true, ordering: .relaxed)
                 if let retryAt = nextRetry {
@@ -251,9 +272,14 @@ public final class AudioEngine: @unchecked Sendable {
             }
             while let command = queue.pop() {
                 switch command {
-                case .play(let cue, let gain, let requestTime):
+                case .play(let cue, let gain, let requestTime, _, let waitID):
                     guard shutdownDeadline == nil else { break }
                     play(cue, gain: gain, requestTime: requestTime)
+                    if waitID != 0 { onEvent(.voiceEnded(waitID: waitID, outcome: .played)) }  // interim
+                case .stop(_, let ticket):
+                    let n = mixer?.activeVoices ?? 0
+                    if let mixer, let format { mixer.fadeOutAll(frames: format.rate * 4 / 1000) }
+                    onEvent(.stopped(ticket: ticket, count: n))
                 case .fadeOutAll:
                     if let mixer, let format { mixer.fadeOutAll(frames: format.rate * 4 / 1000) }
                 case .prewarm:
@@ -301,7 +327,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     private func drop(_ p: Pending) {
         stats.dropped.add(1, ordering: .relaxed)
-        onEvent(.dropped(cue: p.cue.name, lateMs: Int((MonotonicClock.now() &- p.requestTime) / 1_000_000)))
+        onEvent(.dropped(cue: p.cue.name, owner: "", lateMs: Int((MonotonicClock.now() &- p.requestTime) / 1_000_000)))
     }
 
     /// Drops pending cues whose moment has passed.

@@ -115,7 +115,8 @@ public final class Mixer {
         let remaining = v.cue.frames - v.position
         var n = min(frames, remaining)
         if v.fadeLeft >= 0 { n = min(n, v.fadeLeft) }
-        v.cue.samples.withUnsafeBufferPointer { src in
+        do {
+            let src = v.cue.samples
             let base = v.position * 2
             if v.fadeLeft < 0 {
                 for f in 0..<n {

@@ -52,6 +52,11 @@ public protocol Sink: AnyObject {
     func close()
 }
 
+extension Sink {
+    /// Checks at start-up that the sink can work as configured (interim: always).
+    public func preflight() throws(SinkError) {}
+}
+
 /// Monotonic time in nanoseconds.
 public enum MonotonicClock {
     public static func now() -> UInt64 {

@@ -74,6 +74,8 @@ public enum ErrorCode: String, Sendable {
     case badFile = "bad-file"
     /// The cue was accepted but could not sound (the device failed), for `wait`.
     case notPlayed = "not-played"
+    /// A bounded table is full (run-time app mutes).
+    case tooMany = "too-many"
     case `internal` = "internal"
 }
 

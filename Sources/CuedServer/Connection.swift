@@ -1,7 +1,9 @@
 import CuedCore
 import CuedProtocol
-import Glibc
 import NIOCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `struct ucred`, which Glibc does not export to Swift.
 struct PeerCredentials: Sendable {
@@ -57,30 +59,106 @@ struct LineDecoder: ByteToMessageDecoder {
     }
 }
 
+/// The live connections, for the connection cap: at the cap the longest-idle
+/// connection (no request in flight, silent for at least `minIdle`) is closed
+/// with a last line to make room; if none is idle the newcomer is refused.
+/// Event loop only (hence unchecked: it is shared by the loop's handlers).
+final class ConnectionTable: @unchecked Sendable {
+    struct Entry {
+        var lastActive: UInt64
+        var busy: Bool
+        let evict: (Reply) -> Void
+    }
+
+    let capacity: Int
+    /// A connection silent for less than this is never evicted (it is in use).
+    let minIdleNanoseconds: UInt64 = 500_000_000
+    private var entries: [UInt64: Entry] = [:]
+    private var nextID: UInt64 = 1
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    var count: Int { entries.count }
+
+    enum Admission { case admitted(UInt64), evicted(UInt64), refused }
+
+    /// Makes room for a new connection if it can.
+    func admit(now: UInt64, evict: @escaping (Reply) -> Void) -> Admission {
+        var evicted = false
+        if entries.count >= capacity {
+            let idle = entries.filter { !$0.value.busy && now &- $0.value.lastActive >= minIdleNanoseconds }
+            guard let victim = idle.min(by: { $0.value.lastActive < $1.value.lastActive }) else { return .refused }
+            let seconds = Double((now &- victim.value.lastActive) / 1_000_000) / 1000
+            entries.removeValue(forKey: victim.key)
+            victim.value.evict(.err(.busy, "closing this connection, idle for \(Request.number(seconds)) s, to make room for a new one (\(capacity) at most)"))
+            evicted = true
+        }
+        let id = nextID
+        nextID += 1
+        entries[id] = Entry(lastActive: now, busy: false, evict: evict)
+        return evicted ? .evicted(id) : .admitted(id)
+    }
+
+    func touch(_ id: UInt64, now: UInt64, busy: Bool) {
+        entries[id]?.lastActive = now
+        entries[id]?.busy = busy
+    }
+
+    func remove(_ id: UInt64) { entries.removeValue(forKey: id) }
+}
+
 /// One client connection: its private refresh session, one reply per line,
-/// in order. Errors close this connection only.
-final class ConnectionHandler: ChannelInboundHandler {
+/// in request order. A request answered later (reload, `play … wait`, a
+/// sound being decoded) holds the connection's later lines until its reply
+/// is written, so they run in order; reading pauses meanwhile. At most
+/// `linesPerTurn` lines run before the loop turns to other connections.
+/// Errors close this connection only.
+final class ConnectionHandler: ChannelDuplexHandler {
     typealias InboundIn = LineEvent
+    typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    private let daemon: Daemon
-    private var state: Daemon.ConnectionState
-    private var closing = false
+    static let linesPerTurn = 64
+    static let maxQueuedLines = 1024
+    /// How long a closing connection is drained (so its last line is not lost to a reset).
+    static let drainNanoseconds: Int64 = 2_000_000_000
 
-    init(daemon: Daemon) {
+    private let daemon: Daemon
+    private let table: ConnectionTable
+    private var id: UInt64 = 0
+    private var state: Daemon.ConnectionState
+    private var queue: [LineEvent] = []
+    private var queueHead = 0
+    private var busy = false
+    private var scheduled = false
+    private var readPending = false
+    private var closing = false
+    private var active = false
+    /// The client half-closed: close once every line it sent is answered.
+    private var inputClosed = false
+
+    init(daemon: Daemon, table: ConnectionTable) {
         self.daemon = daemon
-        state = Daemon.ConnectionState(playsPerSecond: daemon.limits.playsPerSecond)
+        self.table = table
+        state = Daemon.ConnectionState(limits: daemon.limits)
     }
 
     func channelActive(context: ChannelHandlerContext) {
-        let count = daemon.clients.add(1, ordering: .relaxed).newValue
-        if count > daemon.limits.maxClients {
-            daemon.refusedBusy.add(1, ordering: .relaxed)
-            send(.err(.busy, "too many connections (\(daemon.limits.maxClients)); try again later"), context: context)
-            closeAfterWrites(context: context)
+        active = true
+        switch table.admit(now: MonotonicClock.now(), evict: { reply in self.closeGracefully(context, with: reply) }) {
+        case .refused:
+            daemon.refusedBusy += 1
+            closeGracefully(context, with: .err(.busy, "too many connections (\(table.capacity)), none of them idle; try again later"))
             context.fireChannelActive()
             return
+        case .evicted(let id):
+            daemon.evictedIdle += 1
+            self.id = id
+        case .admitted(let id):
+            self.id = id
         }
+        daemon.clients = table.count
+        state.id = id
         // SO_PEERCRED while the socket is surely open: who is on the other end.
         if let provider = context.channel as? SocketOptionProvider {
             let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
@@ -89,12 +167,7 @@ final class ConnectionHandler: ChannelInboundHandler {
                 self.daemon.logger.debug("client connected", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
                 if cred.uid != getuid() {
                     self.daemon.logger.warning("refused a client of another user", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
-                    self.closing = true
-                    self.send(.err(.forbidden, "only uid \(getuid()) may use this cued"), context: context)
-                    let channel = context.channel
-                    context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).whenComplete { _ in
-                        channel.close(promise: nil)
-                    }
+                    self.closeGracefully(context, with: .err(.forbidden, "only uid \(getuid()) may use this cued"))
                 }
             }
         }
@@ -102,46 +175,109 @@ final class ConnectionHandler: ChannelInboundHandler {
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        daemon.clients.subtract(1, ordering: .relaxed)
+        if active && id != 0 {
+            table.remove(id)
+            daemon.clients = table.count
+        }
+        active = false
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let receivedAt = MonotonicClock.now()
         guard !closing else { return }
-        switch Self.unwrapInboundIn(data) {
-        case .line(let bytes):
-            let reply = daemon.respond(to: bytes, connection: &state, receivedAt: receivedAt)
-            send(reply, context: context)
-        case .tooLong:
-            send(.err(.lineTooLong, "line exceeds \(ProtocolLimits.maxLineBytes) bytes; closing"), context: context)
-            closeAfterWrites(context: context)
-        }
+        queue.append(Self.unwrapInboundIn(data))
+        if !busy && !scheduled { process(context) }
     }
 
-    func channelReadComplete(context: ChannelHandlerContext) {
+    /// Runs queued lines until one is answered later, the queue is empty, or
+    /// this turn's budget is spent (then the rest runs on a later loop turn).
+    private func process(_ context: ChannelHandlerContext) {
+        scheduled = false
+        guard active else { queue.removeAll(); queueHead = 0; return }  // gone: its lines need no answers
+        var budget = Self.linesPerTurn
+        while !busy, !closing, active, queueHead < queue.count {
+            if budget == 0 {
+                scheduled = true
+                context.eventLoop.assumeIsolated().execute { self.process(context) }
+                break
+            }
+            budget -= 1
+            let event = queue[queueHead]
+            queueHead += 1
+            run(event, context)
+        }
+        if queueHead == queue.count {
+            queue.removeAll(keepingCapacity: queue.capacity <= 64)
+            queueHead = 0
+        }
         context.flush()
-        // Backpressure: a client that pipelines without reading its replies
-        // must not make cued buffer them without bound. Stop reading until
-        // the kernel has taken the replies (the write buffer's low-water mark).
-        if !context.channel.isWritable {
-            context.channel.setOption(ChannelOptions.autoRead, value: false).whenFailure { _ in }
-        }
-        context.fireChannelReadComplete()
+        if active { table.touch(id, now: MonotonicClock.now(), busy: busy || queueHead < queue.count) }
+        finishIfDrained(context)
+        resumeReadingIfDue(context)
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        if context.channel.isWritable {
-            context.channel.setOption(ChannelOptions.autoRead, value: true).whenFailure { _ in }
+    /// After a half-close: once the last reply is out, close.
+    private func finishIfDrained(_ context: ChannelHandlerContext) {
+        guard inputClosed, !closing, !busy, queueHead == queue.count else { return }
+        closing = true
+        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated()
+            .whenComplete { _ in context.close(promise: nil) }
+    }
+
+    private func run(_ event: LineEvent, _ context: ChannelHandlerContext) {
+        let receivedAt = MonotonicClock.now()
+        switch event {
+        case .tooLong:
+            closeGracefully(context, with: .err(.lineTooLong, "line exceeds \(ProtocolLimits.maxLineBytes) bytes; closing"))
+        case .line(let bytes):
+            switch daemon.respond(to: bytes, connection: &state, receivedAt: receivedAt) {
+            case .now(let reply):
+                send(reply, context: context)
+            case .close(let reply):
+                closeGracefully(context, with: reply)
+            case .later(let future):
+                busy = true
+                future.assumeIsolated().whenComplete { result in
+                    self.busy = false
+                    let reply: Reply
+                    switch result {
+                    case .success(let r): reply = r
+                    case .failure(let e): reply = .err(.internal, "\(e)")
+                    }
+                    guard !self.closing, self.active else { return }
+                    self.send(reply, context: context)
+                    if !self.scheduled { self.process(context) }
+                }
+            }
+        }
+    }
+
+    // MARK: Reading
+
+    /// Reads only when nothing is waiting to run: a client's pipeline is
+    /// taken in as fast as it is answered, never buffered without bound.
+    func read(context: ChannelHandlerContext) {
+        if closing {
+            context.read()  // draining: what comes in is discarded
+        } else if busy || queueHead < queue.count || queue.count >= Self.maxQueuedLines {
+            readPending = true
+        } else {
             context.read()
         }
-        context.fireChannelWritabilityChanged()
+    }
+
+    private func resumeReadingIfDue(_ context: ChannelHandlerContext) {
+        if readPending && !busy && !closing && queueHead == queue.count {
+            readPending = false
+            context.read()
+        }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let e = event as? ChannelEvent, e == .inputClosed {
             // The client half-closed (socat, `nc -N`): answer what was read, then close.
-            closeAfterWrites(context: context)
+            inputClosed = true
+            if closing { context.close(promise: nil) } else { finishIfDrained(context) }
             return
         }
         context.fireUserInboundEventTriggered(event)
@@ -159,13 +295,21 @@ final class ConnectionHandler: ChannelInboundHandler {
         context.write(Self.wrapOutboundOut(buffer), promise: nil)
     }
 
-    /// Flushes every reply written so far, then closes.
-    private func closeAfterWrites(context: ChannelHandlerContext) {
+    /// Writes a last line, shuts the write side and drains whatever the
+    /// client still sends (so it reads that line instead of a reset), then
+    /// closes: at the client's EOF, or after `drainNanoseconds`.
+    func closeGracefully(_ context: ChannelHandlerContext, with reply: Reply) {
         guard !closing else { return }
         closing = true
-        let done = context.eventLoop.makePromise(of: Void.self)
-        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0)), promise: done)
+        send(reply, context: context)
         let channel = context.channel
-        done.futureResult.whenComplete { _ in channel.close(promise: nil) }
+        let inputDone = inputClosed
+        context.writeAndFlush(Self.wrapOutboundOut(channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
+            channel.close(mode: inputDone ? .all : .output, promise: nil)
+        }
+        context.read()  // keep reading, to discard
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Self.drainNanoseconds)) {
+            channel.close(promise: nil)
+        }
     }
 }

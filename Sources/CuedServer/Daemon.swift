@@ -2,246 +2,435 @@ import CuedAudio
 import CuedConfig
 import CuedCore
 import CuedProtocol
-import Foundation
 import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
 public enum CuedVersion {
-    public static let string = "0.1.0"
+    public static let string = "0.2.0"
 }
 
-/// The daemon's shared state and its answer to every request. Called from
-/// the event loop; hands cues to the audio engine through its queue and never
-/// waits on audio.
-public final class Daemon: Sendable {
+/// A request's answer: now, later (the connection holds its next lines until
+/// then), or a last line before the connection closes.
+enum Response {
+    case now(Reply)
+    case later(EventLoopFuture<Reply>)
+    case close(Reply)
+}
+
+/// The daemon's state and its answer to every request. Confined to the event
+/// loop: every method runs there (the signal thread and the audio thread hop
+/// onto it). Blocking work (reload, decoding, listing the theme, saving the
+/// state) runs on `jobs` and completes back on the loop; the audio engine is
+/// fed through its queue and never waited on.
+public final class Daemon: @unchecked Sendable {
+    public let loop: any EventLoop
     public let engine: AudioEngine
     public let logger: Logger
-    private let runtime: Mutex<Runtime>
-    private let mutedFlag: Atomic<Bool>
+    public let limits: Limits
+    private var runtime: Runtime
+    private(set) var muted: Bool
     /// Per-app mutes set at run time (`mute app NAME`); they override `[apps.NAME] muted`.
-    private let appMutes: Mutex<[String: Bool]>
-    /// Plays per app, for `status` (bounded: app names come from clients).
-    private let appPlays = Mutex<[String: Int]>([:])
+    private var appMutes: [String: Bool]
+    /// Plays and drops per app, for `status` (bounded: app names come from clients).
+    private var appCounts: [String: Status.App] = [:]
     static let maxTrackedApps = 256
-    private let store: StateStore?
-    private let sessions: Mutex<SessionRegistry>
-    /// Re-reads the config and cues (off the audio thread); set by the server.
-    private let loadRuntime: @Sendable () throws(LoadFailure) -> Runtime
-    public let clients = Atomic<Int>(0)
-    /// Called when something `statusLine` shows changes (systemd's STATUS=).
-    private let onStatusChange: @Sendable (String) -> Void
+    private var sessions: SessionRegistry
+    private let saver: StateSaver?
+    private let jobs: NIOThreadPool
+    private let sounds: SoundLibrary
+    /// Re-reads the config and cues (blocking; run on `jobs`).
+    private let loadRuntime: @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String])
+    /// Called when something `statusLine` shows changes, and around reloads (systemd's notify).
+    private let notify: @Sendable (_ fields: [String]) -> Void
 
-    public init(engine: AudioEngine, runtime: Runtime, muted: Bool, appMutes: [String: Bool] = [:],
-                store: StateStore?, sessions: SessionRegistry = SessionRegistry(), limits: Limits = Limits(), logger: Logger,
-                loadRuntime: @escaping @Sendable () throws(LoadFailure) -> Runtime,
-                onStatusChange: @escaping @Sendable (String) -> Void = { _ in }) {
-        self.engine = engine
-        self.runtime = Mutex(runtime)
-        self.mutedFlag = Atomic(muted)
-        self.appMutes = Mutex(appMutes)
-        self.store = store
-        self.sessions = Mutex(sessions)
-        self.limits = limits
-        self.logger = logger
-        self.loadRuntime = loadRuntime
-        self.onStatusChange = onStatusChange
-    }
+    // Counters shown by `status`.
+    var clients = 0
+    var rateLimited = 0
+    var refusedBusy = 0
+    var evictedIdle = 0
 
-    public var muted: Bool { mutedFlag.load(ordering: .relaxed) }
-    public var current: Runtime { runtime.withLock { $0 } }
-    public var cueBank: CueBank { current.bank }
+    /// Reloads run one at a time; requests made during one share the next.
+    private var reloadRunning = false
+    private var nextReload: EventLoopPromise<Reply>?
+    /// Set at SIGTERM: a reload in progress gives up between files.
+    let stopping = Atomic<Bool>(false)
 
-    /// What a connection carries between requests.
-    public struct ConnectionState: Sendable {
-        public var privateSession = RefreshSession()
-        public var sessionName: String?
-        public var app: String?
-        /// Cues this connection may still start (nil: no limit).
-        public var plays: TokenBucket?
-        public init(playsPerSecond: Double = 0, now: UInt64 = MonotonicClock.now()) {
-            if playsPerSecond > 0 { plays = TokenBucket(rate: playsPerSecond, now: now) }
-        }
-    }
+    /// Replies waiting on the audio thread: `play … wait` and `stop`.
+    private var nextTicket: UInt64 = 1
+    private var waiting: [UInt64: EventLoopPromise<Reply>] = [:]
 
     /// Limits that keep one client from drowning the others.
     public struct Limits: Sendable {
         /// Cues a second per connection (token bucket, 1 s burst); 0: unlimited.
         public var playsPerSecond: Double = 200
-        /// Connections at once; more get `err busy` and are closed.
+        /// State changes (mute, unmute, mute app, unmute app, reload) a second per
+        /// connection; each may write the state file. 0 when plays are unlimited.
+        public var changesPerSecond: Double { playsPerSecond > 0 ? 20 : 0 }
+        /// Connections at once; at the cap the longest idle one is closed.
         public var maxClients = 256
         public init() {}
     }
 
-    public let limits: Limits
-    public let rateLimited = Atomic<Int>(0)
-    public let refusedBusy = Atomic<Int>(0)
+    public init(loop: any EventLoop, engine: AudioEngine, runtime: Runtime, saved: SavedState, muted: Bool,
+                saver: StateSaver?, jobs: NIOThreadPool, sounds: SoundLibrary,
+                sessions: SessionRegistry = SessionRegistry(), limits: Limits = Limits(), logger: Logger,
+                loadRuntime: @escaping @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String]),
+                notify: @escaping @Sendable ([String]) -> Void = { _ in }) {
+        self.loop = loop
+        self.engine = engine
+        self.runtime = runtime
+        self.muted = muted
+        self.appMutes = saved.appMutes
+        self.saver = saver
+        self.jobs = jobs
+        self.sounds = sounds
+        self.sessions = sessions
+        self.limits = limits
+        self.logger = logger
+        self.loadRuntime = loadRuntime
+        self.notify = notify
+    }
 
-    /// A token for one more cue on this connection, or the reply refusing it.
-    private func allowPlay(_ conn: inout ConnectionState, _ now: UInt64) -> Reply? {
-        guard conn.plays != nil, !conn.plays!.take(now: now) else { return nil }
-        rateLimited.add(1, ordering: .relaxed)
-        return .err(.rateLimited, "more than \(Request.number(limits.playsPerSecond)) cues a second on this connection")
+    public var current: Runtime { runtime }
+
+    /// What a connection carries between requests.
+    public struct ConnectionState: Sendable {
+        public var id: UInt64 = 0
+        public var privateSession = RefreshSession()
+        public var sessionName: String?
+        public var app: String?
+        /// Cues this connection may still start (nil: no limit).
+        public var plays: TokenBucket?
+        /// State changes this connection may still make (nil: no limit).
+        public var changes: TokenBucket?
+        public init(limits: Limits = Limits(), now: UInt64 = MonotonicClock.now()) {
+            if limits.playsPerSecond > 0 { plays = TokenBucket(rate: limits.playsPerSecond, now: now) }
+            if limits.changesPerSecond > 0 { changes = TokenBucket(rate: limits.changesPerSecond, now: now) }
+        }
+        /// Whose voices `stop` silences: the app's, else this connection's.
+        var owner: String { app ?? "#\(id)" }
     }
 
     // MARK: - Requests
 
     /// Parses one request line and answers it. `receivedAt` is when the line
     /// was read (monotonic ns).
-    public func respond(to line: [UInt8], connection: inout ConnectionState, receivedAt: UInt64) -> Reply {
+    func respond(to line: [UInt8], connection: inout ConnectionState, receivedAt: UInt64) -> Response {
         let request: Request
         do {
             request = try RequestParser.parse(line)
         } catch {
             logger.debug("bad request", metadata: ["error.code": "\(error.code.rawValue)"])
-            return error.reply
+            // A line over the limit closes the connection, however it arrived.
+            return error.code == .lineTooLong ? .close(.err(.lineTooLong, error.message + "; closing")) : .now(error.reply)
         }
-        logger.debug("request", metadata: ["request": "\(request.line)"])
+        logger.trace("request", metadata: ["request": "\(request.line)"])
         switch request {
         case .ping:
-            return .ok("pong")
-        case .play(let name, let gainDB, _):
-            let rt = current
-            guard let cue = rt.bank[name] else { return unknownCue(name, rt) }
-            if isMuted(app: connection.app, rt) { return .ok("muted") }
-            if let refused = allowPlay(&connection, receivedAt) { return refused }
-            return submit(cue, gainDB: rt.gainDB(request: gainDB, cue: name, app: connection.app),
-                          app: connection.app, receivedAt: receivedAt) ?? .ok(nil)
+            return .now(.ok("pong"))
+        case .play(let name, let gainDB, let wait):
+            if let cue = runtime.bank[name] {
+                return start(cue, name: name, requestGainDB: gainDB, wait: wait, &connection, requestTime: receivedAt)
+            }
+            return playThemeSound(name, gainDB: gainDB, wait: wait, &connection)
+        case .playFile(let path, let gainDB, let wait):
+            return playFile(path, gainDB: gainDB, wait: wait, &connection)
+        case .stop(let target):
+            return stop(target, owner: connection.owner)
         case .state(let target, let quiet):
-            return perform(withSession(&connection, now: receivedAt) { $0.set(target, quiet: quiet) }, &connection, receivedAt)
+            return .now(perform(withSession(&connection, now: receivedAt) { $0.set(target, quiet: quiet) }, &connection, receivedAt))
         case .drag(let points):
-            return perform(withSession(&connection, now: receivedAt) { $0.drag(points) }, &connection, receivedAt)
+            return .now(perform(withSession(&connection, now: receivedAt) { $0.drag(points) }, &connection, receivedAt))
         case .drop:
-            return perform(withSession(&connection, now: receivedAt) { $0.drop() }, &connection, receivedAt)
+            return .now(perform(withSession(&connection, now: receivedAt) { $0.drop() }, &connection, receivedAt))
         case .threshold(let points):
             withSession(&connection, now: receivedAt) { $0.threshold = points }
-            return .ok(Request.number(points))
+            return .now(.ok(Request.number(points)))
         case .session(let name):
             if let name { connection.sessionName = name }
             let s = withSession(&connection, now: receivedAt) { $0 }
-            return .ok("\(connection.sessionName ?? "-") \(s.state.rawValue) \(Request.number(s.threshold))")
-        case .mute:
-            setMuted(true)
-            return .ok("muted")
-        case .unmute:
-            setMuted(false)
-            return .ok("unmuted")
+            return .now(.ok("\(connection.sessionName ?? "-") \(s.state.rawValue) \(Request.number(s.threshold))"))
+        case .mute, .unmute, .muteApp, .unmuteApp, .reload:
+            if let refused = allowChange(&connection, receivedAt) { return .now(refused) }
+            switch request {
+            case .mute: setMuted(true); return .now(.ok("muted"))
+            case .unmute: setMuted(false); return .now(.ok("unmuted"))
+            case .muteApp(let name): return .now(setAppMuted(name, true))
+            case .unmuteApp(let name): return .now(setAppMuted(name, false))
+            default: return .later(reload())
+            }
         case .app(let name):
             connection.app = name
-            return .ok(name)
-        case .muteApp(let name):
-            setAppMuted(name, true)
-            return .ok("muted \(name)")
-        case .unmuteApp(let name):
-            setAppMuted(name, false)
-            return .ok("unmuted \(name)")
-        case .reload:
-            return reload()
-        case .cues:
-            return .ok(cueBank.names.joined(separator: " "))
-        case .playFile, .stop:
-            return .err(.internal, "not available yet")
+            return .now(.ok(name))
+        case .cues(let theme):
+            guard theme else { return .now(.ok(runtime.bank.names.joined(separator: " "))) }
+            let sounds = self.sounds
+            return .later(jobs.runIfActive(eventLoop: loop) { sounds.themeNames() }.map { .ok($0.joined(separator: " ")) })
         case .status:
-            return .ok(status().encoded)
+            return .now(.ok(status().json.encoded))
         }
     }
 
     /// Runs `body` on the connection's current session (private or named).
-    private func withSession<R: Sendable>(_ conn: inout ConnectionState, now: UInt64, _ body: (inout RefreshSession) -> R) -> R {
+    private func withSession<R>(_ conn: inout ConnectionState, now: UInt64, _ body: (inout RefreshSession) -> R) -> R {
         guard let name = conn.sessionName else { return body(&conn.privateSession) }
-        return sessions.withLock { $0.withSession(name, now: now, body) }
+        return sessions.withSession(name, now: now, body)
     }
 
     /// Turns a session's outcome into sound and a reply: `ok CUE`, `ok -`, `ok muted`.
     private func perform(_ outcome: RefreshSession.Outcome, _ conn: inout ConnectionState, _ receivedAt: UInt64) -> Reply {
-        let rt = current
+        let rt = runtime
         var cueName: String?
         if case .play(let name) = outcome.action { cueName = name }
         if let from = outcome.from, let to = outcome.to { cueName = rt.cue(from: from, to: to, default: cueName) }
         guard let name = cueName else {
-            if outcome.prewarm && !isMuted(app: conn.app, rt) { engine.submit(.prewarm) }
+            if outcome.prewarm && !isMuted(app: conn.app) { engine.submit(.prewarm) }
             return .ok("-")
         }
-        if isMuted(app: conn.app, rt) { return .ok("muted") }
         guard let cue = rt.bank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
-        if let refused = allowPlay(&conn, receivedAt) { return refused }  // the state has moved on regardless
-        return submit(cue, gainDB: rt.gainDB(request: 0, cue: name, app: conn.app), app: conn.app, receivedAt: receivedAt) ?? .ok(name)
-    }
-
-    private func unknownCue(_ name: String, _ rt: Runtime) -> Reply {
-        .err(.unknownCue, "no cue named '\(name)' (cues: \(rt.bank.names.joined(separator: " ")))")
-    }
-
-    /// Queues a cue; nil on success, an error reply if the audio queue is full.
-    private func submit(_ cue: Cue, gainDB: Double, app: String?, receivedAt: UInt64) -> Reply? {
-        guard engine.submit(.play(cue, gain: decibelsToGain(gainDB), requestTime: receivedAt)) else {
-            return .err(.internal, "audio queue is full; try again")
+        switch start(cue, name: name, requestGainDB: 0, wait: false, &conn, requestTime: receivedAt) {
+        case .now(.ok(nil)): return .ok(name)
+        case .now(let reply): return reply
+        default: return .err(.internal, "unexpected deferred reply")
         }
-        if let app {
-            appPlays.withLock { plays in
-                if plays[app] != nil || plays.count < Self.maxTrackedApps { plays[app, default: 0] += 1 }
+    }
+
+    // MARK: - Playing
+
+    /// Starts a decoded sound (a bank cue, a theme sound or a file): mute,
+    /// rate limit, the audio queue; with `wait`, the reply comes when it has
+    /// sounded.
+    private func start(_ cue: Cue, name: String, requestGainDB: Double, wait: Bool, _ conn: inout ConnectionState,
+                       requestTime: UInt64) -> Response {
+        if let refused = admit(&conn, requestTime) { return .now(refused) }
+        return submit(cue, name: name, requestGainDB: requestGainDB, wait: wait, app: conn.app, owner: conn.owner, requestTime: requestTime)
+    }
+
+    /// Mute and the rate limit: nil if a cue may start, else the reply.
+    private func admit(_ conn: inout ConnectionState, _ now: UInt64) -> Reply? {
+        if isMuted(app: conn.app) { return .ok("muted") }
+        return allowPlay(&conn, now)
+    }
+
+    private func submit(_ cue: Cue, name: String, requestGainDB: Double, wait: Bool, app: String?, owner: String,
+                        requestTime: UInt64) -> Response {
+        let waitID = wait ? ticket() : 0
+        let gain = decibelsToGain(runtime.gainDB(request: requestGainDB, cue: name, app: app))
+        guard engine.submit(.play(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID)) else {
+            return .now(.err(.internal, "audio queue is full; try again"))
+        }
+        if let app { count(app) { $0.played += 1 } }
+        guard wait else { return .now(.ok(nil)) }
+        let promise = loop.makePromise(of: Reply.self)
+        waiting[waitID] = promise
+        return .later(promise.futureResult)
+    }
+
+    /// `play NAME` for a name the bank does not have: the sound theme. A
+    /// sound decoded before plays at once; otherwise it is found and decoded
+    /// off the loop, then played. Mute and the rate limit apply first, so a
+    /// muted or flooding client costs no lookup.
+    private func playThemeSound(_ name: String, gainDB: Double, wait: Bool, _ conn: inout ConnectionState) -> Response {
+        let now = MonotonicClock.now()
+        if let refused = admit(&conn, now) { return .now(refused) }
+        if let cue = sounds.cachedThemeSound(name) {
+            return submit(cue, name: name, requestGainDB: gainDB, wait: wait, app: conn.app, owner: conn.owner, requestTime: now)
+        }
+        let sounds = self.sounds
+        let bankNames = runtime.bank.names
+        let lookup = jobs.runIfActive(eventLoop: loop) { sounds.themeSound(name) }.map { result -> SoundLookup in
+            guard case .notFound = result else { return result }
+            return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: cues theme)"))
+        }
+        return whenLoaded(lookup, name: name, gainDB: gainDB, wait: wait, conn)
+    }
+
+    private func playFile(_ path: String, gainDB: Double, wait: Bool, _ conn: inout ConnectionState) -> Response {
+        if let refused = admit(&conn, MonotonicClock.now()) { return .now(refused) }
+        let sounds = self.sounds
+        return whenLoaded(jobs.runIfActive(eventLoop: loop) { sounds.file(path) }, name: path, gainDB: gainDB, wait: wait, conn)
+    }
+
+    /// When a sound lookup finishes (back on the loop), plays it or says why not.
+    private func whenLoaded(_ lookup: EventLoopFuture<SoundLookup>, name: String, gainDB: Double, wait: Bool,
+                            _ conn: ConnectionState) -> Response {
+        let app = conn.app, owner = conn.owner
+        return .later(lookup.flatMap { result in
+            switch result {
+            case .cue(let cue):
+                // Timed from now: the decode is not the audio path's latency, and
+                // the 250 ms start deadline must not drop a sound that just loaded.
+                switch self.submit(cue, name: name, requestGainDB: gainDB, wait: wait, app: app, owner: owner,
+                                   requestTime: MonotonicClock.now()) {
+                case .now(let r), .close(let r): return self.loop.makeSucceededFuture(r)
+                case .later(let f): return f
+                }
+            case .disabled: return self.loop.makeSucceededFuture(.ok("disabled"))
+            case .notFound: return self.loop.makeSucceededFuture(.err(.unknownCue, "no sound named '\(name)'"))
+            case .failed(let reply): return self.loop.makeSucceededFuture(reply)
             }
+        })
+    }
+
+    private func stop(_ target: StopTarget, owner: String) -> Response {
+        let id = ticket()
+        let scope: StopScope
+        switch target {
+        case .mine: scope = .owner(owner)
+        case .cue(let name): scope = .cue(name: name, owner: owner)
+        case .all: scope = .all
         }
-        return nil
+        guard engine.submit(.stop(scope, ticket: id)) else { return .now(.err(.internal, "audio queue is full; try again")) }
+        let promise = loop.makePromise(of: Reply.self)
+        waiting[id] = promise
+        return .later(promise.futureResult)
+    }
+
+    private func ticket() -> UInt64 {
+        defer { nextTicket &+= 1 }
+        return nextTicket
+    }
+
+    /// A token for one more cue on this connection, or the reply refusing it.
+    private func allowPlay(_ conn: inout ConnectionState, _ now: UInt64) -> Reply? {
+        guard conn.plays != nil, !conn.plays!.take(now: now) else { return nil }
+        rateLimited += 1
+        return .err(.rateLimited, "more than \(Request.number(limits.playsPerSecond)) cues a second on this connection")
+    }
+
+    private func allowChange(_ conn: inout ConnectionState, _ now: UInt64) -> Reply? {
+        guard conn.changes != nil, !conn.changes!.take(now: now) else { return nil }
+        rateLimited += 1
+        return .err(.rateLimited, "more than \(Request.number(limits.changesPerSecond)) state changes a second on this connection")
+    }
+
+    private func count(_ app: String, _ change: (inout Status.App) -> Void) {
+        guard appCounts[app] != nil || appCounts.count < Self.maxTrackedApps else { return }
+        change(&appCounts[app, default: Status.App()])
+    }
+
+    // MARK: - Audio thread events (hopped onto the loop)
+
+    func handle(_ event: EngineEvent) {
+        switch event {
+        case .voiceEnded(let id, let outcome):
+            let reply: Reply
+            switch outcome {
+            case .played: reply = .ok(nil)
+            case .stopped: reply = .ok("stopped")
+            case .dropped:
+                reply = .err(.notPlayed, "the device did not start it within 250 ms" + (engine.stats.sinkError.map { " (\($0))" } ?? ""))
+            }
+            waiting.removeValue(forKey: id)?.succeed(reply)
+        case .stopped(let id, let n):
+            waiting.removeValue(forKey: id)?.succeed(.ok("\(n)"))
+        case .dropped(let cue, let owner, let late):
+            logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
+            if !owner.hasPrefix("#"), appCounts[owner] != nil {
+                count(owner) { $0.played -= 1; $0.dropped += 1 }
+            }
+        default:
+            break
+        }
     }
 
     // MARK: - Mute
 
     /// Global mute wins; then a run-time app mute; then the config's `[apps.NAME] muted`.
-    func isMuted(app: String?, _ rt: Runtime) -> Bool {
-        muted || app.map { appMuted($0, rt) } ?? false
+    func isMuted(app: String?) -> Bool {
+        muted || app.map { appMuted($0) } ?? false
     }
 
     /// The app's own mute, regardless of the global one.
-    func appMuted(_ app: String, _ rt: Runtime) -> Bool {
-        appMutes.withLock { $0[app] } ?? rt.config.apps[app]?.muted ?? false
+    func appMuted(_ app: String) -> Bool {
+        appMutes[app] ?? runtime.config.apps[app]?.muted ?? false
     }
 
     public func setMuted(_ value: Bool) {
-        let old = mutedFlag.exchange(value, ordering: .relaxed)
+        let old = muted
+        muted = value
         if value { engine.submit(.fadeOutAll) }
         guard old != value else { return }
         logger.info(value ? "muted" : "unmuted")
-        onStatusChange(statusLine())
+        notify(["STATUS=" + statusLine()])
         save()
     }
 
-    public func setAppMuted(_ app: String, _ value: Bool) {
-        let changed = appMutes.withLock { m in
-            defer { m[app] = value }
-            return m[app] != value
+    func setAppMuted(_ app: String, _ value: Bool) -> Reply {
+        let configMuted = runtime.config.apps[app]?.muted ?? false
+        // Only what differs from the config is kept (and saved).
+        let keep: Bool? = value == configMuted ? nil : value
+        if keep != nil, appMutes[app] == nil, appMutes.count >= SavedState.maxAppMutes {
+            return .err(.tooMany, "at most \(SavedState.maxAppMutes) apps can be muted or unmuted at run time; unmute one first")
         }
-        guard changed else { return }
-        logger.info(value ? "app muted" : "app unmuted", metadata: ["app": "\(app)"])
-        save()
+        let old = appMutes[app]
+        appMutes[app] = keep
+        if old != keep {
+            logger.info(value ? "app muted" : "app unmuted", metadata: ["app": "\(app)"])
+            save()
+        }
+        return .ok("\(value ? "muted" : "unmuted") \(app)")
     }
 
     private func save() {
-        guard let store else { return }
-        let state = StateStore.Saved(muted: muted, appMutes: appMutes.withLock { $0 })
-        do {
-            try store.save(state)
-        } catch {
-            logger.error("cannot save state", metadata: ["file": "\(store.path)", "error": "\(error)"])
-        }
+        saver?.save(SavedState(muted: muted, appMutes: appMutes))
     }
 
     // MARK: - Reload
 
-    /// Re-reads the config and every cue and swaps them in only if all load;
-    /// otherwise the old ones stay. Voices already playing are untouched.
-    public func reload() -> Reply {
-        do {
-            let new = try loadRuntime()
-            let old = runtime.withLock { rt in defer { rt = new }; return rt }
-            if let m = new.config.muted, m != old.config.muted { setMuted(m) }
-            logger.info("reloaded", metadata: ["cues": "\(new.bank.names.joined(separator: " "))",
-                                                "config": "\(new.config.path ?? "none")"])
-            onStatusChange(statusLine())
-            return .ok("reloaded")
-        } catch {
-            logger.error("reload failed; keeping the old configuration", metadata: ["error": "\(error)"])
-            return .err(.reloadFailed, error.description)
+    /// Re-reads the config and every cue off the loop and swaps them in only
+    /// if all load; otherwise the old ones stay. Voices already playing are
+    /// untouched. Reloads asked for while one runs share the next one.
+    public func reload() -> EventLoopFuture<Reply> {
+        if reloadRunning {
+            if nextReload == nil { nextReload = loop.makePromise() }
+            return nextReload!.futureResult
         }
+        let promise = loop.makePromise(of: Reply.self)
+        startReload(promise)
+        return promise.futureResult
+    }
+
+    private func startReload(_ promise: EventLoopPromise<Reply>) {
+        reloadRunning = true
+        notify(["RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())"])
+        let load = loadRuntime
+        let isCancelled: @Sendable () -> Bool = { [self] in self.stopping.load(ordering: .relaxed) }
+        jobs.runIfActive(eventLoop: loop) { () throws -> (Runtime, [String]) in try load(isCancelled) }.assumeIsolated().whenComplete { result in
+            let reply: Reply
+            switch result {
+            case .success(let (new, warnings)): reply = self.apply(new, warnings: warnings)
+            case .failure(let error):
+                let message = (error as? LoadFailure)?.oneLine ?? "\(error)"
+                self.logger.error("reload failed; keeping the old configuration", metadata: ["error": "\(message)"])
+                reply = .err(.reloadFailed, message)
+            }
+            self.notify(["READY=1", "STATUS=" + self.statusLine()])
+            promise.succeed(reply)
+            self.reloadRunning = false
+            if let next = self.nextReload {
+                self.nextReload = nil
+                self.startReload(next)
+            }
+        }
+    }
+
+    private func apply(_ new: Runtime, warnings: [String]) -> Reply {
+        for w in warnings { logger.warning("\(w)") }
+        let old = runtime
+        runtime = new
+        if let m = new.config.muted, m != old.config.muted { setMuted(m) }
+        if new.settings.restartOnly() != old.settings.restartOnly() {
+            logger.warning("sink, latency_ms, voices, idle_close_s and [stream] take effect at the next start")
+        }
+        sounds.reconfigure(theme: new.theme, cacheLimitBytes: new.settings.themeCacheBytes)
+        logger.info("reloaded", metadata: ["cues": "\(new.bank.names.joined(separator: " "))", "config": "\(new.config.path ?? "none")"])
+        return .ok("reloaded")
     }
 
     // MARK: - Status
@@ -249,61 +438,54 @@ public final class Daemon: Sendable {
     /// One line for systemd's STATUS=: cues, sink state, mute.
     public func statusLine() -> String {
         let s = engine.stats
-        return "\(cueBank.names.count) cues, sink \(engine.sinkSpec) \(s.sinkState.rawValue)"
+        return "\(runtime.bank.names.count) cues, sink \(engine.sinkSpec) \(s.sinkState.rawValue)"
             + (s.sinkError.map { " (\($0))" } ?? "") + (muted ? ", muted" : ", unmuted")
     }
 
-    public func status() -> JSON {
+    public func status() -> Status {
         let s = engine.stats
-        func n(_ v: Int) -> JSON { .number(Double(v)) }
-        func count(_ a: borrowing Atomic<Int>) -> JSON { n(a.load(ordering: .relaxed)) }
-        let f = s.sinkFormat
-        var sink: [(String, JSON)] = [("spec", .string(engine.sinkSpec)), ("state", .string(s.sinkState.rawValue))]
-        sink.append(("rate", f.map { n($0.rate) } ?? .null))
-        sink.append(("channels", f.map { n($0.channels) } ?? .null))
-        sink.append(("format", f.map { .string($0.sampleFormat.rawValue) } ?? .null))
-        sink.append(("period_frames", f.map { n($0.periodFrames) } ?? .null))
-        sink.append(("buffer_frames", f.map { n($0.bufferFrames) } ?? .null))
-        sink.append(("error", s.sinkError.map(JSON.string) ?? .null))
-
-        let rt = current
-        var cues: [(String, JSON)] = []
-        for name in rt.bank.names {
-            let c = rt.bank[name]!
-            cues.append((name, .object([("frames", n(c.frames)), ("played", count(c.played))])))
+        var out = Status()
+        out.version = CuedVersion.string
+        out.protocolVersion = ProtocolLimits.version
+        out.pid = Int(getpid())
+        out.muted = muted
+        out.config = runtime.config.path
+        out.sink.spec = engine.sinkSpec
+        out.sink.state = s.sinkState.rawValue
+        if let f = s.sinkFormat {
+            out.sink.rate = f.rate
+            out.sink.channels = f.channels
+            out.sink.format = f.sampleFormat.rawValue
+            out.sink.periodFrames = f.periodFrames
+            out.sink.bufferFrames = f.bufferFrames
         }
-
-        let plays = appPlays.withLock { $0 }
-        var appNames = Set(plays.keys).union(rt.config.apps.keys)
-        appNames.formUnion(appMutes.withLock { Array($0.keys) })
-        let apps: [(String, JSON)] = appNames.sorted().map { name in
-            (name, .object([("played", n(plays[name] ?? 0)), ("muted", .bool(appMuted(name, rt)))]))
+        out.sink.error = s.sinkError
+        for name in runtime.bank.names {
+            let c = runtime.bank[name]!
+            out.cues[name] = Status.Cue(frames: c.frames, played: c.played.load(ordering: .relaxed))
         }
-
-        var latency: [(String, JSON)] = [("p50", .null), ("p99", .null), ("max", .null)]
+        out.played = s.played.load(ordering: .relaxed)
+        out.voicesActive = s.voicesActive.load(ordering: .relaxed)
+        out.voicesStolen = s.stolen.load(ordering: .relaxed)
+        out.clippedSamples = s.clipped.load(ordering: .relaxed)
+        out.xruns = s.xruns.load(ordering: .relaxed)
+        out.dropped = s.dropped.load(ordering: .relaxed)
+        out.clients = clients
+        out.rateLimited = rateLimited
+        out.refusedBusy = refusedBusy
+        out.evictedIdle = evictedIdle
+        out.sessions = sessions.count(now: MonotonicClock.now())
+        var apps = appCounts
+        for name in runtime.config.apps.keys { apps[name, default: Status.App()].muted = appMuted(name) }
+        for name in appMutes.keys { apps[name, default: Status.App()].muted = appMuted(name) }
+        for name in apps.keys { apps[name]!.muted = appMuted(name) }
+        out.apps = apps
         if let l = s.latencyPercentiles() {
-            latency = [("p50", n(Int(l.p50))), ("p99", n(Int(l.p99))), ("max", n(Int(l.max)))]
+            out.latencyUs.p50 = Int(l.p50)
+            out.latencyUs.p99 = Int(l.p99)
+            out.latencyUs.max = Int(l.max)
         }
-
-        var out: [(String, JSON)] = [("version", .string(CuedVersion.string)), ("protocol", n(ProtocolLimits.version))]
-        out.append(("pid", n(Int(getpid()))))
-        out.append(("muted", .bool(muted)))
-        out.append(("config", rt.config.path.map(JSON.string) ?? .null))
-        out.append(("sink", .object(sink)))
-        out.append(("cues", .object(cues)))
-        out.append(("played", count(s.played)))
-        out.append(("voices_active", count(s.voicesActive)))
-        out.append(("voices_stolen", count(s.stolen)))
-        out.append(("clipped_samples", count(s.clipped)))
-        out.append(("xruns", count(s.xruns)))
-        out.append(("dropped", count(s.dropped)))
-        out.append(("clients", count(clients)))
-        out.append(("rate_limited", count(rateLimited)))
-        out.append(("refused_busy", count(refusedBusy)))
-        let now = MonotonicClock.now()
-        out.append(("sessions", n(sessions.withLock { $0.count(now: now) })))
-        out.append(("apps", .object(apps)))
-        out.append(("latency_us", .object(latency)))
-        return .object(out)
+        out.theme = sounds.status()
+        return out
     }
 }

@@ -3,14 +3,19 @@ import CuedConfig
 import CuedCore
 import CuedProtocol
 
-/// Everything a reload replaces in one swap: the cues and the settings that
-/// apply per request. Voices already playing hold their own cue buffers, so
-/// a swap never interrupts them.
+/// Everything a reload replaces in one swap: the cues, the config and the
+/// settings resolved from it. Voices already playing hold their own cue
+/// buffers, so a swap never interrupts them.
 public struct Runtime: Sendable {
     public var bank: CueBank
     public var config: Config
+    public var settings: Settings
+    /// The sound theme `play NAME` falls back to, resolved (its chain read) at load.
+    public var theme: SoundTheme
 
-    public init(bank: CueBank, config: Config = Config()) { self.bank = bank; self.config = config }
+    public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings(), theme: SoundTheme) {
+        self.bank = bank; self.config = config; self.settings = settings; self.theme = theme
+    }
 
     /// The cue for a refresh transition: the config's remap ("" = silent), else the original design's.
     public func cue(from: RefreshState, to: RefreshState, default cue: String?) -> String? {
@@ -24,42 +29,58 @@ public struct Runtime: Sendable {
     }
 }
 
-/// Why a (re)load failed: the file at fault and the reason, as
-/// `err reload-failed FILE: REASON` shows it.
+/// Why a (re)load failed, as `err reload-failed MESSAGE` and start-up show it:
+/// config problems as `FILE:LINE: key: message`, sound files as `FILE: reason`.
 public struct LoadFailure: Error, Sendable, CustomStringConvertible {
     public let file: String
-    public let reason: String
-    public var description: String { "\(file): \(reason)" }
+    public let description: String
 
     init(_ issue: ConfigIssue) {
         file = issue.file
-        var r = ""
-        if let line = issue.line { r += "line \(line): " }
-        if let key = issue.key { r += "\(key): " }
-        reason = r + issue.message
+        description = issue.description
     }
 
-    public init(file: String, reason: String) { self.file = file; self.reason = reason }
+    /// Every issue of a config file, one per line.
+    init(_ errors: ConfigErrors) {
+        file = errors.issues.first?.file ?? "(config)"
+        description = errors.description
+    }
+
+    /// On one line, for a reply: issues joined by "; ".
+    public var oneLine: String { description.split(separator: "\n").joined(separator: "; ") }
+
+    public init(file: String, reason: String) {
+        self.file = file
+        description = "\(file): \(reason)"
+    }
+
+    static let cancelled = LoadFailure(file: "(reload)", reason: "cancelled: cued is stopping")
 }
 
 public enum RuntimeLoader {
     /// Loads the cues the config and directories name and checks every
-    /// reference (cue gains, transitions) against what loaded.
-    public static func load(config: Config, directories: [String]) throws(LoadFailure) -> (Runtime, warnings: [String]) {
+    /// reference (cue gains, transitions) against what loaded. Blocking.
+    public static func load(config: Config, settings: Settings, environment: [String: String],
+                            cancelled: @escaping @Sendable () -> Bool = { false }) throws(LoadFailure) -> (Runtime, warnings: [String]) {
         var files: [String: String] = [:]
         for (name, setting) in config.cues { if let f = setting.file { files[name] = f } }
+        let directories = settings.sounds
         let result: CueBankLoader.Result
         do {
             result = try CueBankLoader().load(directories: directories, files: files)
         } catch {
             switch error {
             case .brokenConfigured(let name, let e):
-                throw LoadFailure(file: e.path, reason: e.reason + " (cue '\(name)', \(config.path ?? "config")"
-                                  + (config.lines["cues.\(name).file"].map { " line \($0)" } ?? "") + ")")
+                let at = config.lines["cues.\(name).file"].map { "\(config.path ?? "config"):\($0)" } ?? (config.path ?? "config")
+                throw LoadFailure(file: e.path, reason: e.reason + " (cue '\(name)', \(at))")
             case .brokenRequired(let e): throw LoadFailure(file: e.path, reason: e.reason)
-            case .missingRequired: throw LoadFailure(file: directories.first ?? "(sounds)", reason: "\(error)")
+            case .missingRequired(let name, let dirs):
+                throw LoadFailure(file: dirs.first ?? "(sounds)", reason:
+                    "required cue '\(name)' not found; searched: \(dirs.isEmpty ? "(no sounds directories)" : dirs.joined(separator: ", ")). "
+                    + "Install the cues (make install), or point --sounds or the config's `sounds` at a directory holding psst1, psst2 and pop")
             }
         }
+        if cancelled() { throw .cancelled }
         for name in config.cues.keys.sorted() where result.bank[name] == nil {
             throw LoadFailure(config.issue("cues.\(name)", "no file given and no cue '\(name)' in \(directories.joined(separator: ", "))"))
         }
@@ -67,6 +88,7 @@ public enum RuntimeLoader {
         where !cue.isEmpty && result.bank[cue] == nil {
             throw LoadFailure(config.issue("transitions.\"\(t)\"", "no cue named '\(cue)' (cues: \(result.bank.names.joined(separator: " ")))"))
         }
-        return (Runtime(bank: result.bank, config: config), result.warnings)
+        let theme = SoundTheme(name: settings.theme, environment: environment)
+        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme), result.warnings + theme.warnings)
     }
 }

@@ -1,227 +1,131 @@
 import CuedAudio
-import CuedClient
 import CuedConfig
 import CuedCore
 import CuedProtocol
-import Foundation
+import CuedSystem
 import Logging
+import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
 
-/// Everything `cued` can be told on its command line. Optional settings are
-/// nil when the flag was not given: then the config file, then the default, applies.
-public struct DaemonOptions: Sendable {
-    public var socketPath: String
-    /// `--config PATH` (must exist); nil: the default path, if it exists.
-    public var configPath: String?
-    public var defaultConfigPath: String
-    public var sink: String?
-    public var latencyMs: Int?
-    public var voices: Int?
-    public var idleCloseSeconds: Double?
-    public var soundDirectories: [String]?
-    public var defaultSoundDirectories: [String]
-    public var muted: Bool?
-    public var sessionTTLSeconds = 300.0
-    public var limits = Daemon.Limits()
-    public var statePath: String
-    /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
-    public var hangAudioForTesting = false
-
-    public init(socketPath: String, defaultConfigPath: String, defaultSoundDirectories: [String], statePath: String) {
-        self.socketPath = socketPath; self.defaultConfigPath = defaultConfigPath
-        self.defaultSoundDirectories = defaultSoundDirectories; self.statePath = statePath
-    }
-
-    /// Reads the config file: the explicit one (an error if missing), else the
-    /// default one if it exists, else none.
-    public func loadConfig() throws(ConfigErrors) -> Config {
-        let path: String
-        if let configPath { path = configPath } else {
-            guard FileManager.default.fileExists(atPath: defaultConfigPath) else { return Config() }
-            path = defaultConfigPath
-        }
-        return try Self.loadGuarded(path)
-    }
-
-    /// Loads a config file, first making sure it cannot crash the parser (see `ConfigGuard`).
-    public static func loadGuarded(_ path: String) throws(ConfigErrors) -> Config {
-        if FileManager.default.isReadableFile(atPath: path), let crash = ConfigGuard.probe(path) {
-            throw ConfigErrors(issues: [crash])
-        }
-        return try ConfigLoader.load(path: path)
-    }
-
-    /// The settings in force: flag, else config, else default.
-    public func effective(_ c: Config) -> (sink: SinkSpec, latencyMs: Int, voices: Int, idleCloseSeconds: Double, sounds: [String]) {
-        (SinkSpec.parse(sink ?? c.sink ?? "alsa:default") ?? .alsa("default"), latencyMs ?? c.latencyMs ?? 10,
-         voices ?? c.voices ?? 16, idleCloseSeconds ?? c.idleCloseS ?? 30, soundDirectories ?? c.sounds ?? defaultSoundDirectories)
-    }
-
-    /// Loads the config and every cue it and the directories name.
-    public func loadRuntime() throws(LoadFailure) -> Runtime {
-        var config: Config
-        do { config = try loadConfig() } catch { throw LoadFailure(error.issues[0]) }
-        if muted != nil { config.muted = nil }  // the flag wins
-        return try RuntimeLoader.load(config: config, directories: effective(config).sounds).0
-    }
-}
-
-/// `--sink SPEC`: `alsa[:PCM]`, `null` or `wav:PATH`.
-public enum SinkSpec: Sendable, Equatable {
-    case alsa(String)
-    case null
-    case wav(String)
-    /// A fault-injecting sink for tests (see `FaultSink`).
-    case fault(String)
-
-    public static func parse(_ s: String) -> SinkSpec? {
-        if s.hasPrefix("fault:") {
-            guard case .success = FaultSink.parse(String(s.dropFirst(6))) else { return nil }
-            return .fault(String(s.dropFirst(6)))
-        }
-        if s == "alsa" { return .alsa("default") }
-        if s == "null" { return .null }
-        if s.hasPrefix("alsa:"), s.count > 5 { return .alsa(String(s.dropFirst(5))) }
-        if s.hasPrefix("wav:"), s.count > 4 { return .wav(String(s.dropFirst(4))) }
-        return nil
-    }
-
-    func makeSink(latencyMs: Int) -> any Sink {
-        switch self {
-        case .alsa(let pcm): return ALSASink(device: pcm, latencyMs: latencyMs)
-        case .null: return NullSink(latencyMs: latencyMs)
-        case .wav(let path): return WAVSink(path: path, latencyMs: latencyMs)
-        case .fault(let spec):
-            guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latencyMs) else { return NullSink(latencyMs: latencyMs) }
-            return sink
-        }
-    }
-}
-
-/// A start-up failure with the exit code cued should end with.
-public struct StartupError: Error, CustomStringConvertible {
-    public let message: String
-    public let exitCode: Int32
-    public var description: String { message }
-    public static let configExit: Int32 = 78  // EX_CONFIG
-}
-
-public enum SoundDirectories {
-    /// The installed (or source tree) cues, then the user's own.
-    public static func defaults(environment: [String: String]) -> [String] {
-        var dirs: [String] = []
-        let exeDir = (((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")) ?? CommandLine.arguments[0]) as NSString)
-            .deletingLastPathComponent
-        let installed = (exeDir as NSString).appendingPathComponent("../share/cued/sounds")
-        if FileManager.default.fileExists(atPath: installed) {
-            dirs.append((installed as NSString).standardizingPath)
-        } else {
-            // Running from a build tree (.build/release/cued): the repo's Sounds/.
-            var dir = exeDir
-            for _ in 0..<5 {
-                let candidate = dir + "/Sounds"
-                if FileManager.default.fileExists(atPath: candidate + "/psst1.wav") { dirs.append(candidate); break }
-                dir = (dir as NSString).deletingLastPathComponent
-            }
-        }
-        dirs.append(XDGDirectory.path("XDG_DATA_HOME", else: ".local/share", environment: environment) + "/cued/sounds")
-        return dirs
-    }
-}
-
-/// The running daemon: cue bank, audio engine, socket server, signals.
+/// The running daemon: settings, cue bank, audio engine, socket server,
+/// signals. Threads: the main thread waits for signals; one NIO event loop
+/// does protocol work only; the audio thread mixes and writes; a small pool
+/// runs blocking jobs (reload, decoding, state saves); a log writer thread.
+/// No Swift concurrency and no dispatch queues, whose worker-thread monitor
+/// would wake an idle daemon every second.
 public final class Server: Sendable {
-    public let options: DaemonOptions
+    public let options: CommandLineOptions
     public let logger: Logger
+    /// How long playing cues may finish at SIGTERM.
+    static let graceMs = 500
 
-    public init(options: DaemonOptions, logger: Logger) {
+    public init(options: CommandLineOptions, logger: Logger) {
         self.options = options; self.logger = logger
     }
 
-    /// Runs until SIGTERM/SIGINT. Synchronous on purpose: no Swift concurrency
-    /// and no dispatch queues, whose worker-thread monitor would wake an idle
-    /// daemon every second. Signals are blocked in every thread and taken here
-    /// with sigwaitinfo.
-    public func run() throws {
+    /// Runs until SIGTERM/SIGINT.
+    public func run() throws(StartupError) {
         umask(0o077)
-        signal(SIGPIPE, SIG_IGN)
-        let handled = Signals.blockForSigwait([SIGTERM, SIGINT, SIGHUP])
+        let signals = Signals.block()
+        let env = options.environment
+
+        // Settings, then every cue: a bad config, a missing cue or a sink that
+        // cannot work as configured ends cued at once (exit 78) with the fix.
         let config: Config
         do { config = try options.loadConfig() } catch {
-            throw StartupError(message: "invalid config:\n" + error.description, exitCode: StartupError.configExit)
+            throw StartupError("invalid config:\n" + error.description, exitCode: StartupError.configExit)
         }
-        let settings = options.effective(config)
+        var startConfig = config
+        if options.muted != nil { startConfig.muted = nil }
+        let settings = options.effective(startConfig)
         let runtime: Runtime
         do {
-            let (rt, warnings) = try RuntimeLoader.load(config: config, directories: settings.sounds)
+            let (rt, warnings) = try RuntimeLoader.load(config: startConfig, settings: settings, environment: env)
             for w in warnings { logger.warning("\(w)") }
             runtime = rt
         } catch {
-            throw StartupError(message: error.description, exitCode: StartupError.configExit)
+            throw StartupError(error.description, exitCode: StartupError.configExit)
+        }
+        let sink = makeSink(settings)
+        do { try sink.preflight() } catch {
+            throw StartupError("sink \(settings.sink): \(error.message)", exitCode: StartupError.configExit)
         }
         logger.info("cues loaded", metadata: ["cues": "\(runtime.bank.names.joined(separator: " "))",
                                                 "dirs": "\(settings.sounds.joined(separator: ":"))",
                                                 "config": "\(config.path ?? "none")"])
 
         // Mute at start: the flag, else the saved state, else the config.
-        let store = StateStore(path: options.statePath)
-        let saved = FileManager.default.fileExists(atPath: options.statePath) ? (try? store.load()) : nil
-        let muted = options.muted ?? saved?.muted ?? config.muted ?? false
+        let statePath = options.statePath
+        let stale = StateFile.removeStaleTemps(beside: statePath)
+        if stale > 0 { logger.info("removed stale temp files of the state", metadata: ["count": "\(stale)"]) }
+        var saved = SavedState()
+        do { saved = try StateFile.load(statePath) ?? SavedState() } catch {
+            logger.error("cannot read the saved state; starting from defaults", metadata: ["error": "\(error)"])
+        }
+        let muted = options.muted ?? (FileSystem.entry(statePath) != .none ? saved.muted : nil) ?? config.muted ?? false
 
-        let env = ProcessInfo.processInfo.environment
         let notifier = SystemdNotifier(environment: env)
         let activated = SocketActivation.inheritedSocket(environment: env)
         if activated == nil { try SocketFile.prepare(options.socketPath) }
+        var limits = options.limits
+        let fdLimit = DescriptorLimit.raise()
+        if limits.maxClients > DescriptorLimit.maxClients(for: fdLimit) {
+            limits.maxClients = DescriptorLimit.maxClients(for: fdLimit)
+            logger.warning("connection cap lowered to fit the descriptor limit",
+                           metadata: ["max_clients": "\(limits.maxClients)", "nofile": "\(fdLimit)"])
+        }
+
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let loop = group.next()
+        // Two threads: a long reload never holds up a state save or a theme sound.
+        let jobs = NIOThreadPool(numberOfThreads: 2)
+        jobs.start()
 
         var engineConfig = AudioEngine.Configuration()
         engineConfig.voices = settings.voices
         engineConfig.idleCloseSeconds = settings.idleCloseSeconds
         engineConfig.hangOnPlayForTesting = options.hangAudioForTesting
-        let log = logger
-        let lastError = Mutex<String?>(nil)
-        let engine = AudioEngine(sink: settings.sink.makeSink(latencyMs: settings.latencyMs), configuration: engineConfig) { event in
-            switch event {
-            case .opened(let f):
-                lastError.withLock { $0 = nil }
-                log.info("audio device opened", metadata: ["sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
-                                                            "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
-            case .openFailed(let e), .writeFailed(let e):
-                // Logged once per distinct error, not on every retry.
-                let isNew = lastError.withLock { last in defer { last = e }; return last != e }
-                if isNew { log.error("audio device failed; will retry on the next cue", metadata: ["error": "\(e)"]) }
-            case .stopped: log.debug("audio stream stopped (idle)")
-            case .closed: log.info("audio device closed")
-            case .dropped(let cue, let late): log.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
+        let daemonBox = NIOLockedValueBox<Daemon?>(nil)
+        let deviceLog = DeviceLog(logger: logger)
+        let engine = AudioEngine(sink: sink, configuration: engineConfig) { event in
+            // The audio thread: hop to the loop, never wait.
+            loop.execute {
+                deviceLog.log(event)
+                daemonBox.withLockedValue { $0 }?.handle(event)
             }
         }
+        let saver = StateSaver(path: statePath, pool: jobs, logger: logger)
         let opts = options
-        let log2 = logger
-        let daemon = Daemon(engine: engine, runtime: runtime, muted: muted, appMutes: saved?.appMutes ?? [:],
-                            store: store, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds),
-                            limits: options.limits, logger: logger,
-                            loadRuntime: { () throws(LoadFailure) -> Runtime in
-                                let rt = try opts.loadRuntime()
-                                let now = opts.effective(rt.config)
-                                if now.sink != settings.sink || now.latencyMs != settings.latencyMs || now.voices != settings.voices
-                                    || now.idleCloseSeconds != settings.idleCloseSeconds {
-                                    log2.warning("sink, latency_ms, voices and idle_close_s take effect at the next start")
-                                }
-                                return rt
-                            },
-                            onStatusChange: { notifier.notify("STATUS=" + $0) })
-        if options.muted != nil { try? store.save(.init(muted: muted, appMutes: saved?.appMutes ?? [:])) }
+        let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
+        let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, jobs: jobs,
+                            sounds: sounds, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), limits: limits,
+                            logger: logger,
+                            loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
+                            notify: { notifier.notify($0) })
+        daemonBox.withLockedValue { $0 = daemon }
+        if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
         engine.start()
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let table = ConnectionTable(capacity: limits.maxClients)
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
+            // Out of descriptors (EMFILE/ENFILE): stop accepting for a moment instead of spinning.
+            .serverChannelInitializer { channel in
+                channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(backoffProvider: { _ in .milliseconds(100) }))
+                }
+            }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
+                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
                     try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon, table: table))
                 }
             }
         let channel: Channel
@@ -233,7 +137,7 @@ public final class Server: Sendable {
             }
         } catch {
             try? group.syncShutdownGracefully()
-            throw StartupError(message: "cannot listen on \(activated == nil ? options.socketPath : "the inherited socket"): \(error)", exitCode: 1)
+            throw StartupError("cannot listen on \(activated == nil ? options.socketPath : "the inherited socket"): \(error)", exitCode: 1)
         }
         // Only a socket cued created itself is chmod'ed and, at exit, unlinked.
         var socketInode: UInt64?
@@ -244,33 +148,58 @@ public final class Server: Sendable {
         logger.info("cued \(CuedVersion.string) listening", metadata: [
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
             "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
-        notifier.notify("READY=1", "STATUS=" + daemon.statusLine())
-        let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: group.next())
+        let readyStatus = (try? loop.submit { daemon.statusLine() }.wait()) ?? ""
+        notifier.notify("READY=1", "STATUS=" + readyStatus)
+        let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: loop)
 
-        while true {
-            let signal = Signals.wait(handled)
-            if signal == SIGHUP {
-                notifier.notify("RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())")
-                _ = daemon.reload()
-                notifier.notify("READY=1", "STATUS=" + daemon.statusLine())
-                continue
+        loop: while true {
+            let signal = Signals.wait(signals)
+            switch Signals.meaning(signal) {
+            case .reload:
+                loop.execute { daemon.reload().whenSuccess { _ in } }
+            case .ignore:
+                logger.notice("ignored signal", metadata: ["signal": "\(signal)"])
+            case .stop:
+                logger.info("stopping", metadata: ["signal": "\(signal)"])
+                break loop
             }
-            logger.info("stopping", metadata: ["signal": "\(signal)"])
-            notifier.notify("STOPPING=1")
-            break
         }
+        stop(daemon: daemon, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier, socketInode: socketInode)
+    }
+
+    /// SIGTERM: stop accepting, give playing cues up to 500 ms, save what is
+    /// pending, close the device, exit. Bounded: whatever hangs (a stuck
+    /// device, a full disk) cannot keep cued alive past the deadline.
+    private func stop(daemon: Daemon, channel: Channel, group: MultiThreadedEventLoopGroup, saver: StateSaver,
+                      watchdog: RepeatedTask?, notifier: SystemdNotifier, socketInode: UInt64?) {
+        notifier.notify("STOPPING=1")
+        daemon.stopping.store(true, ordering: .relaxed)
+        ExitDeadline.arm(afterMs: Self.graceMs + 1500, logger: logger)
         watchdog?.cancel()
-        // Stop accepting, let playing cues finish (at most 500 ms), close the PCM.
         try? channel.close().wait()
-        engine.shutdown(graceMs: 500)
+        daemon.engine.shutdown(graceMs: Self.graceMs)
+        saver.flush()
         if let socketInode, SocketFile.inode(options.socketPath) == socketInode { unlink(options.socketPath) }
         try? group.syncShutdownGracefully()
         logger.info("stopped")
+        LogWriter.shared.flush(timeoutMs: 200)
+    }
+
+    func makeSink(_ s: Settings) -> any Sink {
+        let latency = s.latencyMs ?? 10
+        switch s.sink {
+        case .alsa(let pcm): return ALSASink(device: pcm, latencyMs: latency)
+        case .null: return NullSink(latencyMs: latency)
+        case .wav(let path): return WAVSink(path: path, latencyMs: latency)
+        case .fault(let spec):
+            guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latency) else { return NullSink(latencyMs: latency) }
+            return sink
+        }
     }
 
     /// WATCHDOG=1 at half systemd's interval, only while the audio thread is
     /// healthy (idle-waiting, or it turned its loop within half the interval).
-    /// A hung audio thread stops the pings and systemd restarts cued.
+    /// It runs on the event loop, so a stuck loop stops the pings too.
     func startWatchdog(engine: AudioEngine, notifier: SystemdNotifier, environment: [String: String],
                        on loop: any EventLoop) -> RepeatedTask? {
         guard notifier.isEnabled, let interval = SystemdNotifier.watchdogInterval(environment: environment) else { return nil }
@@ -291,58 +220,49 @@ public final class Server: Sendable {
     }
 }
 
-enum SocketFile {
-    /// Creates the socket's directory (0700) and clears a stale socket file.
-    /// Refuses if a live daemon answers there, or if the path is not a socket.
-    static func prepare(_ path: String) throws(StartupError) {
-        let dir = (path as NSString).deletingLastPathComponent
-        if !dir.isEmpty, !FileManager.default.fileExists(atPath: dir) {
-            do {
-                try FileManager.default.createDirectory(atPath: dir, withIntermediateDirectories: true,
-                                                        attributes: [.posixPermissions: 0o700])
-            } catch {
-                throw StartupError(message: "cannot create socket directory \(dir): \(error.localizedDescription)", exitCode: 1)
-            }
-        }
-        var st = stat()
-        guard lstat(path, &st) == 0 else { return }
-        guard (st.st_mode & S_IFMT) == S_IFSOCK else {
-            throw StartupError(message: "\(path) exists and is not a socket; remove it or choose another --socket", exitCode: 1)
-        }
-        if isAnswering(path) {
-            throw StartupError(message: "another cued is already running on \(path); not starting a second one", exitCode: 1)
-        }
-        unlink(path)  // stale: nobody listens
-    }
+/// Logs the device's state changes, each distinct failure once.
+final class DeviceLog: Sendable {
+    private let logger: Logger
+    private let lastError = Mutex<String?>(nil)
+    init(logger: Logger) { self.logger = logger }
 
-    /// A live daemon accepts a connection; a stale socket file refuses it.
-    static func isAnswering(_ path: String) -> Bool {
-        (try? CueClient(path: path, timeoutSeconds: 1)) != nil
-    }
-
-    static func inode(_ path: String) -> UInt64? {
-        var st = stat()
-        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    func log(_ event: EngineEvent) {
+        switch event {
+        case .opened(let f):
+            lastError.withLock { $0 = nil }
+            logger.info("audio device opened", metadata: ["sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
+                                                        "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
+        case .openFailed(let e), .writeFailed(let e):
+            let isNew = lastError.withLock { last in defer { last = e }; return last != e }
+            if isNew { logger.error("audio device failed; will retry on the next cue", metadata: ["error": "\(e)"]) }
+        case .streamStopped: logger.debug("audio stream stopped (idle)")
+        case .closed: logger.info("audio device closed")
+        default: break
+        }
     }
 }
 
-enum Signals {
-    /// Blocks `signals` in the calling thread, and so in every thread it starts
-    /// later (they inherit the mask); `wait` then takes them synchronously.
-    static func blockForSigwait(_ signals: [Int32]) -> sigset_t {
-        var set = sigset_t()
-        sigemptyset(&set)
-        for s in signals { sigaddset(&set, s) }
-        pthread_sigmask(SIG_BLOCK, &set, nil)
-        return set
+/// The last resort at SIGTERM: if stopping takes longer than it may (a
+/// device that never returns, a disk that never syncs), the process ends anyway.
+enum ExitDeadline {
+    static func arm(afterMs ms: Int, logger: Logger) {
+        let box = Unmanaged.passRetained(DeadlineArgs(ms: ms, logger: logger))
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { arg in
+            let args = Unmanaged<DeadlineArgs>.fromOpaque(arg!).takeRetainedValue()
+            var ts = timespec(tv_sec: args.ms / 1000, tv_nsec: (args.ms % 1000) * 1_000_000)
+            var rest = timespec()
+            while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
+            args.logger.error("stopping took longer than \(args.ms) ms; exiting anyway")
+            LogWriter.shared.flush(timeoutMs: 100)
+            _exit(0)
+        }, box.toOpaque())
+        if rc == 0 { pthread_detach(thread) } else { box.release() }
     }
 
-    /// The next of the blocked signals.
-    static func wait(_ set: sigset_t) -> Int32 {
-        var set = set
-        while true {
-            let s = sigwaitinfo(&set, nil)
-            if s > 0 { return s }
-        }
+    final class DeadlineArgs: Sendable {
+        let ms: Int
+        let logger: Logger
+        init(ms: Int, logger: Logger) { self.ms = ms; self.logger = logger }
     }
 }

@@ -1,4 +1,6 @@
-import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// systemd's notification protocol, spoken directly: one datagram per message
 /// to `$NOTIFY_SOCKET` (a path, or `@name` in the abstract namespace). No
@@ -6,7 +8,7 @@ import Foundation
 public final class SystemdNotifier: Sendable {
     public let socketPath: String?
 
-    public init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+    public init(environment: [String: String]) {
         socketPath = environment["NOTIFY_SOCKET"].flatMap { $0.isEmpty ? nil : $0 }
     }
 
@@ -14,7 +16,10 @@ public final class SystemdNotifier: Sendable {
 
     /// Sends `KEY=VALUE` lines; returns false if it could not be delivered.
     @discardableResult
-    public func notify(_ fields: String...) -> Bool {
+    public func notify(_ fields: String...) -> Bool { notify(fields) }
+
+    @discardableResult
+    public func notify(_ fields: [String]) -> Bool {
         guard let path = socketPath else { return false }
         let message = Array(fields.joined(separator: "\n").utf8)
         let fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -53,6 +53,13 @@ public enum UntrustedFile {
     /// and the file's size, or an error naming the path if it is anything but
     /// a regular file. The caller closes the descriptor.
     public static func open(_ path: String) throws(FileError) -> (fd: Int32, size: Int) {
+        let file = try openIdentified(path)
+        return (file.fd, file.size)
+    }
+
+    /// `open`, also returning what identifies the file that was opened (from
+    /// the same `fstat`), e.g. to key a cache by the file actually read.
+    public static func openIdentified(_ path: String) throws(FileError) -> OpenedFile {
         // O_NONBLOCK: opening a FIFO must not wait for a writer. The type is
         // then checked on the descriptor itself (no window for a swap).
         let fd = Glibc.open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
@@ -73,7 +80,7 @@ public enum UntrustedFile {
         // A regular file never blocks; reads behave as usual from here.
         let flags = fcntl(fd, F_GETFL)
         if flags >= 0 { _ = fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) }
-        return (fd, Int(st.st_size))
+        return OpenedFile(fd: fd, size: Int(st.st_size), identity: FileIdentity(st))
     }
 
     /// The whole of a small regular file, refusing one over `maxBytes`.
@@ -111,6 +118,36 @@ public enum UntrustedFile {
         }
         return text
     }
+}
+
+/// Which file, in which version: equal identities mean the same file with
+/// (almost certainly) the same content. A rewrite in place within the same
+/// nanosecond and size is the one change it cannot see.
+public struct FileIdentity: Hashable, Sendable, CustomStringConvertible {
+    public let device: UInt64
+    public let inode: UInt64
+    public let size: Int64
+    /// Modification time, nanoseconds since the epoch.
+    public let modifiedNanoseconds: Int64
+
+    public init(device: UInt64, inode: UInt64, size: Int64, modifiedNanoseconds: Int64) {
+        self.device = device; self.inode = inode; self.size = size; self.modifiedNanoseconds = modifiedNanoseconds
+    }
+
+    init(_ st: stat) {
+        self.init(device: UInt64(st.st_dev), inode: UInt64(st.st_ino), size: Int64(st.st_size),
+                  modifiedNanoseconds: Int64(st.st_mtim.tv_sec) &* 1_000_000_000 &+ Int64(st.st_mtim.tv_nsec))
+    }
+
+    public var description: String { "dev \(device) ino \(inode) size \(size) mtime \(modifiedNanoseconds) ns" }
+}
+
+/// A regular file opened by `UntrustedFile.openIdentified`. The caller owns
+/// `fd` and closes it.
+public struct OpenedFile: Sendable {
+    public let fd: Int32
+    public let size: Int
+    public let identity: FileIdentity
 }
 
 /// What is at a path, without following a final symlink.

@@ -1,151 +1,154 @@
-// cued: the cue daemon. Argument parsing and wiring only.
-import ArgumentParser
+// cued: the cue daemon. Argument parsing and wiring only. Plain Swift over
+// Glibc (no Foundation, no ArgumentParser): the daemon stays small in memory
+// and starts in a few milliseconds.
 import CuedConfig
 import CuedCore
 import CuedProtocol
 import CuedServer
-import Foundation
+import CuedSystem
 import Logging
+#if canImport(Glibc)
+import Glibc
+#endif
 
-@main
-struct Cued: ParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "cued",
-        abstract: "Plays short UI cues (psst1, psst2, pop…) the instant a client asks, over a Unix socket.",
-        discussion: """
-            Clients write one line per request: ping, play CUE [GAIN_DB], state pull|release|loading|idle,
-            drag N, drop, mute, unmute, cues, status… Try: printf 'play pop\\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/cued/cued.sock
-            Settings not given as flags come from the config file ($XDG_CONFIG_HOME/cued/cued.toml).
-            """,
-        version: CuedVersion.string)
+func printErr(_ s: String) {
+    let line = s + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
 
-    @Option(help: "Socket path (default: $CUED_SOCKET, else $XDG_RUNTIME_DIR/cued/cued.sock).")
-    var socket: String?
+func fail(_ message: String, code: Int32) -> Never {
+    printErr("cued: " + message)
+    exit(code)
+}
 
-    @Option(help: "Config file (default: $XDG_CONFIG_HOME/cued/cued.toml, if it exists).")
-    var config: String?
+/// EX_USAGE: a bad flag or value, with one line saying which.
+func usageError(_ message: String) -> Never {
+    printErr("cued: \(message) (see cued --help)")
+    exit(64)
+}
 
-    @Option(name: .customLong("check-config"), help: "Check a config file (and the cues it names), print what is wrong, exit 0 or 78.")
-    var checkConfig: String?
+let help = """
+    usage: cued [OPTIONS]
+    Plays short UI cues (psst1, psst2, pop, fail…) the instant a client asks, over a Unix socket.
+    Clients write one line per request: play CUE, state pull|release|loading|idle, drag N, drop,
+    stop, mute, unmute, cues, status… Try:
+      printf 'play pop\\n' | socat - UNIX-CONNECT:$XDG_RUNTIME_DIR/cued/cued.sock
+    Settings not given as flags come from the config file, else the defaults shown.
 
-    @Option(name: .customLong("check-config-syntax"), help: .hidden)
-    var checkConfigSyntax: String?
+    options:
+      --socket PATH           socket (default: $CUED_SOCKET, else $XDG_RUNTIME_DIR/cued/cued.sock)
+      --config PATH           config file (default: $XDG_CONFIG_HOME/cued/cued.toml, if it exists)
+      --check-config PATH     check a config file and the cues it names; exit 0, or 78 with what is wrong
+      --sink SPEC             alsa[:PCM], null or wav:PATH (default alsa:default)
+      --latency-ms N          device buffer in ms, 1…1000 (default: chosen for the device kind)
+      --voices N              cues sounding at once, 1…256; the oldest is faded out for a new one (default 16)
+      --idle-close-s S        close the device after S seconds of silence, 0…86400 (default 30)
+      --session-ttl-s S       named refresh sessions expire after S idle seconds (default 300)
+      --rate-limit N          cues a second one connection may start; 0: no limit (default 200)
+      --max-clients N         connections at once, 1…100000; at the limit the longest idle one is
+                              closed, else the new one gets `err busy` (default 256)
+      --sounds DIR            a directory of cues; repeatable; replaces the default list
+      --muted, --unmuted      start muted or unmuted (overrides the saved state)
+      --log-level L           trace, debug, info, notice, warning, error or critical (default info)
+      -h, --help              this help
+      --version               cued's version
+    signals: TERM/INT stop (playing cues get up to 500 ms), HUP reloads the config and cues,
+    USR1/USR2 and other stray signals are ignored.
+    exit: 0 stopped, 1 cannot listen or run, 64 usage, 78 bad config, sink or cues.
+    """
 
-    @Option(help: "Audio output: alsa[:PCM], null, or wav:PATH (default alsa:default).")
-    var sink: String?
+var options = CommandLineOptions()
+var checkConfig: String?
+var socketFlag: String?
+var logLevel = Logger.Level.info
 
-    @Option(name: .customLong("latency-ms"), help: "Device buffer in ms; the period is about half (default 10).")
-    var latencyMs: Int?
-
-    @Option(help: "Concurrent voices; when all are busy the oldest is faded out and replaced (default 16).")
-    var voices: Int?
-
-    @Option(name: .customLong("idle-close-s"), help: "Close the audio device after this many seconds of silence (default 30).")
-    var idleCloseS: Double?
-
-    @Option(name: .customLong("session-ttl-s"), help: "Named refresh sessions expire after this many idle seconds.")
-    var sessionTTLS: Double = 300
-
-    @Option(name: .customLong("rate-limit"), help: "Cues a second one connection may start (0: no limit).")
-    var rateLimit: Double = 200
-
-    @Option(name: .customLong("max-clients"), help: "Connections at once; more get `err busy` and are closed.")
-    var maxClients: Int = 256
-
-    @Option(name: .customLong("sounds"), help: "A directory of cues (repeatable; replaces the default list).")
-    var sounds: [String] = []
-
-    @Flag(name: .customLong("muted"), help: "Start muted (overrides the saved state).")
-    var startMuted = false
-
-    @Flag(name: .customLong("unmuted"), help: "Start unmuted (overrides the saved state).")
-    var startUnmuted = false
-
-    @Option(name: .customLong("log-level"), help: "trace, debug, info, notice, warning, error or critical.")
-    var logLevel: String = "info"
-
-    func validate() throws {
-        if let sink, !SinkSyntax.isValid(sink) || SinkSpec.parse(sink) == nil {
-            if sink.hasPrefix("fault:"), case .failure(let e) = FaultSink.parse(String(sink.dropFirst(6))) {
-                throw ValidationError(e.message)
-            }
-            throw ValidationError("unknown sink '\(sink)': use alsa[:PCM], null or wav:PATH")
-        }
-        if let latencyMs, !ConfigLoader.latencyRange.contains(latencyMs) { throw ValidationError("--latency-ms must be 1...1000") }
-        if let voices, !ConfigLoader.voicesRange.contains(voices) { throw ValidationError("--voices must be 1...256") }
-        if let idleCloseS, !ConfigLoader.idleCloseRange.contains(idleCloseS) { throw ValidationError("--idle-close-s must be 0...86400") }
-        guard rateLimit >= 0, rateLimit.isFinite else { throw ValidationError("--rate-limit must be ≥ 0") }
-        guard (1...100_000).contains(maxClients) else { throw ValidationError("--max-clients must be 1...100000") }
-        guard sessionTTLS > 0, sessionTTLS.isFinite else { throw ValidationError("--session-ttl-s must be > 0") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level '\(logLevel)'") }
-        guard !(startMuted && startUnmuted) else { throw ValidationError("--muted and --unmuted exclude each other") }
+var args = Array(CommandLine.arguments.dropFirst())[...]
+while let arg = args.popFirst() {
+    // `--flag=value` and `--flag value` both work.
+    var name = arg, inline: String?
+    if arg.hasPrefix("--"), let eq = arg.firstIndex(of: "=") {
+        name = String(arg[..<eq]); inline = String(arg[arg.index(after: eq)...])
     }
-
-    func run() throws {
-        if let checkConfigSyntax { ConfigGuard.syntaxChild(checkConfigSyntax) }
-        // A parent may hand down a blocked signal mask (exec keeps it): unblock
-        // everything so SIGTERM/SIGHUP reach cued's handlers.
-        var none = sigset_t()
-        sigemptyset(&none)
-        pthread_sigmask(SIG_SETMASK, &none, nil)
-        let env = ProcessInfo.processInfo.environment
-        let level = Logger.Level(rawValue: logLevel)!
-        LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level) }
-        let logger = Logger(label: "cued")
-
-        var options = DaemonOptions(
-            socketPath: "",
-            defaultConfigPath: ConfigLoader.defaultPath(environment: env),
-            defaultSoundDirectories: SoundDirectories.defaults(environment: env),
-            statePath: StateStore.defaultPath(environment: env))
-        options.configPath = config
-        options.sink = sink
-        options.latencyMs = latencyMs
-        options.voices = voices
-        options.idleCloseSeconds = idleCloseS
-        options.soundDirectories = sounds.isEmpty ? nil : sounds
-        options.sessionTTLSeconds = sessionTTLS
-        options.limits.playsPerSecond = rateLimit
-        options.limits.maxClients = maxClients
-        options.muted = startMuted ? true : (startUnmuted ? false : nil)
-        options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
-
-        if let checkConfig { check(checkConfig, options) }
-
-        switch SocketLocation.resolve(explicit: socket, environment: env) {
-        case .success(let p): options.socketPath = p
-        case .failure(let e):
-            // Under socket activation the socket comes from systemd; no path is needed.
-            guard SocketActivation.isActivated(environment: env) else { fail(e.message, code: 1) }
-        }
-
-        do {
-            try Server(options: options, logger: logger).run()
-        } catch let e as StartupError {
-            fail(e.message, code: e.exitCode)
-        }
+    func value() -> String {
+        if let inline { return inline }
+        guard let v = args.popFirst() else { usageError("\(name) needs a value") }
+        return v
     }
-
-    /// `--check-config PATH`: the file's syntax, keys and ranges, then the cues it names.
-    func check(_ path: String, _ base: DaemonOptions) -> Never {
-        var options = base
-        options.configPath = path
-        do {
-            let config = try DaemonOptions.loadGuarded(path)
-            _ = try RuntimeLoader.load(config: config, directories: options.effective(config).sounds)
-        } catch let e as ConfigErrors {
-            FileHandle.standardError.write(Data((e.description + "\n").utf8))
-            Foundation.exit(78)
-        } catch {
-            FileHandle.standardError.write(Data("\(error)\n".utf8))
-            Foundation.exit(78)
+    func number<T: LosslessStringConvertible & Comparable>(_ range: ClosedRange<T>) -> T {
+        let v = value()
+        guard let n = T(v), range.contains(n) else { usageError("\(name) must be \(range.lowerBound)…\(range.upperBound), got '\(v)'") }
+        return n
+    }
+    func seconds(_ range: ClosedRange<Double>) -> Double {
+        let v = value()
+        guard let n = RequestParser.decimal(Substring(v)), range.contains(n) else {
+            usageError("\(name) must be a number of seconds in \(Request.number(range.lowerBound))…\(Request.number(range.upperBound)), got '\(v)'")
         }
-        print("\(path): ok")
-        Foundation.exit(0)
+        return n
     }
+    switch name {
+    case "-h", "--help": print(help); exit(0)
+    case "--version": print("cued \(CuedVersion.string)"); exit(0)
+    case "--socket": socketFlag = value()
+    case "--config": options.configPath = value()
+    case "--check-config": checkConfig = value()
+    case "--sink":
+        let s = value()
+        if case .failure(let e) = SinkSpec.parse(s) { usageError(e.message) }
+        options.sink = s
+    case "--latency-ms": options.latencyMs = number(ConfigLoader.latencyRange)
+    case "--voices": options.voices = number(ConfigLoader.voicesRange)
+    case "--idle-close-s": options.idleCloseSeconds = seconds(ConfigLoader.idleCloseRange)
+    case "--session-ttl-s": options.sessionTTLSeconds = seconds(0.001...31_536_000)
+    case "--rate-limit": options.limits.playsPerSecond = seconds(0...1_000_000)
+    case "--max-clients": options.limits.maxClients = number(1...100_000)
+    case "--sounds": options.soundDirectories = (options.soundDirectories ?? []) + [value()]
+    case "--muted": options.muted = true
+    case "--unmuted": options.muted = false
+    case "--log-level":
+        let v = value()
+        guard let l = Logger.Level(rawValue: v) else { usageError("unknown --log-level '\(v)' (trace, debug, info, notice, warning, error, critical)") }
+        logLevel = l
+    default:
+        usageError(arg.hasPrefix("-") ? "unknown option '\(arg)'" : "unexpected argument '\(arg)'")
+    }
+}
+if CommandLine.arguments.contains("--muted") && CommandLine.arguments.contains("--unmuted") {
+    usageError("--muted and --unmuted exclude each other")
+}
 
-    func fail(_ message: String, code: Int32) -> Never {
-        FileHandle.standardError.write(Data("cued: \(message)\n".utf8))
-        Foundation.exit(code)
+
+let env = Environment.current()
+options.environment = env
+options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
+options.reloadDelayMsForTesting = env["CUED_TEST_RELOAD_DELAY_MS"].flatMap { Int($0) } ?? 0
+
+if let checkConfig {
+    switch options.check(configPath: checkConfig) {
+    case .success(let line): print(line); exit(0)
+    case .failure(let e): printErr(e.description); exit(78)
     }
+}
+
+switch SocketLocation.resolve(explicit: socketFlag, environment: env) {
+case .success(let p): options.socketPath = p
+case .failure(let e):
+    // Under socket activation the socket comes from systemd; no path is needed.
+    guard SocketActivation.isActivated(environment: env) else { fail(e.message, code: 1) }
+}
+
+// A parent may hand down a blocked signal mask (exec keeps it): start clean.
+var none = sigset_t()
+sigemptyset(&none)
+pthread_sigmask(SIG_SETMASK, &none, nil)
+StandardStreams.ensureOpen()
+let journal = env["JOURNAL_STREAM"] != nil
+let level = logLevel
+LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level, journal: journal) }
+
+do {
+    try Server(options: options, logger: Logger(label: "cued")).run()
+    exit(0)
+} catch {
+    fail(error.message, code: error.exitCode)
 }

@@ -1,4 +1,4 @@
-// cuesynth: writes cued's original cues (psst1, psst2, pop) as 48 kHz 16-bit
+// cuesynth: writes cued's original cues (psst1, psst2, pop, fail) as 48 kHz 16-bit
 // mono WAV through libsndfile, and optionally a picture of them. Deterministic:
 // the same source gives the same bytes on every run.
 import CSndFile
@@ -40,7 +40,7 @@ while let a = args.popFirst() {
         picture = v
     case "--report": report = true
     case "-h", "--help":
-        print("usage: cuesynth [--out DIR] [--picture PNG] [--report]\n  writes DIR/psst1.wav, DIR/psst2.wav, DIR/pop.wav (default DIR: Sounds)")
+        print("usage: cuesynth [--out DIR] [--picture PNG] [--report]\n  writes DIR/psst1.wav, DIR/psst2.wav, DIR/pop.wav, DIR/fail.wav (default DIR: Sounds)")
         exit(0)
     default: fail("unknown argument '\(a)' (try --help)")
     }

@@ -6,7 +6,7 @@ import TestSupport
 /// The committed cues in Sounds/ held to the quality bars of the cues issue.
 @Suite struct CueSoundsTests {
     static let durations: [String: ClosedRange<Double>] = [
-        "psst1": 0.120...0.250, "psst2": 0.200...0.400, "pop": 0.040...0.120,
+        "psst1": 0.120...0.250, "psst2": 0.200...0.400, "pop": 0.040...0.120, "fail": 0.080...0.250,
     ]
 
     func committed(_ name: String) throws -> (wav: WAVData, x: [Double]) {
@@ -67,6 +67,25 @@ import TestSupport
         #expect(c1 >= 1.2 * c2, "psst1 centroid \(c1) Hz vs psst2 \(c2) Hz")
         let popLow = CueAnalysis.energyFraction(below: 2_000, try committed("pop").x, sampleRate: 48_000)
         #expect(popLow > 0.8, "pop has \(popLow * 100) % of its energy below 2 kHz")
+    }
+
+    /// fail: lower and duller than pop, falling, nothing harsh.
+    @Test func failIsLowDullAndFalls() throws {
+        let fail = try committed("fail").x, pop = try committed("pop").x
+        let cf = CueAnalysis.spectralCentroid(fail, sampleRate: 48_000), cp = CueAnalysis.spectralCentroid(pop, sampleRate: 48_000)
+        #expect(cf <= 0.7 * cp, "fail centroid \(cf) Hz vs pop \(cp) Hz")
+        let below1k = CueAnalysis.energyFraction(below: 1_000, fail, sampleRate: 48_000)
+        #expect(below1k > 0.9, "fail has \(below1k * 100) % of its energy below 1 kHz")
+        let above3k = 1 - CueAnalysis.energyFraction(below: 3_000, fail, sampleRate: 48_000)
+        #expect(above3k < 0.005, "fail has \(above3k * 100) % of its energy above 3 kHz")
+        // Two notes, the second lower: the strongest frequency of each part.
+        func strongest(_ x: ArraySlice<Double>) -> Double {
+            let (binHz, p) = CueAnalysis.powerSpectrum(Array(x), sampleRate: 48_000)
+            return Double(p.indices.max { p[$0] < p[$1] }!) * binHz
+        }
+        let first = strongest(fail[240..<3_840]), second = strongest(fail[4_800..<9_120])
+        #expect(first / second > 1.1 && first / second < 1.35, "\(first) Hz then \(second) Hz")
+        #expect(second < 300, "the second note is at \(second) Hz")
     }
 
     @Test func analysisIsSound() {

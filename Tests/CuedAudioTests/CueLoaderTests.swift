@@ -41,7 +41,7 @@ import TestSupport
         let path = dir.file("exact.wav")
         try WAV.write(path, int16: pcm, sampleRate: 48_000, channels: 1)
         let cue = try CueLoader().load(path: path, name: "exact")
-        #expect(cue.samples == pcm.flatMap { [Float($0) / 32768, Float($0) / 32768] })
+        #expect(Array(cue.samples) == pcm.flatMap { [Float($0) / 32768, Float($0) / 32768] })
     }
 
     @Test func flacAndFloatWork() throws {

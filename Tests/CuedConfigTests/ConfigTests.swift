@@ -110,16 +110,49 @@ import TestSupport
 
     @Test func exampleConfigIsValid() throws {
         let path = TestPaths.repoRoot.appendingPathComponent("docs/cued.example.toml").path
-        let c = try ConfigLoader.load(path: path)
+        let c = try ConfigLoader.load(path: path, home: "/home/me")
         #expect(c.sink == "alsa:default")
         #expect(c.transitions[Transition(from: .release, to: .pull)] == "")
         #expect(c.apps["dashboard"]?.muted == true)
     }
 
     @Test func missingFileIsAnIssue() {
-        do { _ = try ConfigLoader.load(path: "/nonexistent/cued.toml"); Issue.record("loaded") } catch {
+        do { _ = try ConfigLoader.load(path: "/nonexistent/cued.toml", home: "/h"); Issue.record("loaded") } catch {
             #expect(error.description.contains("/nonexistent/cued.toml"))
             #expect(error.description.contains("no such file"))
+        }
+    }
+
+    @Test func homeIsTheGivenHome() throws {
+        let c = try ConfigLoader.parse("sounds = [\"~/s\", \"~\"]\n", file: "/etc/x/cued.toml", home: "/custom/home")
+        #expect(c.sounds == ["/custom/home/s", "/custom/home"])
+    }
+
+    @Test func newKeys() throws {
+        let c = try ConfigLoader.parse("""
+            theme = "ocean"
+            theme_cache_mb = 4.5
+            [stream]
+            "media.role" = "notification"
+            "application.name" = "My cues"
+            """, file: "/c.toml", home: "/h")
+        #expect(c.theme == "ocean")
+        #expect(c.themeCacheMB == 4.5)
+        #expect(c.stream == ["media.role": "notification", "application.name": "My cues"])
+    }
+
+    @Test(arguments: [
+        ("theme = \"a/b\"", "theme"),
+        ("theme_cache_mb = 5000", "theme_cache_mb"),
+        ("[stream]\n\"media role\" = \"x\"", "stream.\"media role\""),
+        ("[stream]\n\"media.role\" = \"a\\\"b\"", "stream.\"media.role\""),
+        ("[stream]\n\"media.role\" = 3", "stream.\"media.role\""),
+        ("sink = \"wav:relative.wav\"", "sink"),
+        ("sink = \"alsa:\"", "sink"),
+    ])
+    func newKeyErrors(text: String, key: String) {
+        do { _ = try ConfigLoader.parse(text, file: "/c.toml", home: "/h"); Issue.record("accepted: \(text)") } catch {
+            #expect(error.issues.first?.key == key, "\(error)")
         }
     }
 }

@@ -54,19 +54,23 @@ final class DaemonHarness: @unchecked Sendable {
 
     /// Starts cued with `args` (plus --socket and --sounds unless given) and waits until it answers.
     /// `config`: the text of `$XDG_CONFIG_HOME/cued/cued.toml` (%DIR% replaced), if any.
+    /// `launcher`: a command cued is run under (e.g. `prlimit --nofile=32`).
     init(cues: [String: [Int16]] = Fixture.standard, args: [String], extraEnv: [String: String] = [:],
-         config: String? = nil, waitReady: Bool = true) throws {
+         config: String? = nil, waitReady: Bool = true, launcher: [String] = [], stderrPath: String? = nil) throws {
         if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { socketPath = args[i + 1] }
         else { socketPath = dir.file("run/cued/cued.sock") }
         soundsDir = dir.file("sounds")
+        // What a login manager makes: XDG_RUNTIME_DIR, 0700 (cued creates only its cued/ in it).
+        mkdir(dir.file("run"), 0o700)
         try Fixture.writeCues(into: soundsDir, cues)
         if let config { try writeConfig(config) }
         // %DIR% in an argument stands for this harness's temp directory.
         var full = args.map { $0.replacingOccurrences(of: "%DIR%", with: dir.path) }
         if !args.contains("--socket") { full += ["--socket", self.socketPath] }
         if !args.contains("--sounds") { full += ["--sounds", soundsDir] }
-        process = try Subprocess(TestPaths.binary("cued"), full, env: environment.merging(extraEnv) { $1 },
-                                 stderr: dir.file("stderr.log"))
+        let command = launcher + [TestPaths.binary("cued")] + full
+        process = try Subprocess(command[0], Array(command.dropFirst()), env: environment.merging(extraEnv) { $1 },
+                                 stderr: stderrPath ?? dir.file("stderr.log"))
         if waitReady { try waitUntilAnswering() }
     }
 

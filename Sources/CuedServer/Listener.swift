@@ -1,0 +1,98 @@
+import CuedClient
+import CuedProtocol
+import CuedSystem
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The socket file and its directory, made safe before cued listens.
+enum SocketFile {
+    /// Checks (or creates, 0700) the socket's directory and clears a stale
+    /// socket file. The directory must be cued's user's own and closed to
+    /// others: anyone who can write there could replace the socket. Refuses
+    /// if a live daemon answers there, or if the path is not a socket.
+    static func prepare(_ path: String) throws(StartupError) {
+        let dir = Path.directory(path)
+        switch FileSystem.entry(dir) {
+        case .none:
+            // Only the last directory is created: a missing parent (say,
+            // XDG_RUNTIME_DIR itself, which the login manager makes) is an error.
+            let parent = Path.directory(dir)
+            guard FileSystem.isDirectory(parent) else {
+                throw StartupError("\(parent) does not exist, so the socket directory \(dir) cannot be created. "
+                                   + "XDG_RUNTIME_DIR (normally /run/user/UID) is made by the login manager; "
+                                   + "log in through one, or pass --socket PATH in a directory that exists", exitCode: 1)
+            }
+            guard mkdir(dir, 0o700) == 0 || errno == EEXIST else {
+                let e = errno
+                throw StartupError("cannot create socket directory \(dir): \(errnoString(e))", exitCode: 1)
+            }
+        case .directory:
+            break
+        default:
+            throw StartupError("\(dir) exists and is not a directory; remove it or choose another --socket", exitCode: 1)
+        }
+        try checkPrivate(dir)
+        var st = stat()
+        guard lstat(path, &st) == 0 else { return }
+        guard (st.st_mode & S_IFMT) == S_IFSOCK else {
+            throw StartupError("\(path) exists and is not a socket; remove it or choose another --socket", exitCode: 1)
+        }
+        if isAnswering(path) {
+            throw StartupError("another cued is already running on \(path); not starting a second one", exitCode: 1)
+        }
+        unlink(path)  // stale: nobody listens
+    }
+
+    /// The directory must be owned by us and not writable by group or others.
+    static func checkPrivate(_ dir: String) throws(StartupError) {
+        var st = stat()
+        guard lstat(dir, &st) == 0 else {
+            let e = errno
+            throw StartupError("cannot inspect socket directory \(dir): \(errnoString(e))", exitCode: 1)
+        }
+        if st.st_uid != getuid() {
+            throw StartupError("socket directory \(dir) belongs to uid \(st.st_uid), not to this user (uid \(getuid())); "
+                               + "another user could replace the socket. Remove it (it is recreated), or choose another --socket", exitCode: 1)
+        }
+        let mode = st.st_mode & 0o777
+        if mode & 0o022 != 0 {
+            throw StartupError("socket directory \(dir) is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(mode, radix: 8))); "
+                               + "another user could replace the socket. Fix it with: chmod 700 \(dir)", exitCode: 1)
+        }
+    }
+
+    /// A live daemon accepts a connection; a stale socket file refuses it.
+    static func isAnswering(_ path: String) -> Bool {
+        (try? CueClient(path: path, timeoutSeconds: 1)) != nil
+    }
+
+    static func inode(_ path: String) -> UInt64? {
+        var st = stat()
+        return lstat(path, &st) == 0 ? UInt64(st.st_ino) : nil
+    }
+}
+
+/// Descriptors: the soft RLIMIT_NOFILE is raised to the hard one, and the
+/// connection cap kept below it with room for the device, files and jobs.
+enum DescriptorLimit {
+    /// Descriptors kept free of connections: the listening socket, the event
+    /// loop, the audio device (a sound server's plugin uses several), sound
+    /// files being decoded, the state file, a config probe.
+    static let reserve = 64
+
+    /// Raises the soft limit to the hard limit; returns the soft limit in force.
+    static func raise() -> Int {
+        var lim = rlimit()
+        guard getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &lim) == 0 else { return 1024 }
+        if lim.rlim_cur < lim.rlim_max {
+            var raised = lim
+            raised.rlim_cur = lim.rlim_max
+            if setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &raised) == 0 { lim = raised }
+        }
+        return lim.rlim_cur > rlim_t(Int32.max) ? Int(Int32.max) : Int(lim.rlim_cur)
+    }
+
+    /// The most connections `limit` descriptors allow.
+    static func maxClients(for limit: Int) -> Int { max(1, limit - reserve) }
+}

@@ -1,0 +1,176 @@
+import CuedAudio
+import CuedConfig
+import CuedCore
+import CuedProtocol
+import CuedSystem
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What `cued` was told on its command line. Optional settings are nil when
+/// the flag was not given: then the config file, then the default, applies.
+public struct CommandLineOptions: Sendable {
+    public var socketPath = ""
+    /// `--config PATH` (must exist); nil: the default path, if anything is there.
+    public var configPath: String?
+    public var sink: String?
+    public var latencyMs: Int?
+    public var voices: Int?
+    public var idleCloseSeconds: Double?
+    public var soundDirectories: [String]?
+    public var muted: Bool?
+    public var sessionTTLSeconds = 300.0
+    public var limits = Daemon.Limits()
+    /// The process environment, read once at start.
+    public var environment: [String: String] = [:]
+    /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
+    public var hangAudioForTesting = false
+    /// Test hook (CUED_TEST_RELOAD_DELAY_MS=N): every reload takes N ms longer,
+    /// as one decoding many long cues does, so tests can show who waits for it.
+    public var reloadDelayMsForTesting = 0
+
+    public init() {}
+
+    var home: String { Environment.home(environment) }
+    public var defaultConfigPath: String { ConfigLoader.defaultPath(environment: environment) }
+    public var statePath: String { StateFile.defaultPath(environment: environment) }
+    public var defaultSoundDirectories: [String] { SoundDirectories.defaults(environment: environment) }
+
+    /// Reads the config file: the explicit one (an error if missing), else
+    /// the default one if anything is at that path (a dangling symlink or a
+    /// FIFO there is an error, not "no config"), else none.
+    public func loadConfig() throws(ConfigErrors) -> Config {
+        let path: String
+        if let configPath { path = configPath } else {
+            guard FileSystem.entry(defaultConfigPath) != .none else { return Config() }
+            path = defaultConfigPath
+        }
+        return try ConfigLoader.load(path: path, home: home)
+    }
+
+    /// The settings in force: flag, else config, else default.
+    public func effective(_ c: Config) -> Settings {
+        var s = Settings()
+        s.sink = (try? SinkSpec.parse(sink ?? c.sink ?? "alsa:default").get()) ?? .alsa("default")
+        s.latencyMs = latencyMs ?? c.latencyMs
+        s.voices = voices ?? c.voices ?? 16
+        s.idleCloseSeconds = idleCloseSeconds ?? c.idleCloseS ?? 30
+        s.sounds = soundDirectories ?? c.sounds ?? defaultSoundDirectories
+        s.theme = c.theme ?? "freedesktop"
+        s.themeCacheBytes = Int((c.themeCacheMB ?? Settings.defaultThemeCacheMB) * 1_048_576)
+        s.stream = c.stream
+        return s
+    }
+
+    /// Loads the config and every cue it and the directories name (blocking:
+    /// call it off the event loop).
+    public func loadRuntime(cancelled: @escaping @Sendable () -> Bool = { false }) throws(LoadFailure) -> (Runtime, warnings: [String]) {
+        var waited = 0
+        while waited < reloadDelayMsForTesting {
+            if cancelled() { throw .cancelled }
+            usleep(10_000)
+            waited += 10
+        }
+        var config: Config
+        do { config = try loadConfig() } catch { throw LoadFailure(error) }
+        if muted != nil { config.muted = nil }  // the flag wins
+        let settings = effective(config)
+        return try RuntimeLoader.load(config: config, settings: settings, environment: environment, cancelled: cancelled)
+    }
+
+    /// `--check-config PATH`: the file's syntax, keys and ranges, then the cues it names.
+    public func check(configPath path: String) -> Result<String, LoadFailure> {
+        var o = self
+        o.configPath = path
+        do {
+            _ = try o.loadRuntime()
+            return .success("\(path): ok")
+        } catch {
+            return .failure(error)
+        }
+    }
+}
+
+/// The settings in force, resolved once from flags, config and defaults.
+public struct Settings: Sendable, Equatable {
+    public static let defaultThemeCacheMB = 16.0
+    public var sink = SinkSpec.alsa("default")
+    /// nil: chosen for the device's kind.
+    public var latencyMs: Int?
+    public var voices = 16
+    public var idleCloseSeconds = 30.0
+    public var sounds: [String] = []
+    public var theme = "freedesktop"
+    public var themeCacheBytes = 16 << 20
+    /// `[stream]`: overrides of the sound-server stream's properties.
+    public var stream: [String: String] = [:]
+
+    public init() {}
+
+    /// The settings that only a restart applies.
+    func restartOnly() -> [String] {
+        ["\(sink)", "\(latencyMs.map(String.init) ?? "auto")", "\(voices)", "\(idleCloseSeconds)", "\(stream.sorted { $0.key < $1.key })"]
+    }
+}
+
+/// `--sink SPEC`: `alsa[:PCM]`, `null`, `wav:PATH`, or `fault:SPEC` for tests.
+public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
+    case alsa(String)
+    case null
+    case wav(String)
+    /// A fault-injecting sink for tests (see `FaultSink`).
+    case fault(String)
+
+    public static func parse(_ s: String) -> Result<SinkSpec, SinkError> {
+        if let problem = SinkSyntax.problem(s) { return .failure(SinkError(problem)) }
+        if s.hasPrefix("fault:") {
+            let spec = String(s.dropFirst(6))
+            if case .failure(let e) = FaultSink.parse(spec) { return .failure(e) }
+            return .success(.fault(spec))
+        }
+        if s == "alsa" { return .success(.alsa("default")) }
+        if s == "null" { return .success(.null) }
+        if s.hasPrefix("alsa:") { return .success(.alsa(String(s.dropFirst(5)))) }
+        return .success(.wav(String(s.dropFirst(4))))
+    }
+
+    public var description: String {
+        switch self {
+        case .alsa(let pcm): return "alsa:" + pcm
+        case .null: return "null"
+        case .wav(let path): return "wav:" + path
+        case .fault(let spec): return "fault:" + spec
+        }
+    }
+}
+
+/// A start-up failure with the exit code cued should end with.
+public struct StartupError: Error, CustomStringConvertible {
+    public let message: String
+    public let exitCode: Int32
+    public init(_ message: String, exitCode: Int32) { self.message = message; self.exitCode = exitCode }
+    public var description: String { message }
+    public static let configExit: Int32 = 78  // EX_CONFIG
+}
+
+public enum SoundDirectories {
+    /// The installed (or source tree) cues, then the user's own.
+    public static func defaults(environment: [String: String]) -> [String] {
+        var dirs: [String] = []
+        let exe = FileSystem.executablePath ?? CommandLine.arguments[0]
+        let exeDir = Path.directory(exe)
+        let installed = Path.normalize(exeDir + "/../share/cued/sounds")
+        if FileSystem.isDirectory(installed) {
+            dirs.append(installed)
+        } else {
+            // Running from a build tree (.build/release/cued): the repo's Sounds/.
+            var dir = exeDir
+            for _ in 0..<5 {
+                if FileSystem.isRegularFile(dir + "/Sounds/psst1.wav") { dirs.append(dir + "/Sounds"); break }
+                dir = Path.directory(dir)
+            }
+        }
+        dirs.append(XDGDirectory.path("XDG_DATA_HOME", else: ".local/share", environment: environment) + "/cued/sounds")
+        return dirs
+    }
+}

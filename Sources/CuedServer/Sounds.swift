@@ -1,0 +1,109 @@
+import CuedAudio
+import CuedCore
+import CuedProtocol
+import CuedSystem
+import NIOConcurrencyHelpers
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// What looking up a sound found.
+public enum SoundLookup: Sendable {
+    case cue(Cue)
+    /// The theme says this event makes no sound (`NAME.disabled`).
+    case disabled
+    case notFound
+    /// It exists but cannot be played: the reply says why (`err bad-file PATH: …`).
+    case failed(Reply)
+}
+
+/// Sounds that are not in the cue bank: the desktop's sound theme and files
+/// played by path, decoded once (off the event loop) and kept in one cache
+/// bounded in bytes, least recently used first out. `cachedThemeSound` only
+/// reads memory (the event loop may call it); everything else touches files
+/// and runs on the job pool. Thread-safe.
+public final class SoundLibrary: Sendable {
+    private struct State {
+        var theme: SoundTheme
+        var cache: SoundCache<SoundKey>
+    }
+    private let state: NIOLockedValueBox<State>
+    private let loader = CueLoader()
+
+    public init(theme: SoundTheme, cacheLimitBytes: Int) {
+        state = NIOLockedValueBox(State(theme: theme, cache: SoundCache(limitBytes: cacheLimitBytes)))
+    }
+
+    private var theme: SoundTheme { state.withLockedValue { $0.theme } }
+
+    /// A theme sound decoded before, if it is still cached (memory only).
+    public func cachedThemeSound(_ name: String) -> Cue? {
+        state.withLockedValue { s in s.cache.get(.theme(theme: s.theme.name, sound: name)) }
+    }
+
+    /// Finds `name` in the theme and decodes it (blocking).
+    public func themeSound(_ name: String) -> SoundLookup {
+        let theme = self.theme
+        let key = SoundKey.theme(theme: theme.name, sound: name)
+        if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .cue(cue) }
+        switch theme.lookup(name) {
+        case .notFound: return .notFound
+        case .disabled: return .disabled
+        case .file(let path):
+            do {
+                let cue = try loader.load(path: path, name: name)
+                state.withLockedValue { s in if s.theme.name == theme.name { s.cache.insert(cue, for: key) } }
+                return .cue(cue)
+            } catch {
+                return .failed(.err(.badFile, "theme sound '\(name)': \(error)"))
+            }
+        }
+    }
+
+    /// Decodes a file by path (blocking), or takes it from the cache if the
+    /// same file (device, inode, size, mtime) was decoded before. The file is
+    /// opened once: its identity and its bytes come from that one open.
+    public func file(_ path: String) -> SoundLookup {
+        let file: OpenedFile
+        do { file = try UntrustedFile.openIdentified(path) } catch { return .failed(.err(.badFile, "\(error)")) }
+        defer { close(file.fd) }
+        let key = SoundKey.file(file.identity)
+        if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .cue(cue) }
+        do {
+            let cue = try loader.load(file, path: path, name: Path.lastComponent(path))
+            state.withLockedValue { _ = $0.cache.insert(cue, for: key) }
+            return .cue(cue)
+        } catch {
+            return .failed(.err(.badFile, "\(error)"))
+        }
+    }
+
+    /// Every name the theme offers (blocking: lists directories).
+    public func themeNames() -> [String] { theme.names() }
+
+    /// After a reload: the new theme and cache size. Sounds of another theme
+    /// are dropped; files stay cached (their identity still says what they are).
+    public func reconfigure(theme: SoundTheme, cacheLimitBytes: Int) {
+        state.withLockedValue { s in
+            let themeChanged = s.theme.name != theme.name || s.theme.chain != theme.chain
+            var cache = SoundCache<SoundKey>(limitBytes: cacheLimitBytes)
+            for key in s.cache.keys.reversed() {  // oldest first, so recency is kept
+                if case .theme = key, themeChanged { continue }
+                if let cue = s.cache.peek(key) { cache.insert(cue, for: key) }
+            }
+            s = State(theme: theme, cache: cache)
+        }
+    }
+
+    public func status() -> Status.Theme {
+        state.withLockedValue { s in
+            var t = Status.Theme()
+            t.name = s.theme.name
+            t.chain = s.theme.chain
+            t.cached = s.cache.count
+            t.cacheBytes = s.cache.bytes
+            t.cacheLimitBytes = s.cache.limitBytes
+            return t
+        }
+    }
+}

@@ -1,0 +1,95 @@
+@testable import CuedCore
+import Testing
+
+@Suite struct SoundCacheTests {
+    /// A cue of `frames` stereo frames: 8 bytes a frame.
+    func cue(_ name: String, frames: Int) -> Cue { Cue(name: name, stereo: [Float](repeating: 0.5, count: frames * 2)) }
+
+    @Test func evictsTheLeastRecentlyUsedToFit() {
+        var c = SoundCache<String>(limitBytes: 8 * 300)
+        let kept1 = c.insert(cue("a", frames: 100), for: "a")
+        #expect(kept1)
+        let kept2 = c.insert(cue("b", frames: 100), for: "b")
+        #expect(kept2)
+        let kept3 = c.insert(cue("c", frames: 100), for: "c")
+        #expect(kept3)
+        #expect(c.count == 3 && c.bytes == 2_400)
+        let a = c.get("a")                        // a is now the most recent
+        #expect(a?.name == "a")
+        #expect(c.keys == ["a", "c", "b"])
+        let kept4 = c.insert(cue("d", frames: 150), for: "d")
+        #expect(kept4)   // b, then c, make room
+        #expect(c.keys == ["d", "a"])
+        #expect(c.bytes == 8 * 250)
+        let b = c.get("b"), cc = c.get("c")
+        #expect(b == nil && cc == nil)
+    }
+
+    @Test func peekLeavesTheOrder() {
+        var c = SoundCache<Int>(limitBytes: 1_000)
+        c.insert(cue("1", frames: 10), for: 1)
+        c.insert(cue("2", frames: 10), for: 2)
+        #expect(c.peek(1)?.name == "1")
+        #expect(c.keys == [2, 1])
+        #expect(c.contains(2) && !c.contains(3))
+    }
+
+    @Test func aCueLargerThanTheLimitIsNotKeptAndEvictsNothing() {
+        var c = SoundCache<String>(limitBytes: 800)
+        c.insert(cue("a", frames: 50), for: "a")
+        let kept5 = c.insert(cue("big", frames: 101), for: "big")
+        #expect(!kept5)
+        #expect(c.keys == ["a"] && c.bytes == 400)
+        let kept6 = c.insert(cue("exact", frames: 100), for: "exact")
+        #expect(kept6)  // exactly the limit fits, alone
+        #expect(c.keys == ["exact"] && c.bytes == 800)
+    }
+
+    @Test func replacingAKeyCountsItsBytesOnce() {
+        var c = SoundCache<String>(limitBytes: 10_000)
+        c.insert(cue("a", frames: 100), for: "a")
+        c.insert(cue("a2", frames: 200), for: "a")
+        let a2 = c.get("a")
+        #expect(c.count == 1 && c.bytes == 1_600 && a2?.name == "a2")
+        c.remove("a")
+        c.remove("missing")
+        #expect(c.count == 0 && c.bytes == 0 && c.keys.isEmpty)
+        c.insert(cue("x", frames: 1), for: "x")
+        c.insert(cue("y", frames: 1), for: "y")
+        c.removeAll()
+        #expect(c.count == 0 && c.bytes == 0 && c.keys.isEmpty)
+        c.insert(cue("z", frames: 1), for: "z")
+        #expect(c.keys == ["z"])
+    }
+
+    @Test func evictedCuesStayAliveWhilePlaying() {
+        var c = SoundCache<String>(limitBytes: 800)
+        let playing = cue("a", frames: 100)
+        c.insert(playing, for: "a")
+        c.insert(cue("b", frames: 100), for: "b")   // evicts a
+        #expect(c.peek("a") == nil)
+        #expect(playing.samples.allSatisfy { $0 == 0.5 })   // the voice's reference keeps the samples
+    }
+
+    /// Many keys, random use: the list and the byte count stay consistent.
+    @Test func staysConsistentUnderChurn() {
+        var c = SoundCache<Int>(limitBytes: 8 * 1_000)
+        var rng = SystemRandomNumberGenerator()
+        var model: [Int] = []  // most recent first
+        for step in 0..<5_000 {
+            let k = Int.random(in: 0..<40, using: &rng)
+            if step % 3 == 0 {
+                c.insert(cue("\(k)", frames: 100), for: k)
+                model.removeAll { $0 == k }
+                model.insert(k, at: 0)
+                if model.count > 10 { model.removeLast(model.count - 10) }
+            } else if c.get(k) != nil {
+                model.removeAll { $0 == k }
+                model.insert(k, at: 0)
+            }
+            #expect(c.keys == model)
+            #expect(c.bytes == c.count * 800)
+            if c.keys != model { break }
+        }
+    }
+}
