@@ -76,7 +76,7 @@ let package = Package(
 // which the compiler imports implicitly and which would add ≈ 1 MB to every
 // statically linked binary.
 for target in package.targets where ["CuedProtocol", "CuedSystem", "CuedCore", "CuedConfig", "CuedAudio", "CuedServer",
-                                      "CuedClient", "cued", "cuectl"].contains(target.name) {
+                                      "CuedClient", "CuectlCommands", "cued", "cuectl"].contains(target.name) {
     target.swiftSettings = (target.swiftSettings ?? []) + [
         .unsafeFlags(["-Xfrontend", "-disable-implicit-string-processing-module-import"]),
     ]

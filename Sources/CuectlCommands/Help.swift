@@ -2,7 +2,7 @@
 /// the completions and the tests are checked against it).
 public enum CuectlHelp {
     /// Kept equal to cued's version (a test compares them).
-    public static let version = "0.1.0"
+    public static let version = "0.2.0"
 
     public static let text = """
         usage: cuectl [--socket PATH] [--session NAME] [--app NAME] COMMAND [ARGS]

@@ -23,10 +23,13 @@ import TestSupport
         ((try? WAV.read(d.capturePath))?.samples.filter { $0 != 0 }.count ?? 0) / 2
     }
 
-    /// --wait returns once the cue has sounded: by then the capture holds all of it.
+    /// --wait returns once the cue has sounded: by then no voice plays and
+    /// the capture holds all of it.
     @Test func playWaitReturnsOnceTheCueHasSounded() throws {
         let d = try daemon()
         #expect(try cuectl(d, ["play", "long", "--wait"]) == (0, "", ""))
+        let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(s.voicesActive == 0 && s.cues["long"]?.played == 1)
         #expect(capturedFrames(d) >= Self.long.count)
     }
 

@@ -155,7 +155,7 @@ import TestSupport
         #expect(pty.waitFor("zmodload zsh/datetime"), "\(pty.text)")
         let start = pty.count
         pty.type("cued --vers\t\n")
-        #expect(pty.waitFor("0.1", from: start), "\(pty.text)")
+        #expect(pty.waitFor(CuectlHelp.version, from: start), "\(pty.text)")
         pty.type("exit\n")
         #expect(pty.wait() != nil)
     }

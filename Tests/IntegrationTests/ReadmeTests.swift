@@ -224,11 +224,11 @@ import TestSupport
         func listed(_ c: ErrorCode) -> Bool {
             switch c {
             case .unknownVerb, .unknownCue, .badArgument, .lineTooLong, .reloadFailed, .forbidden, .busy,
-                 .rateLimited, .badFile, .notPlayed, .internal: return true
+                 .rateLimited, .badFile, .notPlayed, .tooMany, .internal: return true
             }
         }
         let all: [ErrorCode] = [.unknownVerb, .unknownCue, .badArgument, .lineTooLong, .reloadFailed, .forbidden, .busy,
-                                .rateLimited, .badFile, .notPlayed, .internal]
+                                .rateLimited, .badFile, .notPlayed, .tooMany, .internal]
         #expect(all.allSatisfy(listed))
         let documented = Self.tableNames(under: "Error codes")
         #expect(Set(documented) == Set(all.map(\.rawValue)),
