@@ -1,8 +1,10 @@
+import CuedProtocol
+
 /// cuectl's help: the one list of its commands and options (the man page,
 /// the completions and the tests are checked against it).
 public enum CuectlHelp {
-    /// Kept equal to cued's version (a test compares them).
-    public static let version = "0.2.0"
+    /// cued's and cuectl's one version.
+    public static var version: String { CuedVersion.string }
 
     public static let text = """
         usage: cuectl [--socket PATH] [--session NAME] [--app NAME] COMMAND [ARGS]

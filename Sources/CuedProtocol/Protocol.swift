@@ -1,5 +1,10 @@
 // Protocol v1: one UTF-8 line per request, one line per reply.
 
+/// cued's version, shared by cued and cuectl.
+public enum CuedVersion {
+    public static let string = "0.2.0"
+}
+
 public enum ProtocolLimits {
     /// Longest accepted request line in bytes, not counting the LF (nor a CR before it).
     public static let maxLineBytes = 512

@@ -10,10 +10,6 @@ import Synchronization
 import Glibc
 #endif
 
-public enum CuedVersion {
-    public static let string = "0.2.0"
-}
-
 /// A request's answer: now, later (the connection holds its next lines until
 /// then), or a last line before the connection closes.
 enum Response {
