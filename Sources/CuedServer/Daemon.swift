@@ -171,7 +171,7 @@ public final class Daemon: Sendable {
 
     /// Queues a cue; nil on success, an error reply if the audio queue is full.
     private func submit(_ cue: Cue, gainDB: Double, app: String?, receivedAt: UInt64) -> Reply? {
-        guard engine.submit(.play(cue, gain: decibelsToGain(gainDB), requestTime: receivedAt)) else {
+        guard engine.submit(.play(cue, gain: decibelsToGain(gainDB), requestTime: receivedAt, owner: app ?? "", waitID: 0)) else {
             return .err(.internal, "audio queue is full; try again")
         }
         if let app {
@@ -263,6 +263,8 @@ public final class Daemon: Sendable {
         sink.append(("period_frames", f.map { n($0.periodFrames) } ?? .null))
         sink.append(("buffer_frames", f.map { n($0.bufferFrames) } ?? .null))
         sink.append(("error", s.sinkError.map(JSON.string) ?? .null))
+        sink.append(("kind", s.sinkKind.map(JSON.string) ?? .null))
+        sink.append(("device_delay_us", s.deviceDelayMicroseconds.map(n) ?? .null))
 
         let rt = current
         var cues: [(String, JSON)] = []
@@ -282,6 +284,7 @@ public final class Daemon: Sendable {
         if let l = s.latencyPercentiles() {
             latency = [("p50", n(Int(l.p50))), ("p99", n(Int(l.p99))), ("max", n(Int(l.max)))]
         }
+        latency.append(("measures", .string(EngineStats.latencyMeasures)))
 
         var out: [(String, JSON)] = [("version", .string(CuedVersion.string)), ("protocol", n(ProtocolLimits.version))]
         out.append(("pid", n(Int(getpid()))))
@@ -295,6 +298,8 @@ public final class Daemon: Sendable {
         out.append(("clipped_samples", count(s.clipped)))
         out.append(("xruns", count(s.xruns)))
         out.append(("dropped", count(s.dropped)))
+        out.append(("stalls", count(s.stalls)))
+        out.append(("devices_lost", count(s.lost)))
         out.append(("clients", count(clients)))
         out.append(("rate_limited", count(rateLimited)))
         out.append(("refused_busy", count(refusedBusy)))

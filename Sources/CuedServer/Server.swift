@@ -54,8 +54,9 @@ public struct DaemonOptions: Sendable {
     }
 
     /// The settings in force: flag, else config, else default.
-    public func effective(_ c: Config) -> (sink: SinkSpec, latencyMs: Int, voices: Int, idleCloseSeconds: Double, sounds: [String]) {
-        (SinkSpec.parse(sink ?? c.sink ?? "alsa:default") ?? .alsa("default"), latencyMs ?? c.latencyMs ?? 10,
+    /// `latencyMs` nil: the sink picks per kind of device (see `ALSASink.Timing`).
+    public func effective(_ c: Config) -> (sink: SinkSpec, latencyMs: Int?, voices: Int, idleCloseSeconds: Double, sounds: [String]) {
+        (SinkSpec.parse(sink ?? c.sink ?? "alsa:default") ?? .alsa("default"), latencyMs ?? c.latencyMs,
          voices ?? c.voices ?? 16, idleCloseSeconds ?? c.idleCloseS ?? 30, soundDirectories ?? c.sounds ?? defaultSoundDirectories)
     }
 
@@ -88,13 +89,13 @@ public enum SinkSpec: Sendable, Equatable {
         return nil
     }
 
-    func makeSink(latencyMs: Int) -> any Sink {
+    func makeSink(latencyMs: Int?) -> any Sink {
         switch self {
         case .alsa(let pcm): return ALSASink(device: pcm, latencyMs: latencyMs)
-        case .null: return NullSink(latencyMs: latencyMs)
-        case .wav(let path): return WAVSink(path: path, latencyMs: latencyMs)
+        case .null: return NullSink(latencyMs: latencyMs ?? 10)
+        case .wav(let path): return WAVSink(path: path, latencyMs: latencyMs ?? 10)
         case .fault(let spec):
-            guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latencyMs) else { return NullSink(latencyMs: latencyMs) }
+            guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latencyMs ?? 10) else { return NullSink(latencyMs: latencyMs ?? 10) }
             return sink
         }
     }
@@ -181,19 +182,27 @@ public final class Server: Sendable {
         engineConfig.hangOnPlayForTesting = options.hangAudioForTesting
         let log = logger
         let lastError = Mutex<String?>(nil)
-        let engine = AudioEngine(sink: settings.sink.makeSink(latencyMs: settings.latencyMs), configuration: engineConfig) { event in
+        let sink = settings.sink.makeSink(latencyMs: settings.latencyMs)
+        do { try sink.preflight() } catch {
+            throw StartupError(message: "sink \(sink.spec): \(error.message)", exitCode: StartupError.configExit)
+        }
+        let engine = AudioEngine(sink: sink, configuration: engineConfig) { event in
             switch event {
-            case .opened(let f):
+            case .opened(let f, let kind):
                 lastError.withLock { $0 = nil }
-                log.info("audio device opened", metadata: ["sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
+                log.info("audio device opened", metadata: ["sink.kind": "\(kind)", "sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
                                                             "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
             case .openFailed(let e), .writeFailed(let e):
                 // Logged once per distinct error, not on every retry.
                 let isNew = lastError.withLock { last in defer { last = e }; return last != e }
                 if isNew { log.error("audio device failed; will retry on the next cue", metadata: ["error": "\(e)"]) }
-            case .stopped: log.debug("audio stream stopped (idle)")
+            case .stalled: log.error("audio device stalled (took no frames): reopened")
+            case .lost: log.error("audio device lost (recovering made no progress): reopened")
+            case .streamStopped: log.debug("audio stream stopped (idle)")
             case .closed: log.info("audio device closed")
-            case .dropped(let cue, let late): log.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
+            case .dropped(let cue, let owner, let late):
+                log.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "app": "\(owner)", "late_ms": "\(late)"])
+            case .stopped, .voiceEnded: break  // issues 13/14 wire these
             }
         }
         let opts = options
@@ -262,7 +271,9 @@ public final class Server: Sendable {
         watchdog?.cancel()
         // Stop accepting, let playing cues finish (at most 500 ms), close the PCM.
         try? channel.close().wait()
-        engine.shutdown(graceMs: 500)
+        if !engine.shutdown(graceMs: 500) {
+            logger.error("the audio thread did not stop within 1 s (a stuck device?); exiting without it")
+        }
         if let socketInode, SocketFile.inode(options.socketPath) == socketInode { unlink(options.socketPath) }
         try? group.syncShutdownGracefully()
         logger.info("stopped")
