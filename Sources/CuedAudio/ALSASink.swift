@@ -145,8 +145,9 @@ public final class ALSASink: Sink {
         /// An explicit latency wins (buffer = latency, period = half); else per kind:
         /// - hw, plug, dmix and the rest: 10 ms in periods of 5 ms (a card's interrupts pace us);
         /// - pipewire: periods of 256 frames (the plugin asks the graph for a quantum of one
-        ///   period) in a buffer of 4, so a graph that runs a bigger quantum still has room;
-        /// - pulse: periods of 5 ms in a buffer of 20 ms (the plugin sets prebuf to buffer −
+        ///   period) in a buffer of 2: cued keeps the buffer full, so what is queued ahead of a
+        ///   new cue is at most one buffer;
+        /// - pulse: periods of 5 ms in a buffer of 10 ms (the plugin sets prebuf to buffer −
         ///   period, tlength to the buffer).
         static func forKind(_ kind: String, latencyMs: Int?, rate: Int) -> Timing {
             if let ms = latencyMs {
@@ -154,8 +155,8 @@ public final class ALSASink: Sink {
                 return Timing(bufferFrames: buffer, periodFrames: buffer / 2)
             }
             switch kind {
-            case "pipewire": return Timing(bufferFrames: 1024, periodFrames: 256)
-            case "pulse": return Timing(bufferFrames: rate / 50, periodFrames: rate / 200)
+            case "pipewire": return Timing(bufferFrames: 512, periodFrames: 256)
+            case "pulse": return Timing(bufferFrames: rate / 100, periodFrames: rate / 200)
             default: return Timing(bufferFrames: rate / 100, periodFrames: rate / 200)
             }
         }
@@ -234,6 +235,13 @@ public final class ALSASink: Sink {
         }
         if revents & UInt16(POLLHUP | POLLNVAL) != 0 { throw SinkError("PCM '\(device)': the device hung up") }
         return revents & UInt16(POLLOUT) != 0
+    }
+
+    public func availableFrames() -> Int {
+        guard let pcm else { return .max }
+        if snd_pcm_state(pcm) == SND_PCM_STATE_SETUP { return .max }  // stopped: write prepares it
+        let n = snd_pcm_avail_update(pcm)
+        return n < 0 ? .max : Int(n)  // an error: let the write see it (and recover an xrun)
     }
 
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {

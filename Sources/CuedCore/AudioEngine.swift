@@ -68,6 +68,9 @@ public final class EngineStats: Sendable {
     public let stalls = Atomic<Int>(0)
     /// Devices given up after xruns recovered in a row without progress.
     public let lost = Atomic<Int>(0)
+    /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
+    public let threadPriority = Atomic<Int>(0)
+    public var threadPriorityName: String { ["normal", "nice", "realtime"][max(0, min(2, threadPriority.load(ordering: .relaxed)))] }
     /// Frames written to the device and not yet sounded, after the last write
     /// (`snd_pcm_delay`); 0 when the stream is stopped.
     public let deviceDelayFrames = Atomic<Int>(0)
@@ -178,6 +181,10 @@ final class CommandQueue: Sendable {
 @_silgen_name("eventfd")
 private func cued_eventfd(_ initval: UInt32, _ flags: Int32) -> Int32
 
+/// glibc's gettid(3), likewise missing from the Glibc module (setpriority on a thread takes its tid).
+@_silgen_name("gettid")
+private func cued_gettid() -> Int32
+
 /// The audio thread: a thin shell around `DeviceMachine`. It sleeps in
 /// `poll()` on an eventfd (commands) plus, while it streams, the device's own
 /// descriptors, with the machine's next deadline as the timeout; it feeds the
@@ -208,6 +215,10 @@ public final class AudioEngine: @unchecked Sendable {
         /// Test hook: the first cue makes the audio thread hang forever, as a
         /// stuck driver would (for watchdog and shutdown tests only).
         public var hangOnPlayForTesting = false
+        /// The audio thread asks for SCHED_FIFO at this priority (below PipeWire's
+        /// own 88), else for nice -11, else runs as it is: a busy machine then
+        /// cannot starve it of the few milliseconds a period allows. nil: don't ask.
+        public var realtimePriority: Int32? = 20
         public init() {}
 
         var machineSettings: DeviceMachine<Job>.Settings {
@@ -345,7 +356,21 @@ public final class AudioEngine: @unchecked Sendable {
     private static let maxDeviceFDs = 15
     private let pollFDs: UnsafeMutablePointer<pollfd>
 
+    /// SCHED_FIFO if allowed (root, RLIMIT_RTPRIO, not under RestrictRealtime=), else a
+    /// lower nice value if allowed, else nothing. The thread never spins, so FIFO is safe.
+    private func raisePriority() {
+        guard let prio = configuration.realtimePriority else { return }
+        var param = sched_param()
+        param.sched_priority = prio
+        if pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0 {
+            stats.threadPriority.store(2, ordering: .relaxed)
+        } else if setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(cued_gettid()), -11) == 0 {
+            stats.threadPriority.store(1, ordering: .relaxed)
+        }
+    }
+
     private func run() {
+        raisePriority()
         while !exited {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
             while let command = queue.pop() { take(command) }
@@ -353,8 +378,11 @@ public final class AudioEngine: @unchecked Sendable {
             if let d = machine.deadline, MonotonicClock.now() >= d { feed(.timer) }
             if exited { break }
             reportSounded(now: MonotonicClock.now())
-            if machine.wantsToWrite && sink.pollDescriptors.isEmpty {
-                writeOnce()  // a self-clocked sink: the write itself waits, one period at most
+            if machine.wantsToWrite, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
+                // Room now (a stream just started or resumed, or a self-clocked sink, whose
+                // write itself waits one period at most): write without polling. A plugin
+                // does not signal its descriptors for room it had before it started.
+                writeOnce()
                 continue
             }
             sleep()
@@ -391,7 +419,7 @@ public final class AudioEngine: @unchecked Sendable {
         for i in 0..<n { device[i].revents = pollFDs[1 + i].revents; any = any || pollFDs[1 + i].revents != 0 }
         guard any else { return }
         do {
-            if try sink.hasRoom() { writeOnce() }
+            _ = try sink.hasRoom()  // decodes the wake-up; the loop then checks the room itself
         } catch {
             deviceFailed(error)
         }

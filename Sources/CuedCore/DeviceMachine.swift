@@ -28,6 +28,10 @@ public struct DeviceMachine<Job> {
         public var minStallNs: UInt64 = 100_000_000
         /// xruns recovered in a row without a frame taken: the device is lost.
         public var maxRecoveriesWithoutProgress = 3
+        /// Silence written past the device's own delay before the stream is stopped:
+        /// a sound server's delay figure can miss the last milliseconds (pulse's did,
+        /// by 2 ms), and stopping discards whatever is still queued.
+        public var drainMarginNs: UInt64 = 20_000_000
         /// Cues held while the device (re)opens; the oldest is dropped beyond this.
         public var maxPending = 64
         public init() {}
@@ -292,7 +296,7 @@ public struct DeviceMachine<Job> {
         }
         switch state {
         case .streaming where !sounding:
-            state = .draining(until: now &+ delayNs)
+            state = .draining(until: now &+ delayNs &+ settings.drainMarginNs)
         case .draining where sounding:
             state = .streaming
         default:

@@ -61,8 +61,12 @@ public protocol Sink: AnyObject {
     /// While open: the descriptors to poll for room to write (the engine fills
     /// in `revents` before calling `hasRoom`). Empty: `write` paces itself.
     var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { get }
-    /// After a poll: whether the device has room for a period. Throws if the
-    /// descriptors report that the device failed.
+    /// Frames the device has room for now, without waiting (`snd_pcm_avail_update`);
+    /// `Int.max` when unknown, so that the next `write` finds out (an xrun to recover).
+    func availableFrames() -> Int
+    /// After a poll woke on `pollDescriptors`: decodes their `revents` (a plugin
+    /// resets its own wake-up there) and says whether the device has room.
+    /// Throws if they report that the device failed.
     func hasRoom() throws(SinkError) -> Bool
     /// Writes up to `frames` interleaved frames without waiting on a device
     /// (a self-clocked sink sleeps as a device would consume); restarts a
@@ -82,6 +86,7 @@ extension Sink {
     public func preflight() throws(SinkError) {}
     public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
     public func hasRoom() throws(SinkError) -> Bool { true }
+    public func availableFrames() -> Int { .max }
 }
 
 /// Monotonic time in nanoseconds.

@@ -300,6 +300,7 @@ public final class Daemon: Sendable {
         out.append(("dropped", count(s.dropped)))
         out.append(("stalls", count(s.stalls)))
         out.append(("devices_lost", count(s.lost)))
+        out.append(("audio_thread", .string(s.threadPriorityName)))
         out.append(("clients", count(clients)))
         out.append(("rate_limited", count(rateLimited)))
         out.append(("refused_busy", count(refusedBusy)))

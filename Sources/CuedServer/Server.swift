@@ -195,7 +195,7 @@ public final class Server: Sendable {
             case .openFailed(let e), .writeFailed(let e):
                 // Logged once per distinct error, not on every retry.
                 let isNew = lastError.withLock { last in defer { last = e }; return last != e }
-                if isNew { log.error("audio device failed; will retry on the next cue", metadata: ["error": "\(e)"]) }
+                if isNew { log.error("audio device failed; reopening it", metadata: ["error": "\(e)"]) }
             case .stalled: log.error("audio device stalled (took no frames): reopened")
             case .lost: log.error("audio device lost (recovering made no progress): reopened")
             case .streamStopped: log.debug("audio stream stopped (idle)")

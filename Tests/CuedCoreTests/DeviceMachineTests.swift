@@ -13,6 +13,7 @@ import Testing
         init(idleCloseMs: UInt64? = 30_000) {
             var s = M.Settings()
             s.idleCloseNs = idleCloseMs.map { $0 * 1_000_000 }
+            s.drainMarginNs = 0  // the margin has its own test
             m = M(settings: s)
         }
         var ns: UInt64 { now * 1_000_000 }
@@ -229,6 +230,14 @@ import Testing
         #expect(d.m.state == .idle(since: d.ns))
         #expect(!d.m.wantsToWrite)
         #expect(d.deadlineMs == 1_012 + 30_000)            // only the idle-close timer
+    }
+
+    @Test func theTailRunsAMarginPastTheDeviceDelay() {
+        var m = M()  // default settings: a 20 ms margin
+        _ = m.handle(.cue("a", requestTime: 0), now: 0)
+        _ = m.handle(.opened(bufferNs: 10_000_000), now: 0)
+        _ = m.handle(.wrote(frames: 240, xruns: 0, sounding: false, delayNs: 12_000_000), now: 5_000_000)
+        #expect(m.state == .draining(until: 5_000_000 + 12_000_000 + 20_000_000))
     }
 
     @Test func aCueWhileDrainingJoinsTheRunningStream() {
