@@ -3,7 +3,8 @@ SWIFT     ?= swift
 SINK      ?= alsa:default
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat sox systemd util-linux
+APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat sox systemd util-linux \
+             dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber pulseaudio-utils libasound2-plugins
 BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path)
 PREFIX    ?= $(HOME)/.local
 BINDIR    ?= $(PREFIX)/bin

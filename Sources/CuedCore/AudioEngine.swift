@@ -70,12 +70,20 @@ public final class EngineStats: Sendable {
     public let lost = Atomic<Int>(0)
     /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
     public let threadPriority = Atomic<Int>(0)
-    public var threadPriorityName: String { ["normal", "nice", "realtime"][max(0, min(2, threadPriority.load(ordering: .relaxed)))] }
+    public var threadPriorityName: String {
+        switch threadPriority.load(ordering: .relaxed) {
+        case 2: return "realtime"
+        case 1: return "nice"
+        default: return "normal"
+        }
+    }
     /// Frames written to the device and not yet sounded, after the last write
     /// (`snd_pcm_delay`); 0 when the stream is stopped.
     public let deviceDelayFrames = Atomic<Int>(0)
     /// What the latency figures (`latencyPercentiles`) measure, for `status`.
-    public static let latencyMeasures = "request to device hand-off"
+    /// (The latency is from reading the request to handing its first frame to the device;
+    /// time to sound adds `deviceDelayFrames`.)
+    public static let latencyMeasures = "handoff"
     /// Monotonic ns of the audio thread's last loop turn.
     public let heartbeat = Atomic<UInt64>(0)
     /// True while the audio thread sleeps waiting for work (idle by design, not stuck).
@@ -375,17 +383,22 @@ public final class AudioEngine: @unchecked Sendable {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
             while let command = queue.pop() { take(command) }
             if exited { break }
-            if let d = machine.deadline, MonotonicClock.now() >= d { feed(.timer) }
-            if exited { break }
             reportSounded(now: MonotonicClock.now())
+            var wrote = false
             if machine.wantsToWrite, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
                 // Room now (a stream just started or resumed, or a self-clocked sink, whose
                 // write itself waits one period at most): write without polling. A plugin
                 // does not signal its descriptors for room it had before it started.
+                // Before the timer: a thread that woke late finds room, which is no stall.
                 writeOnce()
+                wrote = true
+            }
+            if exited { break }
+            if let d = machine.deadline, MonotonicClock.now() >= d {
+                feed(.timer)
                 continue
             }
-            sleep()
+            if !wrote { sleep() }
         }
         var one: UInt64 = 1
         _ = write(doneFD, &one, 8)

@@ -14,6 +14,7 @@ import Testing
             var s = M.Settings()
             s.idleCloseNs = idleCloseMs.map { $0 * 1_000_000 }
             s.drainMarginNs = 0  // the margin has its own test
+            s.minStallNs = 100_000_000  // the default (250 ms) has its own test
             m = M(settings: s)
         }
         var ns: UInt64 { now * 1_000_000 }
@@ -296,6 +297,15 @@ import Testing
         #expect(d.opened() == ["restart since 850"])        // voices requested in the last 250 ms restart
         #expect(d.m.state == .streaming)
         #expect(d.deadlineMs == 1_200)
+    }
+
+    @Test func byDefaultAStallIsAQuarterSecondWithoutAFrame() {
+        var m = M()
+        _ = m.handle(.cue("a", requestTime: 0), now: 0)
+        _ = m.handle(.opened(bufferNs: 10_000_000), now: 0)
+        #expect(m.deadline == 250_000_000)
+        #expect(m.handle(.timer, now: 249_999_999).isEmpty)
+        #expect(m.handle(.timer, now: 250_000_000).count == 3)  // stall, close, open
     }
 
     @Test func theStallTimeoutIsFourBuffersWhenThatIsLonger() {
