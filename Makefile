@@ -43,7 +43,7 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-BENCH_PKGS := gcc gnome-session-canberra xvfb pulseaudio pulseaudio-utils libasound2-plugins python3-matplotlib
+BENCH_PKGS := gcc gnome-session-canberra libcanberra-pulse xvfb pulseaudio pulseaudio-utils libasound2-plugins python3-matplotlib
 bench-deps: deps
 	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

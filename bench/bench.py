@@ -27,6 +27,9 @@ import threading
 import time
 import wave
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import pipewire_bench  # noqa: E402
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = os.path.join(ROOT, ".build", "release")
 CUED, CUECTL = os.path.join(REL, "cued"), os.path.join(REL, "cuectl")
@@ -674,7 +677,8 @@ def main():
     only = os.environ.get("BENCH_ONLY")
     if only:  # run one section, print its figures (for working on the harness)
         print({"idle": lambda: idle_cost(sounds), "throughput": lambda: throughput(sounds),
-               "memory": lambda: memory_and_startup(sounds), "mixer": lambda: mixer_cpu(sounds)}[only]())
+               "memory": lambda: memory_and_startup(sounds), "mixer": lambda: mixer_cpu(sounds),
+               "pipewire": lambda: "\n".join(pipewire_bench.report(pipewire_bench.run(quick=QUICK)))}[only]())
         return
     subprocess.run(["gcc", "-O2", "-o", os.path.join(TMP, "lowerbound"), "bench/lowerbound.c", "-lasound"], check=True)
     lat = {}
@@ -684,8 +688,10 @@ def main():
     thr = throughput(sounds)
     mem = memory_and_startup(sounds)
     mix = mixer_cpu(sounds)
+    pw = pipewire_bench.run(quick=QUICK)
     plotted = plot(lat, os.path.join(ROOT, "docs", "latency.png"))
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted)
+    md += [""] + pipewire_bench.report(pw)
     notes = os.path.join(ROOT, "bench", "NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

@@ -1,5 +1,6 @@
 import CALSA
 import CuedCore
+import CuedSystem
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -10,33 +11,98 @@ func alsaError(_ what: String, _ code: Int32) -> SinkError {
 }
 
 /// Plays through one ALSA PCM, kept open while cues play (`--sink alsa:PCM`).
-/// Threading: every method on the audio thread only (see `Sink`).
+/// Non-blocking: the engine polls the PCM's own descriptors, so no call here
+/// waits on the device (a PipeWire PCM can stay RUNNING and never take another
+/// frame; a blocking write would then hang for good).
+/// Threading: every method on the audio thread only (see `Sink`), except
+/// `init` and `preflight`, called before it starts.
 public final class ALSASink: Sink {
     public let spec: String
     public let device: String
-    public let latencyMs: Int
+    /// nil: pick the buffer and period for the PCM's kind (see `Timing.defaults`).
+    public let latencyMs: Int?
     public let rate: Int
+    public let streamProperties: [String: String]
+    public private(set) var kind: String = "alsa"
     private var pcm: OpaquePointer?
+    private var fds = UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0)
 
-    public init(device: String, latencyMs: Int = 10, rate: Int = 48_000) {
+    /// What a sound server shows for cued's stream: desktop mixers list it as
+    /// an event sound, and role policies (e.g. ducking, "system sounds" volume) apply.
+    public static let defaultStreamProperties = ["application.name": "cued", "application.id": "cued", "media.role": "event"]
+
+    /// Sets `PIPEWIRE_ALSA` and `PULSE_PROP` (unless the user set them) so
+    /// PipeWire's and PulseAudio's ALSA plugins label the stream with
+    /// `streamProperties`: construct the sink before starting other threads
+    /// (setenv is not thread-safe).
+    public init(device: String, latencyMs: Int? = nil, rate: Int = 48_000,
+                streamProperties: [String: String] = ALSASink.defaultStreamProperties) {
         self.device = device
         self.latencyMs = latencyMs
         self.rate = rate
+        self.streamProperties = streamProperties
         spec = "alsa:" + device
         _ = cued_alsa_silence_errors()
+        Self.exportStreamProperties(streamProperties)
     }
 
-    deinit { close() }
+    deinit {
+        close()
+    }
+
+    /// `PIPEWIRE_ALSA='{ key = "value" … }'` (SPA JSON, read by pipewire-alsa's
+    /// plugin at open) and `PULSE_PROP='key="value" …'` (read by libpulse for the
+    /// pulse plugin's context; it names the application itself: "ALSA plug-in [cued]").
+    static func exportStreamProperties(_ props: [String: String]) {
+        guard !props.isEmpty else { return }
+        func quoted(_ v: String) -> String {
+            var q = "\""
+            for c in v {
+                if c == "\\" || c == "\"" { q.append("\\") }
+                q.append(c)
+            }
+            return q + "\""
+        }
+        let pairs = props.keys.sorted().map { ($0, quoted(props[$0]!)) }
+        if getenv("PIPEWIRE_ALSA") == nil {
+            setenv("PIPEWIRE_ALSA", "{ " + pairs.map { "\($0.0) = \($0.1)" }.joined(separator: " ") + " }", 1)
+        }
+        if getenv("PULSE_PROP") == nil {
+            setenv("PULSE_PROP", pairs.map { "\($0.0)=\($0.1)" }.joined(separator: " "), 1)
+        }
+    }
+
+    /// Fails when ALSA's configuration defines no PCM by the base name (before
+    /// ':'), which no retry can fix; a PCM that exists but is busy or absent
+    /// passes (the engine retries it).
+    public func preflight() throws(SinkError) {
+        let base = String(device.prefix { $0 != ":" })
+        let rc = cued_alsa_pcm_defined(base)
+        if rc < 0 { throw alsaError("cannot read ALSA's configuration", rc) }
+        if rc == 0 {
+            throw SinkError("no ALSA PCM named '\(base)' (in '\(spec)'): list the PCMs with `aplay -L`, or use `alsa:default`")
+        }
+    }
 
     public func open() throws(SinkError) -> SinkFormat {
         close()
         var handle: OpaquePointer?
-        var rc = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, 0)
+        var rc = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK)
         guard rc >= 0, let handle else { throw alsaError("cannot open PCM '\(device)'", rc) }
         do throws(SinkError) {
-            let format = try configure(handle)
+            kind = Self.kind(of: handle)
+            let format = try configure(handle, timing: Timing.forKind(kind, latencyMs: latencyMs, rate: rate))
             rc = snd_pcm_prepare(handle)
             guard rc >= 0 else { throw alsaError("snd_pcm_prepare", rc) }
+            let count = snd_pcm_poll_descriptors_count(handle)
+            guard count > 0 else { throw alsaError("snd_pcm_poll_descriptors_count", count < 0 ? count : -EINVAL) }
+            let buffer = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: Int(count))
+            rc = snd_pcm_poll_descriptors(handle, buffer.baseAddress, UInt32(count))
+            guard rc > 0 else {
+                buffer.deallocate()
+                throw alsaError("snd_pcm_poll_descriptors", rc < 0 ? rc : -EINVAL)
+            }
+            fds = UnsafeMutableBufferPointer(rebasing: buffer[0..<Int(rc)])
             pcm = handle
             return format
         } catch {
@@ -45,9 +111,61 @@ public final class ALSASink: Sink {
         }
     }
 
+    /// The PCM's kind from `snd_pcm_type`; an external (ioplug) PCM is named by its plugin.
+    static func kind(of pcm: OpaquePointer) -> String {
+        let type = snd_pcm_type(pcm)
+        switch type {
+        case SND_PCM_TYPE_HW: return "hw"
+        case SND_PCM_TYPE_DMIX: return "dmix"
+        case SND_PCM_TYPE_PLUG: return "plug"
+        case SND_PCM_TYPE_NULL: return "null"
+        case SND_PCM_TYPE_FILE: return "file"
+        case SND_PCM_TYPE_IOPLUG:
+            // The plugin's name is the first line of its dump ("ALSA <-> PipeWire PCM I/O Plugin").
+            var out: OpaquePointer?
+            guard snd_output_buffer_open(&out) >= 0, let out else { return "ioplug" }
+            defer { snd_output_close(out) }
+            snd_pcm_dump(pcm, out)
+            var text: UnsafeMutablePointer<CChar>?
+            let n = snd_output_buffer_string(out, &text)
+            guard n > 0, let text else { return "ioplug" }
+            let dump = String(cString: text).prefix(200)
+            if dump.includes("PipeWire") { return "pipewire" }
+            if dump.includes("PulseAudio") { return "pulse" }
+            return "ioplug"
+        default:
+            return String(cString: snd_pcm_type_name(type)).lowercased()
+        }
+    }
+
+    /// Buffer and period asked of the device.
+    struct Timing: Equatable {
+        var bufferFrames: Int
+        var periodFrames: Int
+
+        /// An explicit latency wins (buffer = latency, period = half); else per kind:
+        /// - hw, plug, dmix and the rest: 10 ms in periods of 5 ms (a card's interrupts pace us);
+        /// - pipewire: periods of 256 frames (the plugin asks the graph for a quantum of one
+        ///   period) in a buffer of 2: cued keeps the buffer full, so what is queued ahead of a
+        ///   new cue is at most one buffer;
+        /// - pulse: periods of 5 ms in a buffer of 10 ms (the plugin sets prebuf to buffer −
+        ///   period, tlength to the buffer).
+        static func forKind(_ kind: String, latencyMs: Int?, rate: Int) -> Timing {
+            if let ms = latencyMs {
+                let buffer = max(64, rate * max(1, ms) / 1000)
+                return Timing(bufferFrames: buffer, periodFrames: buffer / 2)
+            }
+            switch kind {
+            case "pipewire": return Timing(bufferFrames: 512, periodFrames: 256)
+            case "pulse": return Timing(bufferFrames: rate / 100, periodFrames: rate / 200)
+            default: return Timing(bufferFrames: rate / 100, periodFrames: rate / 200)
+            }
+        }
+    }
+
     /// Negotiates 48 kHz stereo S16_LE (else FLOAT_LE) with the `_near` calls
     /// and reads back what the device actually gave.
-    private func configure(_ pcm: OpaquePointer) throws(SinkError) -> SinkFormat {
+    private func configure(_ pcm: OpaquePointer, timing: Timing) throws(SinkError) -> SinkFormat {
         var hw: OpaquePointer?
         var rc = snd_pcm_hw_params_malloc(&hw)
         guard rc >= 0, let hw else { throw alsaError("snd_pcm_hw_params_malloc", rc) }
@@ -73,16 +191,14 @@ public final class ALSASink: Sink {
         guard Int(r) == rate else {
             throw SinkError("device offers \(r) Hz, not \(rate) Hz (use a 'plug' PCM such as 'default')")
         }
-        var bufferUs = UInt32(max(1, latencyMs) * 1000)
-        rc = snd_pcm_hw_params_set_buffer_time_near(pcm, hw, &bufferUs, &dir)
-        guard rc >= 0 else { throw alsaError("buffer time \(latencyMs) ms", rc) }
-        var periodUs = bufferUs / 2
-        rc = snd_pcm_hw_params_set_period_time_near(pcm, hw, &periodUs, &dir)
-        guard rc >= 0 else { throw alsaError("period time", rc) }
+        var period = snd_pcm_uframes_t(timing.periodFrames)
+        rc = snd_pcm_hw_params_set_period_size_near(pcm, hw, &period, &dir)
+        guard rc >= 0 else { throw alsaError("period of \(timing.periodFrames) frames", rc) }
+        var buffer = snd_pcm_uframes_t(max(timing.bufferFrames, Int(period) * 2))
+        rc = snd_pcm_hw_params_set_buffer_size_near(pcm, hw, &buffer)
+        guard rc >= 0 else { throw alsaError("buffer of \(timing.bufferFrames) frames", rc) }
         rc = snd_pcm_hw_params(pcm, hw)
         guard rc >= 0 else { throw alsaError("snd_pcm_hw_params", rc) }
-
-        var period = snd_pcm_uframes_t(0), buffer = snd_pcm_uframes_t(0)
         snd_pcm_hw_params_get_period_size(hw, &period, &dir)
         snd_pcm_hw_params_get_buffer_size(hw, &buffer)
 
@@ -103,36 +219,80 @@ public final class ALSASink: Sink {
                           periodFrames: Int(period), bufferFrames: Int(buffer))
     }
 
-    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int {
+    public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { fds }
+
+    public func hasRoom() throws(SinkError) -> Bool {
         guard let pcm else { throw SinkError("PCM '\(device)' is not open") }
-        var xruns = 0
-        var done = 0
-        let bytesPerFrame = snd_pcm_frames_to_bytes(pcm, 1)
-        while done < frames {
-            let n = snd_pcm_writei(pcm, data + done * bytesPerFrame, snd_pcm_uframes_t(frames - done))
-            if n >= 0 { done += n; continue }
+        var revents: UInt16 = 0
+        let rc = snd_pcm_poll_descriptors_revents(pcm, fds.baseAddress, UInt32(fds.count), &revents)
+        // The PipeWire plugin answers its stream's error here (the server went away).
+        guard rc >= 0 else { throw alsaError("PCM '\(device)'", rc) }
+        if revents & UInt16(POLLERR) != 0 {
+            // An xrun shows as POLLERR: let the write see it and recover.
+            switch snd_pcm_state(pcm) {
+            case SND_PCM_STATE_XRUN, SND_PCM_STATE_SUSPENDED, SND_PCM_STATE_SETUP, SND_PCM_STATE_PREPARED: return true
+            default: throw SinkError("PCM '\(device)': the device reported an error (POLLERR)")
+            }
+        }
+        if revents & UInt16(POLLHUP | POLLNVAL) != 0 { throw SinkError("PCM '\(device)': the device hung up") }
+        return revents & UInt16(POLLOUT) != 0
+    }
+
+    public func availableFrames() -> Int {
+        guard let pcm else { return .max }
+        if snd_pcm_state(pcm) == SND_PCM_STATE_SETUP { return .max }  // stopped: write prepares it
+        let n = snd_pcm_avail_update(pcm)
+        return n < 0 ? .max : Int(n)  // an error: let the write see it (and recover an xrun)
+    }
+
+    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
+        guard let pcm else { throw SinkError("PCM '\(device)' is not open") }
+        if snd_pcm_state(pcm) == SND_PCM_STATE_SETUP {
+            // Stopped with snd_pcm_drop after the last burst: prepare again.
+            let rc = snd_pcm_prepare(pcm)
+            guard rc >= 0 else { throw alsaError("preparing PCM '\(device)'", rc) }
+        }
+        var tries = 0
+        while true {
+            let n = snd_pcm_writei(pcm, data, snd_pcm_uframes_t(frames))
+            if n >= 0 { return SinkWrite(frames: n) }
             let code = Int32(n)
             switch -code {
-            case EPIPE, ESTRPIPE, EINTR:
-                // xrun or suspend: one clear line, as aplay/axfer do.
+            case EAGAIN:
+                return SinkWrite(frames: 0)
+            case EINTR where tries < 2:
+                tries += 1
+            case EPIPE, ESTRPIPE:
+                // xrun or suspend: recover once and report it; the engine gives up on a
+                // device that keeps failing without taking frames (a server that went away).
                 let rc = snd_pcm_recover(pcm, code, 1)
                 guard rc >= 0 else { throw alsaError("recovering PCM '\(device)'", rc) }
-                if -code != EINTR { xruns += 1 }
+                return SinkWrite(frames: 0, xruns: 1)
             default:
                 throw alsaError("writing to PCM '\(device)'", code)
             }
         }
-        return xruns
     }
 
+    public func delayFrames() -> Int {
+        guard let pcm else { return 0 }
+        var delay = snd_pcm_sframes_t(0)
+        return snd_pcm_delay(pcm, &delay) >= 0 ? max(0, delay) : 0
+    }
+
+    /// Called once what was written has played out (the engine waits for the
+    /// device delay, writing silence meanwhile): dropping then discards only
+    /// silence. Unlike drain + prepare, this never left PipeWire's plugin stuck
+    /// in our runs, and it stops the stream so the server's graph can suspend.
     public func stop() {
         guard let pcm else { return }
-        snd_pcm_drain(pcm)
-        snd_pcm_prepare(pcm)
+        snd_pcm_drop(pcm)
     }
 
     public func close() {
         if let pcm { snd_pcm_close(pcm) }
         pcm = nil
+        fds.baseAddress?.deallocate()
+        fds = UnsafeMutableBufferPointer(start: nil, count: 0)
     }
 }

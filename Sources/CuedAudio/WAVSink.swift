@@ -1,5 +1,8 @@
 import CSndFile
 import CuedCore
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Like the null sink (paced by its own clock at the real rate) and writes
 /// every frame that reaches it to a WAV file (`--sink wav:PATH`). The header
@@ -37,19 +40,33 @@ public final class WAVSink: Sink {
         file = f
     }
 
+    /// The file's directory must exist and be writable: no retry would fix that.
+    public func preflight() throws(SinkError) {
+        let dir = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
+        var st = stat()
+        guard stat(dir.isEmpty ? "/" : dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {
+            throw SinkError("cannot write \(path): the directory \(dir) does not exist (create it, or pick another path for wav:PATH)")
+        }
+        guard access(dir.isEmpty ? "/" : dir, W_OK) == 0 else {
+            throw SinkError("cannot write \(path): the directory \(dir) is not writable (fix its permissions, or pick another path for wav:PATH)")
+        }
+    }
+
     public func open() throws(SinkError) -> SinkFormat {
         try createFile()
+        clock.drop()
         return format
     }
 
-    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int {
+    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
         guard let file else { throw SinkError("\(path) is not open") }
         let n = sf_writef_short(file, data.assumingMemoryBound(to: Int16.self), sf_count_t(frames))
         guard n == frames else { throw SinkError("writing \(path): \(String(cString: sf_strerror(file)))") }
         clock.write(frames: frames)
-        return 0
+        return SinkWrite(frames: frames)
     }
 
-    public func stop() { clock.drain() }
-    public func close() {}
+    public func delayFrames() -> Int { clock.delay() }
+    public func stop() { clock.drop() }
+    public func close() { clock.drop() }
 }

@@ -1,4 +1,3 @@
-import Dispatch
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -8,34 +7,53 @@ public enum SinkState: String, Sendable {
     case running, idle, closed, failed
 }
 
-/// What the audio thread reports on state changes (never in the steady state).
-public enum EngineEvent: Sendable {
-    case opened(SinkFormat)
-    case openFailed(String)
-    case writeFailed(String)
-    case streamStopped
-    case closed
-    case dropped(cue: String, owner: String, lateMs: Int)
-    /// A `stop` command's answer: how many voices it faded out.
-    case stopped(ticket: UInt64, count: Int)
-    /// A waited-for voice is over (waitID ≠ 0 only).
-    case voiceEnded(waitID: UInt64, outcome: VoiceOutcome)
+/// Which voices a `stop` command fades out.
+public enum StopScope: Sendable, Equatable {
+    case all
+    /// Every voice this owner (app name or connection label) started.
+    case owner(String)
+    /// This owner's voices of one cue.
+    case cue(name: String, owner: String)
+
+    func matches(cue: String, owner: String) -> Bool {
+        switch self {
+        case .all: return true
+        case .owner(let o): return o == owner
+        case .cue(let name, let o): return name == cue && o == owner
+        }
+    }
 }
 
-public enum VoiceOutcome: Sendable, Equatable {
-    /// Its last frame sounded at the device.
+/// How a voice somebody waits for ended.
+public enum VoiceOutcome: String, Sendable {
+    /// Its last frame has sounded at the device (written, and the device delay elapsed or the stream drained).
     case played
-    /// A `stop` (or mute) cut it short.
+    /// Faded out by `stop`, a mute, or stolen by a newer voice.
     case stopped
-    /// It never started (the device was gone for longer than the start deadline).
+    /// Never started (the 250 ms rule, shutdown) or cut off because the device went away.
     case dropped
 }
 
-/// Which voices a `stop` fades out.
-public enum StopScope: Sendable, Equatable {
-    case all
-    case owner(String)
-    case cue(name: String, owner: String)
+/// What the audio thread reports (state changes, drops, stops, ends of waited-for
+/// voices; nothing per period). `onEvent` runs on the audio thread: keep it cheap
+/// and non-blocking (hop to another thread for anything else).
+public enum EngineEvent: Sendable {
+    case opened(SinkFormat, kind: String)
+    case openFailed(String)
+    case writeFailed(String)
+    /// The running device took no frame for several buffers: closed and reopened (counted in `stalls`).
+    case stalled
+    /// xruns recovered in a row without a frame taken (a sound server gone): closed and reopened.
+    case lost
+    /// Everything written has sounded and the stream stopped.
+    case streamStopped
+    case closed
+    /// A cue that did not play (counted in `dropped`).
+    case dropped(cue: String, owner: String, lateMs: Int)
+    /// The answer to `Command.stop`: how many voices it faded out (0 is an answer too).
+    case stopped(ticket: UInt64, count: Int)
+    /// A voice whose `waitID` ≠ 0 ended.
+    case voiceEnded(waitID: UInt64, outcome: VoiceOutcome)
 }
 
 /// Counters and state the audio thread publishes and the server reads.
@@ -46,6 +64,26 @@ public final class EngineStats: Sendable {
     public let xruns = Atomic<Int>(0)
     public let dropped = Atomic<Int>(0)
     public let voicesActive = Atomic<Int>(0)
+    /// Running devices that stopped taking frames (closed and reopened).
+    public let stalls = Atomic<Int>(0)
+    /// Devices given up after xruns recovered in a row without progress.
+    public let lost = Atomic<Int>(0)
+    /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
+    public let threadPriority = Atomic<Int>(0)
+    public var threadPriorityName: String {
+        switch threadPriority.load(ordering: .relaxed) {
+        case 2: return "realtime"
+        case 1: return "nice"
+        default: return "normal"
+        }
+    }
+    /// Frames written to the device and not yet sounded, after the last write
+    /// (`snd_pcm_delay`); 0 when the stream is stopped.
+    public let deviceDelayFrames = Atomic<Int>(0)
+    /// What the latency figures (`latencyPercentiles`) measure, for `status`.
+    /// (The latency is from reading the request to handing its first frame to the device;
+    /// time to sound adds `deviceDelayFrames`.)
+    public static let latencyMeasures = "handoff"
     /// Monotonic ns of the audio thread's last loop turn.
     public let heartbeat = Atomic<UInt64>(0)
     /// True while the audio thread sleeps waiting for work (idle by design, not stuck).
@@ -57,7 +95,7 @@ public final class EngineStats: Sendable {
         waiting.load(ordering: .relaxed) || now &- heartbeat.load(ordering: .relaxed) < maxStallNanoseconds
     }
 
-    struct SinkStatus { var state = SinkState.closed; var format: SinkFormat?; var error: String? }
+    struct SinkStatus { var state = SinkState.closed; var format: SinkFormat?; var error: String?; var kind: String? }
     private let sink = Mutex(SinkStatus())
 
     /// The most recent trigger-to-sink latencies, µs.
@@ -68,10 +106,18 @@ public final class EngineStats: Sendable {
     public var sinkState: SinkState { sink.withLock { $0.state } }
     public var sinkFormat: SinkFormat? { sink.withLock { $0.format } }
     public var sinkError: String? { sink.withLock { $0.error } }
+    /// The output's kind (`hw`, `pipewire`, `pulse`, `dmix`, `null`, …), known once it opened.
+    public var sinkKind: String? { sink.withLock { $0.kind } }
+    /// The device delay in µs (from `deviceDelayFrames` and the rate), nil before the first open.
+    public var deviceDelayMicroseconds: Int? {
+        guard let rate = sinkFormat?.rate, rate > 0 else { return nil }
+        return deviceDelayFrames.load(ordering: .relaxed) * 1_000_000 / rate
+    }
 
-    func setSink(_ state: SinkState, format: SinkFormat? = nil, error: String? = nil, keepError: Bool = false) {
+    func setSink(_ state: SinkState, format: SinkFormat? = nil, kind: String? = nil, error: String? = nil, keepError: Bool = false) {
         sink.withLock {
             $0.state = state
+            if let kind { $0.kind = kind }
             if let format { $0.format = format }
             if !keepError { $0.error = error }
         }
@@ -123,6 +169,8 @@ final class CommandQueue: Sendable {
         }
     }
 
+    var isEmpty: Bool { ring.withLock { $0.count == 0 } }
+
     func pop() -> AudioEngine.Command? {
         ring.withLock { r in
             guard r.count > 0 else { return nil }
@@ -135,13 +183,30 @@ final class CommandQueue: Sendable {
     }
 }
 
-/// The audio thread: takes commands from a bounded queue, mixes, writes to
-/// the sink. It sleeps on a semaphore when nothing sounds, so an idle daemon
-/// uses no CPU and has no wakeups (besides one idle-close timer).
+
+/// glibc's eventfd(2) wrapper: <sys/eventfd.h> is not part of Swift's Glibc
+/// module, and CuedCore imports no C target of its own.
+@_silgen_name("eventfd")
+private func cued_eventfd(_ initval: UInt32, _ flags: Int32) -> Int32
+
+/// glibc's gettid(3), likewise missing from the Glibc module (setpriority on a thread takes its tid).
+@_silgen_name("gettid")
+private func cued_gettid() -> Int32
+
+/// The audio thread: a thin shell around `DeviceMachine`. It sleeps in
+/// `poll()` on an eventfd (commands) plus, while it streams, the device's own
+/// descriptors, with the machine's next deadline as the timeout; it feeds the
+/// machine what happened and carries out the actions it returns. Idle (device
+/// closed, or open with the stream stopped) it has no timeout but idle-close:
+/// no wakeups. No Dispatch, no Foundation.
 public final class AudioEngine: @unchecked Sendable {
     public enum Command: Sendable {
+        /// Play `cue`. `owner`: the app name (or a per-connection label) that
+        /// `stop` matches; `waitID` ≠ 0: report `voiceEnded` for it.
         case play(Cue, gain: Float, requestTime: UInt64, owner: String, waitID: UInt64)
+        /// Fade out (4 ms) the voices `scope` selects, held cues included; answers `stopped(ticket:count:)`.
         case stop(StopScope, ticket: UInt64)
+        /// Fade out everything (mute); no answer.
         case fadeOutAll
         /// Open and prepare the device now, so the next cue starts warm.
         case prewarm
@@ -156,19 +221,42 @@ public final class AudioEngine: @unchecked Sendable {
         /// Plays that can wait for the next period: 8192 covers > 1.6 M plays/s at 5 ms periods.
         public var queueCapacity = 8192
         /// Test hook: the first cue makes the audio thread hang forever, as a
-        /// stuck driver would (for watchdog tests only).
+        /// stuck driver would (for watchdog and shutdown tests only).
         public var hangOnPlayForTesting = false
+        /// The audio thread asks for SCHED_FIFO at this priority (below PipeWire's
+        /// own 88), else for nice -11, else runs as it is: a busy machine then
+        /// cannot starve it of the few milliseconds a period allows. nil: don't ask.
+        public var realtimePriority: Int32? = 20
         public init() {}
+
+        var machineSettings: DeviceMachine<Job>.Settings {
+            var s = DeviceMachine<Job>.Settings()
+            s.idleCloseNs = idleCloseSeconds.isFinite && idleCloseSeconds >= 0 ? UInt64(idleCloseSeconds * 1e9) : nil
+            s.maxStartDelayNs = UInt64(max(0, maxStartDelayMs)) * 1_000_000
+            return s
+        }
+    }
+
+    /// What the machine holds for a cue until the device can start it.
+    public struct Job {
+        var cue: Cue
+        var gain: Float
+        var requestTime: UInt64
+        var owner: String
+        var waitID: UInt64
     }
 
     public let stats = EngineStats()
     public let configuration: Configuration
     private let sink: any Sink   // touched by the audio thread only, after start()
     private let queue: CommandQueue
-    private let wake = DispatchSemaphore(value: 0)
     private let onEvent: @Sendable (EngineEvent) -> Void
-    private let finished = DispatchSemaphore(value: 0)
     private let started = Atomic<Bool>(false)
+    /// Commands: producers write to it only while the audio thread sleeps.
+    private let wakeFD: Int32
+    private let sleeping = Atomic<Bool>(false)
+    /// Written once by the audio thread when it ends.
+    private let doneFD: Int32
 
     public var sinkSpec: String { sink.spec }
 
@@ -178,8 +266,27 @@ public final class AudioEngine: @unchecked Sendable {
         self.configuration = configuration
         self.queue = CommandQueue(capacity: configuration.queueCapacity)
         self.onEvent = onEvent
-        pending.reserveCapacity(Self.maxPending)  // the audio thread must not allocate, even when the device fails
+        wakeFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)  // EFD_NONBLOCK, EFD_CLOEXEC
+        doneFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)
+        precondition(wakeFD >= 0 && doneFD >= 0, "eventfd: \(errno)")
+        machine = DeviceMachine(settings: configuration.machineSettings)
+        actions.reserveCapacity(256)
+        followUps.reserveCapacity(8)
+        awaiting.reserveCapacity(Self.maxAwaiting)
+        endedInPeriod.reserveCapacity(configuration.voices * 2)
+        pollFDs = .allocate(capacity: 1 + Self.maxDeviceFDs)
     }
+
+    deinit {
+        // Only reached if the thread never started or has ended (it holds a reference while it runs).
+        close(wakeFD)
+        close(doneFD)
+        pollFDs.deallocate()
+        output?.deallocate()
+    }
+
+    /// Checks the sink's configuration before start-up (see `Sink.preflight`).
+    public func preflight() throws(SinkError) { try sink.preflight() }
 
     /// Starts the audio thread.
     public func start() {
@@ -200,212 +307,354 @@ public final class AudioEngine: @unchecked Sendable {
     @discardableResult
     public func submit(_ command: Command) -> Bool {
         guard queue.push(command) else { return false }
-        wake.signal()
+        if sleeping.exchange(false, ordering: .sequentiallyConsistent) {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
         return true
     }
 
     /// Lets what is playing finish (up to `graceMs`), closes the sink and ends
-    /// the audio thread. Blocks the caller until then.
-    public func shutdown(graceMs: Int = 500) {
-        let deadline = MonotonicClock.now() + UInt64(graceMs) * 1_000_000
-        while !submit(.shutdown(deadline: deadline)) { usleep(1000) }
-        finished.wait()
+    /// the audio thread. Returns within `graceMs` + `abandonAfterMs` even if the
+    /// device or the thread is stuck: then the thread is abandoned (false), and
+    /// the process may exit regardless.
+    @discardableResult
+    public func shutdown(graceMs: Int = 500, abandonAfterMs: Int = 500) -> Bool {
+        let start = MonotonicClock.now()
+        let limit = start + UInt64(max(0, graceMs) + max(0, abandonAfterMs)) * 1_000_000
+        let deadline = start + UInt64(max(0, graceMs)) * 1_000_000
+        while !submit(.shutdown(deadline: deadline)) {
+            if MonotonicClock.now() >= limit { return false }
+            usleep(1000)
+        }
+        guard started.load(ordering: .relaxed) else { return true }
+        var pfd = pollfd(fd: doneFD, events: Int16(POLLIN), revents: 0)
+        while true {
+            let now = MonotonicClock.now()
+            if now >= limit { return false }
+            let rc = poll(&pfd, 1, Int32((limit - now + 999_999) / 1_000_000))
+            if rc > 0 { return true }
+            if rc < 0 && errno != EINTR { return false }
+        }
     }
 
     // MARK: - The audio thread
 
-    /// A cue waiting for the device to (re)open; it plays only if that happens
-    /// within `maxStartDelayMs` of its request.
-    private struct Pending { var cue: Cue; var gain: Float; var requestTime: UInt64 }
-    private var pending: [Pending] = []
-    private static let maxPending = 64
-    /// Retries while the device is failing: 50 ms doubling to 2 s.
-    private static let minRetryNs: UInt64 = 50_000_000
-    private static let maxRetryNs: UInt64 = 2_000_000_000
-    private var lastAttempt: UInt64 = 0
-    private var retryDelay: UInt64 = AudioEngine.minRetryNs
-    private var nextRetry: UInt64?
+    private var machine: DeviceMachine<Job>
+    /// The machine's actions for one event (capacity reserved: no allocation per event).
+    private var actions: [DeviceMachine<Job>.Action] = []
+    /// Events that carrying out actions produced (an open's result).
+    private var followUps: [DeviceMachine<Job>.Event] = []
+    private var exited = false
 
     private var mixer: Mixer?
     private var format: SinkFormat?
     private var output: UnsafeMutableRawPointer?
-    private var isOpen = false
-    private var streaming = false
+    /// The rendered period being written: `outLeft` frames from `outOffset` still to go.
+    private var outOffset = 0
+    private var outLeft = 0
+
+    /// Voices that ended in the period being written (wait IDs), moved to
+    /// `awaiting` once it is all written.
+    private var endedInPeriod: [UInt64] = []
+    /// Voices whose last frame is written: reported `.played` once `soundsAt` passes (or the stream drained).
+    private var awaiting: [(waitID: UInt64, soundsAt: UInt64)] = []
+    private static let maxAwaiting = 256
+
+    private static let maxDeviceFDs = 15
+    private let pollFDs: UnsafeMutablePointer<pollfd>
+
+    /// SCHED_FIFO if allowed (root, RLIMIT_RTPRIO, not under RestrictRealtime=), else a
+    /// lower nice value if allowed, else nothing. The thread never spins, so FIFO is safe.
+    private func raisePriority() {
+        guard let prio = configuration.realtimePriority else { return }
+        var param = sched_param()
+        param.sched_priority = prio
+        if pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0 {
+            stats.threadPriority.store(2, ordering: .relaxed)
+        } else if setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(cued_gettid()), -11) == 0 {
+            stats.threadPriority.store(1, ordering: .relaxed)
+        }
+    }
 
     private func run() {
-        var shutdownDeadline: UInt64?
-        loop: while true {
+        raisePriority()
+        while !exited {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
-            if mixer?.isSounding != true {
-                if shutdownDeadline != nil { break loop }
-                if streaming {
-                    sink.stop()
-                    streaming = false
-                    stats.setSink(.idle, keepError: true)
-                    onEvent(.streamStopped)
-                }
-                stats.waiting.store(true, ordering: .relaxed)
-                if let retryAt = nextRetry {
-                    // The device failed: wake for the next retry or the oldest pending cue's deadline.
-                    var until = retryAt
-                    if let first = pending.first { until = min(until, first.requestTime &+ maxStartDelayNs) }
-                    let now = MonotonicClock.now()
-                    _ = wake.wait(timeout: DispatchTime(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds + (until > now ? until - now : 0)))
-                    stats.waiting.store(false, ordering: .relaxed)
-                    stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
-                    if shutdownDeadline == nil, let r = nextRetry, MonotonicClock.now() >= r { openSink() }
-                    expirePending()
-                } else if isOpen {
-                    let idle = DispatchTime.now() + configuration.idleCloseSeconds
-                    let result = wake.wait(timeout: idle)
-                    stats.waiting.store(false, ordering: .relaxed)
-                    stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
-                    if result == .timedOut {
-                        closeSink()
-                        continue loop
-                    }
-                } else {
-                    wake.wait()
-                    stats.waiting.store(false, ordering: .relaxed)
-                    stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
-                }
+            while let command = queue.pop() { take(command) }
+            if exited { break }
+            reportSounded(now: MonotonicClock.now())
+            var wrote = false
+            if machine.wantsToWrite, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
+                // Room now (a stream just started or resumed, or a self-clocked sink, whose
+                // write itself waits one period at most): write without polling. A plugin
+                // does not signal its descriptors for room it had before it started.
+                // Before the timer: a thread that woke late finds room, which is no stall.
+                writeOnce()
+                wrote = true
             }
-            while let command = queue.pop() {
-                switch command {
-                case .play(let cue, let gain, let requestTime, _, let waitID):
-                    guard shutdownDeadline == nil else { break }
-                    play(cue, gain: gain, requestTime: requestTime)
-                    if waitID != 0 { onEvent(.voiceEnded(waitID: waitID, outcome: .played)) }  // interim
-                case .stop(_, let ticket):
-                    let n = mixer?.activeVoices ?? 0
-                    if let mixer, let format { mixer.fadeOutAll(frames: format.rate * 4 / 1000) }
-                    onEvent(.stopped(ticket: ticket, count: n))
-                case .fadeOutAll:
-                    if let mixer, let format { mixer.fadeOutAll(frames: format.rate * 4 / 1000) }
-                case .prewarm:
-                    if !isOpen && shutdownDeadline == nil { openSink() }
-                case .shutdown(let deadline):
-                    shutdownDeadline = deadline
-                }
+            if exited { break }
+            if let d = machine.deadline, MonotonicClock.now() >= d {
+                feed(.timer)
+                continue
             }
-            if let deadline = shutdownDeadline, MonotonicClock.now() >= deadline { break loop }
-            if let mixer, mixer.isSounding { renderPeriod(mixer) }
+            if !wrote { sleep() }
         }
-        if streaming { sink.stop(); streaming = false }
-        closeSink()
-        finished.signal()
+        var one: UInt64 = 1
+        _ = write(doneFD, &one, 8)
     }
 
-    private var maxStartDelayNs: UInt64 { UInt64(configuration.maxStartDelayMs) * 1_000_000 }
-
-    private func play(_ cue: Cue, gain: Float, requestTime: UInt64) {
-        if configuration.hangOnPlayForTesting { while true { sleep(3600) } }
-        if !isOpen {
-            // A cue is the best moment to try again: the device may be back.
-            if MonotonicClock.now() &- lastAttempt >= Self.minRetryNs || lastAttempt == 0 { openSink() }
-            if !isOpen {
-                if pending.count >= Self.maxPending { drop(pending.removeFirst()) }
-                pending.append(Pending(cue: cue, gain: gain, requestTime: requestTime))
-                return
-            }
-        }
-        start(cue, gain: gain, requestTime: requestTime)
-    }
-
-    /// Starts a voice unless the cue is already too late to be worth hearing.
-    private func start(_ cue: Cue, gain: Float, requestTime: UInt64) {
-        guard let mixer else { return }
-        let waited = MonotonicClock.now() &- requestTime
-        if requestTime != 0, waited > maxStartDelayNs {
-            drop(Pending(cue: cue, gain: gain, requestTime: requestTime))
-            return
-        }
-        if mixer.start(cue, gain: gain, requestTime: requestTime) { stats.stolen.add(1, ordering: .relaxed) }
-        cue.played.add(1, ordering: .relaxed)
-        stats.played.add(1, ordering: .relaxed)
-    }
-
-    private func drop(_ p: Pending) {
-        stats.dropped.add(1, ordering: .relaxed)
-        onEvent(.dropped(cue: p.cue.name, owner: "", lateMs: Int((MonotonicClock.now() &- p.requestTime) / 1_000_000)))
-    }
-
-    /// Drops pending cues whose moment has passed.
-    private func expirePending() {
-        let now = MonotonicClock.now()
-        while let first = pending.first, now &- first.requestTime > maxStartDelayNs { drop(pending.removeFirst()) }
-    }
-
-    private func renderPeriod(_ mixer: Mixer) {
-        guard let format, let output else { return }
-        let frames = format.periodFrames
-        mixer.render(frames: frames)
-        let clipped: Int
-        switch format.sampleFormat {
-        case .s16: clipped = mixer.convert(frames: frames, toS16: output.assumingMemoryBound(to: Int16.self))
-        case .float: clipped = mixer.convert(frames: frames, toFloat: output.assumingMemoryBound(to: Float.self))
-        }
-        if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
-        stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
-        if mixer.startedCount > 0 {
+    /// Sleeps until a command, the device's room (while streaming) or the next deadline.
+    private func sleep() {
+        let device = machine.wantsToWrite ? sink.pollDescriptors : UnsafeMutableBufferPointer(start: nil, count: 0)
+        let n = min(device.count, Self.maxDeviceFDs)
+        pollFDs[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
+        for i in 0..<n { pollFDs[1 + i] = device[i]; pollFDs[1 + i].revents = 0 }
+        var timeout: Int32 = -1
+        var wake = machine.deadline
+        if machine.wantsToWrite, let first = awaiting.first?.soundsAt { wake = min(wake ?? first, first) }
+        if let d = wake {
             let now = MonotonicClock.now()
-            for i in 0..<mixer.startedCount where mixer.startedRequestTimes[i] != 0 {
-                stats.recordLatency(ns: now &- mixer.startedRequestTimes[i])
-            }
+            timeout = d <= now ? 0 : Int32(min((d - now + 999_999) / 1_000_000, 3_600_000))
         }
+        let idle = n == 0
+        if idle { stats.waiting.store(true, ordering: .relaxed) }
+        sleeping.store(true, ordering: .sequentiallyConsistent)
+        if queue.isEmpty { _ = poll(pollFDs, nfds_t(1 + n), timeout) }
+        sleeping.store(false, ordering: .sequentiallyConsistent)
+        if idle { stats.waiting.store(false, ordering: .relaxed) }
+        if pollFDs[0].revents != 0 {
+            var value: UInt64 = 0
+            _ = read(wakeFD, &value, 8)
+        }
+        guard n > 0, machine.wantsToWrite else { return }
+        var any = false
+        for i in 0..<n { device[i].revents = pollFDs[1 + i].revents; any = any || pollFDs[1 + i].revents != 0 }
+        guard any else { return }
         do {
-            let xruns = try sink.write(output, frames: frames)
-            if xruns > 0 { stats.xruns.add(xruns, ordering: .relaxed) }
-            if !streaming { streaming = true; stats.setSink(.running, keepError: true) }
+            _ = try sink.hasRoom()  // decodes the wake-up; the loop then checks the room itself
         } catch {
-            onEvent(.writeFailed(error.message))
-            mixer.removeAll()
-            stats.voicesActive.store(0, ordering: .relaxed)
-            streaming = false
-            closeSink()
-            stats.setSink(.failed, error: error.message)
-            scheduleRetry()
+            deviceFailed(error)
         }
     }
 
-    /// After a failure: retry in 50 ms, doubling up to 2 s while it keeps failing.
-    private func scheduleRetry() {
-        retryDelay = nextRetry == nil ? Self.minRetryNs : min(retryDelay * 2, Self.maxRetryNs)
-        nextRetry = MonotonicClock.now() &+ retryDelay
+    private func take(_ command: Command) {
+        switch command {
+        case .play(let cue, let gain, let requestTime, let owner, let waitID):
+            feed(.cue(Job(cue: cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID), requestTime: requestTime))
+        case .stop(let scope, let ticket):
+            var count = 0
+            if let mixer, let format {
+                count = mixer.stop(fadeFrames: format.rate * 4 / 1000) { scope.matches(cue: $0, owner: $1) }
+            }
+            count += machine.removePending { scope.matches(cue: $0.cue.name, owner: $0.owner) } removed: { job in
+                if job.waitID != 0 { onEvent(.voiceEnded(waitID: job.waitID, outcome: .stopped)) }
+            }
+            onEvent(.stopped(ticket: ticket, count: count))
+        case .fadeOutAll:
+            if let mixer, let format { _ = mixer.stop(fadeFrames: format.rate * 4 / 1000) { _, _ in true } }
+            _ = machine.removePending { _ in true } removed: { job in
+                if job.waitID != 0 { onEvent(.voiceEnded(waitID: job.waitID, outcome: .stopped)) }
+            }
+        case .prewarm:
+            feed(.prewarm)
+        case .shutdown(let deadline):
+            feed(.shutdown(deadline: deadline))
+        }
     }
 
-    private func openSink() {
-        lastAttempt = MonotonicClock.now()
+    /// Hands one event to the machine and carries out its actions (and those of
+    /// the events they produce, such as an open's result).
+    private func feed(_ event: DeviceMachine<Job>.Event) {
+        var next: DeviceMachine<Job>.Event? = event
+        while let e = next {
+            actions.removeAll(keepingCapacity: true)
+            machine.handle(e, now: MonotonicClock.now(), into: &actions)
+            for i in actions.indices { perform(actions[i]) }
+            next = followUps.isEmpty ? nil : followUps.removeFirst()
+        }
+        publishState()
+    }
+
+    private func perform(_ action: DeviceMachine<Job>.Action) {
+        switch action {
+        case .open:
+            open()
+        case .close:
+            sink.close()
+            outLeft = 0
+            stats.deviceDelayFrames.store(0, ordering: .relaxed)
+            stats.setSink(.closed, keepError: true)
+            onEvent(.closed)
+        case .stopStream:
+            sink.stop()
+            outLeft = 0
+            stats.deviceDelayFrames.store(0, ordering: .relaxed)
+            reportSounded(now: .max)  // the stream drained: everything written has sounded
+            onEvent(.streamStopped)
+        case .start(let job):
+            if configuration.hangOnPlayForTesting { while true { Glibc.sleep(3600) } }
+            guard let mixer else { return drop(job.cue, job.owner, job.waitID, lateNs: 0) }
+            if mixer.start(job.cue, gain: job.gain, requestTime: job.requestTime, owner: job.owner, waitID: job.waitID) {
+                stats.stolen.add(1, ordering: .relaxed)
+            }
+            job.cue.played.add(1, ordering: .relaxed)
+            stats.played.add(1, ordering: .relaxed)
+        case .drop(let job, let lateNs):
+            drop(job.cue, job.owner, job.waitID, lateNs: lateNs)
+        case .restartVoices(let since):
+            outLeft = 0
+            endedInPeriod.removeAll(keepingCapacity: true)
+            mixer?.restart(requestedSince: since) { removed($0) }
+            dropAwaiting()
+        case .dropVoices:
+            outLeft = 0
+            endedInPeriod.removeAll(keepingCapacity: true)
+            mixer?.removeAll { removed($0) }
+            stats.voicesActive.store(0, ordering: .relaxed)
+            dropAwaiting()
+        case .reportStall:
+            stats.stalls.add(1, ordering: .relaxed)
+            onEvent(.stalled)
+        case .reportLost:
+            stats.lost.add(1, ordering: .relaxed)
+            onEvent(.lost)
+        case .exit:
+            exited = true
+        }
+    }
+
+    private func open() {
         do {
             let f = try sink.open()
-            isOpen = true
-            nextRetry = nil
             if format == nil || f.periodFrames > mixer?.maxFrames ?? 0 || f.sampleFormat != format?.sampleFormat {
                 output?.deallocate()
                 output = .allocate(byteCount: f.periodFrames * f.channels * f.sampleFormat.bytes, alignment: 16)
             }
             if mixer == nil || f.periodFrames > mixer!.maxFrames {
+                let old = mixer
                 mixer = Mixer(maxVoices: configuration.voices, maxFrames: f.periodFrames,
                               stealFadeFrames: f.rate * 2 / 1000)
+                old?.removeAll { removed($0) }
             }
             format = f
-            stats.setSink(.idle, format: f)
-            onEvent(.opened(f))
-            for p in pending { start(p.cue, gain: p.gain, requestTime: p.requestTime) }  // start() leaves `pending` alone
-            pending.removeAll(keepingCapacity: true)
+            outLeft = 0
+            stats.setSink(.idle, format: f, kind: sink.kind)
+            onEvent(.opened(f, kind: sink.kind))
+            followUps.append(.opened(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate))))
         } catch {
-            isOpen = false
             stats.setSink(.failed, error: error.message)
             onEvent(.openFailed(error.message))
-            scheduleRetry()
+            followUps.append(.openFailed)
         }
     }
 
-    private func closeSink() {
-        guard isOpen else { return }
-        sink.close()
-        isOpen = false
-        stats.setSink(.closed, keepError: true)
-        onEvent(.closed)
+    /// Renders a period (when the last one is all written) and writes what the device takes.
+    private func writeOnce() {
+        guard let mixer, let format, let output else { return }
+        let bytesPerFrame = format.channels * format.sampleFormat.bytes
+        if outLeft == 0 {
+            let frames = format.periodFrames
+            mixer.render(frames: frames)
+            let clipped: Int
+            switch format.sampleFormat {
+            case .s16: clipped = mixer.convert(frames: frames, toS16: output.assumingMemoryBound(to: Int16.self))
+            case .float: clipped = mixer.convert(frames: frames, toFloat: output.assumingMemoryBound(to: Float.self))
+            }
+            if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
+            stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
+            if mixer.startedCount > 0 {
+                let now = MonotonicClock.now()
+                for i in 0..<mixer.startedCount where mixer.startedRequestTimes[i] != 0 {
+                    stats.recordLatency(ns: now &- mixer.startedRequestTimes[i])
+                }
+            }
+            for i in 0..<mixer.endedCount {
+                switch mixer.endedHow[i] {
+                case .played: endedInPeriod.append(mixer.endedWaitIDs[i])
+                case .stopped: onEvent(.voiceEnded(waitID: mixer.endedWaitIDs[i], outcome: .stopped))
+                }
+            }
+            outOffset = 0
+            outLeft = frames
+        }
+        let result: SinkWrite
+        do {
+            result = try sink.write(output + outOffset * bytesPerFrame, frames: outLeft)
+        } catch {
+            deviceFailed(error)
+            return
+        }
+        let now = MonotonicClock.now()
+        outOffset += result.frames
+        outLeft -= result.frames
+        if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed) }
+        let delay = sink.delayFrames()
+        stats.deviceDelayFrames.store(delay, ordering: .relaxed)
+        let delayNs = UInt64(max(0, delay)) * 1_000_000_000 / UInt64(format.rate)
+        if outLeft == 0 && !endedInPeriod.isEmpty {
+            for id in endedInPeriod {
+                if awaiting.count < Self.maxAwaiting { awaiting.append((id, now &+ delayNs)) }
+                else { onEvent(.voiceEnded(waitID: id, outcome: .played)) }
+            }
+            endedInPeriod.removeAll(keepingCapacity: true)
+        }
+        feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || outLeft > 0, delayNs: delayNs))
+    }
+
+    private func deviceFailed(_ error: SinkError) {
+        onEvent(.writeFailed(error.message))
+        stats.setSink(.failed, error: error.message)
+        feed(.writeFailed)
+    }
+
+    /// Reports `.played` for the voices whose last frame has sounded by `now`.
+    private func reportSounded(now: UInt64) {
+        guard !awaiting.isEmpty else { return }
+        var kept = 0
+        for i in awaiting.indices {
+            if awaiting[i].soundsAt <= now {
+                onEvent(.voiceEnded(waitID: awaiting[i].waitID, outcome: .played))
+            } else {
+                awaiting[kept] = awaiting[i]
+                kept += 1
+            }
+        }
+        awaiting.removeLast(awaiting.count - kept)
+    }
+
+    private func dropAwaiting() {
+        for a in awaiting { onEvent(.voiceEnded(waitID: a.waitID, outcome: .dropped)) }
+        awaiting.removeAll(keepingCapacity: true)
+    }
+
+    /// A voice removed before its end: a stopped one was meant to end; any other is dropped.
+    private func removed(_ v: Mixer.RemovedVoice) {
+        if v.stopped {
+            if v.waitID != 0 { onEvent(.voiceEnded(waitID: v.waitID, outcome: .stopped)) }
+        } else {
+            drop(v.cue, v.owner, v.waitID, lateNs: v.requestTime == 0 ? 0 : MonotonicClock.now() &- v.requestTime)
+        }
+    }
+
+    private func drop(_ cue: Cue, _ owner: String, _ waitID: UInt64, lateNs: UInt64) {
+        stats.dropped.add(1, ordering: .relaxed)
+        onEvent(.dropped(cue: cue.name, owner: owner, lateMs: Int(lateNs / 1_000_000)))
+        if waitID != 0 { onEvent(.voiceEnded(waitID: waitID, outcome: .dropped)) }
+    }
+
+    private var published: DeviceMachine<Job>.State?
+
+    /// The machine's state as `status` shows it (when it changed).
+    private func publishState() {
+        guard machine.state != published else { return }
+        published = machine.state
+        switch machine.state {
+        case .streaming, .draining: stats.setSink(.running, keepError: true)
+        case .idle: stats.setSink(.idle, keepError: true)
+        case .closed, .finished: stats.setSink(.closed, keepError: true)
+        case .failed: stats.setSink(.failed, keepError: true)
+        case .opening: break
+        }
     }
 }

@@ -11,7 +11,16 @@ public final class Mixer {
         var serial: UInt64
         var requestTime: UInt64
         var started: Bool
+        /// Who asked (an app name or a connection label), for `stop`.
+        var owner: String
+        /// Who waits for the end (0: nobody).
+        var waitID: UInt64
+        /// Faded out by `stop` (or stolen): ends as `.stopped`, not `.played`.
+        var stopped: Bool
     }
+
+    /// How a voice that somebody waits for ended.
+    public enum Ending: Sendable, Equatable { case played, stopped }
 
     public let maxVoices: Int
     public let maxFrames: Int
@@ -27,6 +36,10 @@ public final class Mixer {
     /// Request times of voices whose first frame is in the last rendered period.
     public private(set) var startedRequestTimes: [UInt64]
     public private(set) var startedCount = 0
+    /// Wait IDs (≠ 0) of voices that ended in the last rendered period, and how.
+    public private(set) var endedWaitIDs: [UInt64]
+    public private(set) var endedHow: [Ending]
+    public private(set) var endedCount = 0
 
     public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96) {
         precondition(maxVoices > 0 && maxFrames > 0)
@@ -38,6 +51,8 @@ public final class Mixer {
         mix = .allocate(capacity: maxFrames * 2)
         mix.initialize(repeating: 0, count: maxFrames * 2)
         startedRequestTimes = Array(repeating: 0, count: maxVoices * 2)
+        endedWaitIDs = Array(repeating: 0, count: maxVoices * 2)
+        endedHow = Array(repeating: .played, count: maxVoices * 2)
     }
 
     deinit { mix.deallocate() }
@@ -50,10 +65,11 @@ public final class Mixer {
     /// Starts a cue. When all voices are busy the oldest is faded out and
     /// replaced; returns true in that case (a steal).
     @discardableResult
-    public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0) -> Bool {
+    public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0, owner: String = "", waitID: UInt64 = 0) -> Bool {
         serial &+= 1
         let voice = Voice(cue: cue, position: 0, gain: gain, fadeLeft: -1, fadeLength: 0,
-                          serial: serial, requestTime: requestTime, started: false)
+                          serial: serial, requestTime: requestTime, started: false,
+                          owner: owner, waitID: waitID, stopped: false)
         if let free = voices.firstIndex(where: { $0 == nil }) {
             voices[free] = voice
             return false
@@ -65,12 +81,14 @@ public final class Mixer {
             stolen.fadeLeft = stealFadeFrames
             stolen.fadeLength = stealFadeFrames
         }
+        stolen.stopped = true
         // A tail slot: a free one, else the one closest to silence.
         var slot = 0
         for i in tails.indices {
             guard let t = tails[i] else { slot = i; break }
             if t.fadeLeft < tails[slot]!.fadeLeft { slot = i }
         }
+        if let evicted = tails[slot] { noteEnded(evicted, .stopped) }
         tails[slot] = stolen
         voices[oldest] = voice
         return true
@@ -81,22 +99,78 @@ public final class Mixer {
         func fade(_ v: inout Voice?) {
             guard var x = v else { return }
             if x.fadeLeft < 0 || x.fadeLeft > frames { x.fadeLeft = frames; x.fadeLength = max(frames, 1) }
+            x.stopped = true
             v = x
         }
         for i in voices.indices { fade(&voices[i]) }
         for i in tails.indices { fade(&tails[i]) }
     }
 
-    /// Stops everything at once (shutdown, device lost).
-    public func removeAll() {
-        for i in voices.indices { voices[i] = nil }
-        for i in tails.indices { tails[i] = nil }
+    /// Fades out, over `frames`, the playing voices `matches` selects (by cue
+    /// name and owner); returns how many. Their endings are `.stopped`.
+    public func stop(fadeFrames frames: Int, where matches: (_ cue: String, _ owner: String) -> Bool) -> Int {
+        var count = 0
+        for i in voices.indices {
+            guard var v = voices[i], !v.stopped, matches(v.cue.name, v.owner) else { continue }
+            if v.fadeLeft < 0 || v.fadeLeft > frames { v.fadeLeft = frames; v.fadeLength = max(frames, 1) }
+            v.stopped = true
+            voices[i] = v
+            count += 1
+        }
+        return count
+    }
+
+    /// What a voice removed without sounding to its end was: for the shell's reports.
+    public struct RemovedVoice {
+        public var cue: Cue
+        public var owner: String
+        public var waitID: UInt64
+        public var requestTime: UInt64
+        /// Already stopped (faded by `stop` or stolen) when removed.
+        public var stopped: Bool
+    }
+
+    /// Stops everything at once (shutdown, device lost); `each` sees every voice removed.
+    public func removeAll(_ each: (RemovedVoice) -> Void = { _ in }) {
+        for i in voices.indices { remove(&voices[i], each) }
+        for i in tails.indices { remove(&tails[i], each) }
+    }
+
+    /// After the device was reopened under running voices: the voices requested
+    /// at or after `since` (or with no request time) start again from their
+    /// first frame; the others, and fading tails, are removed and passed to `dropped`.
+    public func restart(requestedSince since: UInt64, dropped: (RemovedVoice) -> Void) {
+        for i in voices.indices {
+            guard var v = voices[i] else { continue }
+            if !v.stopped && (v.requestTime == 0 || v.requestTime >= since) {
+                v.position = 0
+                v.started = false
+                voices[i] = v
+            } else {
+                remove(&voices[i], dropped)
+            }
+        }
+        for i in tails.indices { remove(&tails[i], dropped) }
+    }
+
+    private func remove(_ slot: inout Voice?, _ each: (RemovedVoice) -> Void) {
+        guard let v = slot else { return }
+        slot = nil
+        each(RemovedVoice(cue: v.cue, owner: v.owner, waitID: v.waitID, requestTime: v.requestTime, stopped: v.stopped))
+    }
+
+    private func noteEnded(_ v: Voice, _ how: Ending) {
+        guard v.waitID != 0, endedCount < endedWaitIDs.count else { return }
+        endedWaitIDs[endedCount] = v.waitID
+        endedHow[endedCount] = how
+        endedCount += 1
     }
 
     /// Mixes `frames` frames into `mix[0 ..< frames*2]`.
     public func render(frames: Int) {
         precondition(frames <= maxFrames)
         startedCount = 0
+        endedCount = 0
         mix.update(repeating: 0, count: frames * 2)
         for i in voices.indices { renderVoice(&voices[i], frames: frames) }
         for i in tails.indices { renderVoice(&tails[i], frames: frames) }
@@ -134,7 +208,12 @@ public final class Mixer {
             }
         }
         v.position += n
-        slot = (v.position >= v.cue.frames || v.fadeLeft == 0) ? nil : v
+        if v.position >= v.cue.frames || v.fadeLeft == 0 {
+            noteEnded(v, v.stopped ? .stopped : .played)
+            slot = nil
+        } else {
+            slot = v
+        }
     }
 
     /// Converts the last `frames` mixed frames to 16-bit, clipping; returns

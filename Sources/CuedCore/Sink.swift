@@ -36,25 +36,57 @@ public struct SinkError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// One audio output. Every method is called on the audio thread only, in the
-/// order open → (write* → stop)* → close; none is thread-safe.
+/// What one `write` did: frames the device took (0: no room), xruns recovered on the way.
+public struct SinkWrite: Sendable, Equatable {
+    public var frames: Int
+    public var xruns: Int
+    public init(frames: Int, xruns: Int = 0) { self.frames = frames; self.xruns = xruns }
+}
+
+/// One audio output. Every method is called on the audio thread only (except
+/// `preflight`, called once before it starts), in the order
+/// open → (write* → stop)* → close; none is thread-safe.
 public protocol Sink: AnyObject {
     /// The user-facing spec, e.g. `alsa:default`, `null`, `wav:/tmp/x.wav`.
     var spec: String { get }
+    /// What the output is, for `status`: `hw`, `pipewire`, `pulse`, `dmix`, `ioplug`, `null`, `wav`, …
+    /// (for ALSA known once opened).
+    var kind: String { get }
+    /// Checks, before the daemon starts, what can never work (a WAV file in a
+    /// missing directory, an ALSA PCM name nothing defines). A device that is
+    /// merely busy or absent now is not an error: the engine retries.
+    func preflight() throws(SinkError)
     /// Opens and prepares the device. The stream does not run until written.
     func open() throws(SinkError) -> SinkFormat
-    /// Writes `frames` interleaved frames, blocking while the device buffer is
-    /// full (this paces the audio thread). Returns the number of xruns recovered.
-    func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int
-    /// Lets what was written play out, then stops the stream (no wakeups after).
+    /// While open: the descriptors to poll for room to write (the engine fills
+    /// in `revents` before calling `hasRoom`). Empty: `write` paces itself.
+    var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { get }
+    /// Frames the device has room for now, without waiting (`snd_pcm_avail_update`);
+    /// `Int.max` when unknown, so that the next `write` finds out (an xrun to recover).
+    func availableFrames() -> Int
+    /// After a poll woke on `pollDescriptors`: decodes their `revents` (a plugin
+    /// resets its own wake-up there) and says whether the device has room.
+    /// Throws if they report that the device failed.
+    func hasRoom() throws(SinkError) -> Bool
+    /// Writes up to `frames` interleaved frames without waiting on a device
+    /// (a self-clocked sink sleeps as a device would consume); restarts a
+    /// stopped stream. Recoverable xruns are recovered and counted, not thrown.
+    func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite
+    /// Frames written that have not sounded yet (the device delay).
+    func delayFrames() -> Int
+    /// Stops the stream at once, discarding what is queued (the engine only
+    /// stops once what it wrote has played out).
     func stop()
     /// Closes the device. `open` may be called again later.
     func close()
 }
 
 extension Sink {
-    /// Checks at start-up that the sink can work as configured (interim: always).
+    public var kind: String { String(spec.prefix { $0 != ":" }) }
     public func preflight() throws(SinkError) {}
+    public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
+    public func hasRoom() throws(SinkError) -> Bool { true }
+    public func availableFrames() -> Int { .max }
 }
 
 /// Monotonic time in nanoseconds.
@@ -101,13 +133,13 @@ public struct DeviceClock: Sendable {
         written += frames
     }
 
-    /// Sleeps until everything written has been "played".
-    public mutating func drain() {
-        if running {
-            MonotonicClock.sleep(until: startTime + UInt64(written) * 1_000_000_000 / UInt64(rate))
-        }
-        running = false
+    /// Frames written and not yet "played".
+    public func delay(now: UInt64 = MonotonicClock.now()) -> Int {
+        running ? max(0, written - played(at: now)) : 0
     }
+
+    /// Discards what is queued: the next write starts the clock again.
+    public mutating func drop() { running = false }
 }
 
 /// Discards frames at the real sample rate (`--sink null`).
@@ -123,10 +155,11 @@ public final class NullSink: Sink {
     }
 
     public func open() throws(SinkError) -> SinkFormat { format }
-    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> Int {
+    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
         clock.write(frames: frames)
-        return 0
+        return SinkWrite(frames: frames)
     }
-    public func stop() { clock.drain() }
-    public func close() {}
+    public func delayFrames() -> Int { clock.delay() }
+    public func stop() { clock.drop() }
+    public func close() { clock.drop() }
 }

@@ -13,7 +13,8 @@ public struct Status: Sendable, Equatable {
         public var format: String?
         public var periodFrames: Int?
         public var bufferFrames: Int?
-        /// Audio queued in the device ahead of what is heard (snd_pcm_delay), µs.
+        /// Audio queued in the device ahead of what is heard (snd_pcm_delay), µs:
+        /// add it to `latency_us` for the time from a request to its sound.
         public var delayUs: Int?
         public var error: String?
         public init() {}
@@ -39,8 +40,8 @@ public struct Status: Sendable, Equatable {
         public var p99: Int?
         public var max: Int?
         public init() {}
-        /// What the figures measure (they are not time to sound: add the device's delay).
-        public static let measures = "request read -> first frame handed to the device"
+        /// What the figures measure (they are not time to sound: add `sink.device_delay_us`).
+        public static let measures = "request read to first frame handed to the device"
     }
 
     public struct Theme: Sendable, Equatable {
@@ -68,6 +69,10 @@ public struct Status: Sendable, Equatable {
     public var xruns = 0
     /// Devices that stopped taking audio and were reopened.
     public var stalls = 0
+    /// Devices whose recovery made no progress (e.g. the sound server restarted) and were reopened.
+    public var devicesLost = 0
+    /// How the audio thread is scheduled: realtime, nice or normal.
+    public var audioThread = "normal"
     public var dropped = 0
     public var clients = 0
     public var rateLimited = 0
@@ -86,10 +91,10 @@ public struct Status: Sendable, Equatable {
         case version, `protocol`, pid, muted, config, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
-        case latencyUs = "latency_us", theme
+        case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
         // sink
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
-        case delayUs = "delay_us", error
+        case delayUs = "device_delay_us", error
         // cue, app
         case frames
         // latency
@@ -124,7 +129,8 @@ public struct Status: Sendable, Equatable {
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
             (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
-            (.xruns, n(xruns)), (.stalls, n(stalls)), (.dropped, n(dropped)), (.clients, n(clients)),
+            (.xruns, n(xruns)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
+            (.dropped, n(dropped)), (.clients, n(clients)),
             (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
         ])
@@ -162,6 +168,8 @@ public struct Status: Sendable, Equatable {
         clippedSamples = int(v(json, .clippedSamples)) ?? 0
         xruns = int(v(json, .xruns)) ?? 0
         stalls = int(v(json, .stalls)) ?? 0
+        devicesLost = int(v(json, .devicesLost)) ?? 0
+        audioThread = str(v(json, .audioThread)) ?? "normal"
         dropped = int(v(json, .dropped)) ?? 0
         clients = int(v(json, .clients)) ?? 0
         rateLimited = int(v(json, .rateLimited)) ?? 0

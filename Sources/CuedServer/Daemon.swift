@@ -456,6 +456,8 @@ public final class Daemon: @unchecked Sendable {
             out.sink.bufferFrames = f.bufferFrames
         }
         out.sink.error = s.sinkError
+        out.sink.kind = s.sinkKind
+        out.sink.delayUs = s.deviceDelayMicroseconds
         for name in runtime.bank.names {
             let c = runtime.bank[name]!
             out.cues[name] = Status.Cue(frames: c.frames, played: c.played.load(ordering: .relaxed))
@@ -465,6 +467,9 @@ public final class Daemon: @unchecked Sendable {
         out.voicesStolen = s.stolen.load(ordering: .relaxed)
         out.clippedSamples = s.clipped.load(ordering: .relaxed)
         out.xruns = s.xruns.load(ordering: .relaxed)
+        out.stalls = s.stalls.load(ordering: .relaxed)
+        out.devicesLost = s.lost.load(ordering: .relaxed)
+        out.audioThread = s.threadPriorityName
         out.dropped = s.dropped.load(ordering: .relaxed)
         out.clients = clients
         out.rateLimited = rateLimited

@@ -177,7 +177,9 @@ public final class Server: Sendable {
         ExitDeadline.arm(afterMs: Self.graceMs + 1500, logger: logger)
         watchdog?.cancel()
         try? channel.close().wait()
-        daemon.engine.shutdown(graceMs: Self.graceMs)
+        if !daemon.engine.shutdown(graceMs: Self.graceMs) {
+            logger.error("the audio thread did not stop in time (a stuck device?); exiting without it")
+        }
         saver.flush()
         if let socketInode, SocketFile.inode(options.socketPath) == socketInode { unlink(options.socketPath) }
         try? group.syncShutdownGracefully()
@@ -185,10 +187,15 @@ public final class Server: Sendable {
         LogWriter.shared.flush(timeoutMs: 200)
     }
 
+    /// The sink the settings name. `[stream]` properties replace the built-in
+    /// ones key by key (ALSASink exports them for the sound server's plugin, so
+    /// this runs before any other thread starts).
     func makeSink(_ s: Settings) -> any Sink {
         let latency = s.latencyMs ?? 10
         switch s.sink {
-        case .alsa(let pcm): return ALSASink(device: pcm, latencyMs: latency)
+        case .alsa(let pcm):
+            return ALSASink(device: pcm, latencyMs: s.latencyMs,
+                            streamProperties: ALSASink.defaultStreamProperties.merging(s.stream) { $1 })
         case .null: return NullSink(latencyMs: latency)
         case .wav(let path): return WAVSink(path: path, latencyMs: latency)
         case .fault(let spec):
@@ -228,13 +235,15 @@ final class DeviceLog: Sendable {
 
     func log(_ event: EngineEvent) {
         switch event {
-        case .opened(let f):
+        case .opened(let f, let kind):
             lastError.withLock { $0 = nil }
-            logger.info("audio device opened", metadata: ["sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
+            logger.info("audio device opened", metadata: ["sink.kind": "\(kind)", "sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
                                                         "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
         case .openFailed(let e), .writeFailed(let e):
             let isNew = lastError.withLock { last in defer { last = e }; return last != e }
             if isNew { logger.error("audio device failed; will retry on the next cue", metadata: ["error": "\(e)"]) }
+        case .stalled: logger.error("audio device stalled (it took no frames); reopened")
+        case .lost: logger.error("audio device lost (recovering made no progress; a sound server restart?); reopened")
         case .streamStopped: logger.debug("audio stream stopped (idle)")
         case .closed: logger.info("audio device closed")
         default: break

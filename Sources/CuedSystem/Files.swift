@@ -290,3 +290,14 @@ public enum Environment {
         return "/"
     }
 }
+
+extension StringProtocol {
+    /// True if `needle` occurs in this string (bytewise). The daemon's modules
+    /// are built without the regex library, which provides `contains(_:)` for strings.
+    public func includes(_ needle: String) -> Bool {
+        let hay = Array(utf8), n = Array(needle.utf8)
+        guard !n.isEmpty else { return true }
+        guard n.count <= hay.count else { return false }
+        return (0...(hay.count - n.count)).contains { hay[$0..<($0 + n.count)].elementsEqual(n) }
+    }
+}

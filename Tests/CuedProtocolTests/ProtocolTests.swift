@@ -212,7 +212,7 @@ import Testing
         s.sink.delayUs = 5000; s.sink.error = "x"
         s.cues = ["pop": .init(frames: 10, played: 2)]
         s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true)]
-        s.played = 5; s.voicesActive = 1; s.voicesStolen = 2; s.clippedSamples = 3; s.xruns = 4; s.stalls = 6
+        s.played = 5; s.voicesActive = 1; s.voicesStolen = 2; s.clippedSamples = 3; s.xruns = 4; s.stalls = 6; s.devicesLost = 13; s.audioThread = "realtime"
         s.dropped = 7; s.clients = 8; s.rateLimited = 9; s.refusedBusy = 10; s.evictedIdle = 11; s.sessions = 12
         s.latencyUs.p50 = 100; s.latencyUs.p99 = 200; s.latencyUs.max = 300
         s.theme.name = "ocean"; s.theme.chain = ["ocean", "freedesktop"]; s.theme.cached = 2
@@ -224,7 +224,7 @@ import Testing
 
     @Test func fieldPathsCoverNestedKeys() {
         let paths = Status.fieldPaths
-        for p in ["version", "sink.state", "sink.delay_us", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
+        for p in ["version", "sink.state", "sink.device_delay_us", "devices_lost", "audio_thread", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
                   "theme.cache_bytes", "stalls", "evicted_idle"] {
             #expect(paths.contains(p), "\(p)")
         }

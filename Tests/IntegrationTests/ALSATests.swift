@@ -51,13 +51,21 @@ import TestSupport
         #expect(d.stop() == 0)
     }
 
-    @Test func missingDeviceKeepsTheDaemonAnswering() throws {
-        let d = try DaemonHarness(args: ["--sink", "alsa:no_such_pcm"])
+    @Test func aPCMNameALSADoesNotDefineIsAStartupError() throws {
+        let r = try runProcess(TestPaths.binary("cued"), ["--sink", "alsa:no_such_pcm", "--socket", "/tmp/none.sock"])
+        #expect(r.status == 78)
+        #expect(r.err.contains("no_such_pcm"))
+        #expect(r.err.contains("aplay -L"))
+    }
+
+    @Test func aDefinedPCMWhoseDeviceIsAbsentKeepsTheDaemonAnswering() throws {
+        // hw:9 is defined (pcm.hw) but there is no card 9: not a start-up error; cued runs and retries.
+        let d = try DaemonHarness(args: ["--sink", "alsa:hw:9"])
         #expect(try d.request("play pop") == "ok")
         #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("failed") })
         let s = try status(d)
         guard case .string(let error)? = s["sink"]?["error"] else { Issue.record("no error in status"); return }
-        #expect(error.contains("no_such_pcm"))
+        #expect(error.contains("hw:9"))
         #expect(eventually { (try? status(d))?["dropped"] == .number(1) })  // after waiting its 250 ms
         #expect(try d.request("ping") == "ok pong")
         #expect(try d.request("play pop") == "ok")  // retried on the next cue, still failing, still answering

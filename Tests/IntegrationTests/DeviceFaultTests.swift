@@ -41,25 +41,78 @@ import TestSupport
         var s = try d.status()
         guard case .string(let error)? = s["sink"]?["error"] else { Issue.record("no error in status"); return }
         #expect(error.contains("ENODEV"))
+        #expect(number(s["dropped"]) == 1)  // the long cue, cut off by the unplug
         // While the device is gone: still answering; a cue waits at most 250 ms, then is dropped.
         #expect(try d.request("ping") == "ok pong")
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["dropped"]) } == 1 })
+        #expect(eventually { (try? d.status()).map { self.number($0["dropped"]) } == 2 })
         s = try d.status()
-        #expect(number(s["played"]) == 1)  // only the long cue, before the unplug
+        #expect(number(s["played"]) == 1)  // only the long cue, started before the unplug
         // The device returns (800 ms after the unplug); the next cue plays, the dropped one never does.
         usleep(900_000)
         #expect(try d.request("play pop") == "ok")
         #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 2 })
         s = try d.status()
-        #expect(number(s["dropped"]) == 1)
+        #expect(number(s["dropped"]) == 2)
         #expect(s["sink"]?["state"] != .string("failed"))
     }
 
-    @Test func brokenDeviceIsReopened() throws {
+    @Test func aStalledDeviceIsCountedReopenedAndPlaysTheNextCue() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(100, frames: 24_000)  // 500 ms
+        // From the 3rd write the device takes nothing until it is reopened.
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-3=once"])
+        #expect(try d.request("play long") == "ok")
+        #expect(eventually { (try? d.status()).map { self.number($0["stalls"]) == 1 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        var s = try d.status()
+        // Stalled ~10 ms after its request, found stalled 250 ms later: too late to start again, so dropped.
+        #expect(number(s["dropped"]) == 1)
+        #expect(number(s["played"]) == 1)
+        #expect(d.readStderr().contains("stalled"))
+        #expect(try d.request("play pop") == "ok")  // the reopened device works
+        #expect(eventually { (try? d.status()).map { self.number($0["played"]) == 2 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        s = try d.status()
+        #expect(number(s["stalls"]) == 1)
+        #expect(number(s["dropped"]) == 1)
+    }
+
+    @Test func sigtermEndsCuedWithinGracePlusASecondOnADeviceThatAlwaysStalls() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(100, frames: 48_000 * 5)
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-2=always"])
+        #expect(try d.request("play long") == "ok")
+        #expect(eventually { (try? d.status()).map { self.number($0["stalls"]) >= 1 } ?? false })
+        let start = Date()
+        d.process.signal(SIGTERM)
+        #expect(d.waitForExit(timeout: 5) == 0)
+        #expect(Date().timeIntervalSince(start) < 1.5)  // 500 ms grace + 1 s
+    }
+
+    @Test func sigtermEndsCuedEvenWhenTheAudioThreadHangs() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["CUED_TEST_HANG_AUDIO": "1"])
+        #expect(try d.request("play pop") == "ok")  // the audio thread now hangs for good
+        usleep(100_000)
+        let start = Date()
+        d.process.signal(SIGTERM)
+        #expect(d.waitForExit(timeout: 5) == 0)
+        #expect(Date().timeIntervalSince(start) < 1.5)
+        #expect(d.readStderr().contains("audio thread"))
+    }
+
+    @Test func preflightRefusesAWAVFileInAMissingDirectory() throws {
+        let r = try runProcess(TestPaths.binary("cued"), ["--sink", "wav:/nonexistent-dir/x.wav", "--socket", "/tmp/none.sock"])
+        #expect(r.status == 78)
+        #expect(r.err.contains("/nonexistent-dir"))
+        #expect(r.err.contains("does not exist"))
+    }
+
+    @Test func aDeviceBrokenOnceIsReopenedAtOnceAndTheCueRestarted() throws {
         let d = try DaemonHarness(args: ["--sink", "fault:write-2=EIO"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("failed") })
+        #expect(eventually { (try? d.status()).map { self.number($0["played"]) == 1 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        let s = try d.status()
+        #expect(number(s["dropped"]) == 0)
+        #expect(d.readStderr().contains("EIO"))
         #expect(try d.request("play pop") == "ok")
         #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 2 })
     }

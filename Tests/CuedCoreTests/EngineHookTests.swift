@@ -1,0 +1,139 @@
+import CuedCore
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The mixer's stop/restart/end reports, and the engine hooks the daemon uses
+/// (stop by scope with a ticket, voiceEnded for waited-for voices, drops with owners).
+@Suite struct MixerStopTests {
+    func cue(_ name: String, frames: Int, value: Float = 0.25) -> Cue {
+        Cue(name: name, stereo: [Float](repeating: value, count: frames * 2))
+    }
+
+    @Test func stopFadesOnlyTheMatchingVoicesAndCountsThem() {
+        let m = Mixer(maxVoices: 4, maxFrames: 8)
+        m.start(cue("x", frames: 100), gain: 1, owner: "a", waitID: 1)
+        m.start(cue("y", frames: 100), gain: 1, owner: "a", waitID: 2)
+        m.start(cue("x", frames: 100), gain: 1, owner: "b", waitID: 3)
+        #expect(m.stop(fadeFrames: 4) { $0 == "x" && $1 == "a" } == 1)
+        #expect(m.stop(fadeFrames: 4) { $0 == "x" && $1 == "a" } == 0)  // already stopping
+        m.render(frames: 8)
+        // Voice 1 faded out within 4 frames: it ended, as stopped; the others play on.
+        #expect(m.endedCount == 1)
+        #expect(m.endedWaitIDs[0] == 1 && m.endedHow[0] == .stopped)
+        #expect(m.mix[2 * 5] == 0.5)  // frame 5: only y and b's x
+        #expect(m.activeVoices == 2)
+    }
+
+    @Test func aVoiceThatPlaysToItsEndEndsAsPlayed() {
+        let m = Mixer(maxVoices: 2, maxFrames: 8)
+        m.start(cue("x", frames: 10), gain: 1, waitID: 9)
+        m.render(frames: 8)
+        #expect(m.endedCount == 0)
+        m.render(frames: 8)
+        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 9 && m.endedHow[0] == .played)
+    }
+
+    @Test func aStolenVoiceEndsAsStopped() {
+        let m = Mixer(maxVoices: 1, maxFrames: 8, stealFadeFrames: 2)
+        m.start(cue("x", frames: 100), gain: 1, waitID: 1)
+        #expect(m.start(cue("y", frames: 100), gain: 1, waitID: 2))
+        m.render(frames: 8)
+        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 1 && m.endedHow[0] == .stopped)
+    }
+
+    @Test func restartKeepsRecentVoicesFromTheirFirstFrameAndDropsOlderOnes() {
+        let m = Mixer(maxVoices: 4, maxFrames: 4)
+        let ramp = Cue(name: "ramp", stereo: (0..<8).flatMap { [Float($0), Float($0)] })
+        m.start(ramp, gain: 1, requestTime: 1_000, owner: "new")
+        m.start(cue("old", frames: 100), gain: 1, requestTime: 10, owner: "old")
+        m.render(frames: 4)
+        var dropped: [String] = []
+        m.restart(requestedSince: 500) { dropped.append($0.owner) }
+        #expect(dropped == ["old"])
+        m.render(frames: 4)
+        #expect(Array(UnsafeBufferPointer(start: m.mix, count: 8)) == [0, 0, 1, 1, 2, 2, 3, 3])
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct EngineHookTests {
+    final class Events: Sendable {
+        let list = Mutex<[EngineEvent]>([])
+        func add(_ e: EngineEvent) { list.withLock { $0.append(e) } }
+        func wait(_ condition: ([EngineEvent]) -> Bool) -> Bool {
+            for _ in 0..<500 {  // 5 s at most
+                if list.withLock({ condition($0) }) { return true }
+                usleep(10_000)
+            }
+            return false
+        }
+    }
+
+    func ended(_ events: [EngineEvent]) -> [UInt64: VoiceOutcome] {
+        var out: [UInt64: VoiceOutcome] = [:]
+        for case .voiceEnded(let id, let outcome) in events { out[id] = outcome }
+        return out
+    }
+
+    @Test func stopByOwnerAnswersWithItsTicketAndWaitersHearHowTheirVoicesEnded() {
+        let events = Events()
+        let engine = AudioEngine(sink: NullSink(latencyMs: 10)) { events.add($0) }
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        let long = Cue(name: "long", stereo: [Float](repeating: 0.1, count: 48_000 * 2))
+        let short = Cue(name: "short", stereo: [Float](repeating: 0.1, count: 480 * 2))
+        engine.submit(.play(long, gain: 1, requestTime: 0, owner: "a", waitID: 1))
+        engine.submit(.play(long, gain: 1, requestTime: 0, owner: "a", waitID: 2))
+        engine.submit(.play(short, gain: 1, requestTime: 0, owner: "b", waitID: 3))
+        engine.submit(.play(short, gain: 1, requestTime: 0, owner: "b", waitID: 0))  // nobody waits
+        #expect(events.wait { ended($0)[3] == .played })
+        engine.submit(.stop(.owner("a"), ticket: 77))
+        #expect(events.wait { $0.contains { if case .stopped(77, 2) = $0 { return true }; return false } })
+        #expect(events.wait { ended($0)[1] == .stopped && ended($0)[2] == .stopped })
+        engine.submit(.stop(.cue(name: "long", owner: "b"), ticket: 78))
+        #expect(events.wait { $0.contains { if case .stopped(78, 0) = $0 { return true }; return false } })
+        #expect(events.list.withLock { ended($0).count } == 3)  // waitID 0 never reported
+    }
+
+    @Test func aStopWithTheDeviceClosedAnswersZeroAtOnce() {
+        let events = Events()
+        let engine = AudioEngine(sink: NullSink(latencyMs: 10)) { events.add($0) }
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        engine.submit(.stop(.all, ticket: 5))
+        #expect(events.wait { $0.contains { if case .stopped(5, 0) = $0 { return true }; return false } })
+    }
+
+    @Test func aLateCueIsDroppedWithItsNameAndOwner() {
+        let events = Events()
+        let engine = AudioEngine(sink: NullSink(latencyMs: 10)) { events.add($0) }
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        let pop = Cue(name: "pop", stereo: [Float](repeating: 0.1, count: 480 * 2))
+        let longAgo = MonotonicClock.now() - 1_000_000_000
+        engine.submit(.play(pop, gain: 1, requestTime: longAgo, owner: "mail", waitID: 4))
+        #expect(events.wait { $0.contains { if case .dropped("pop", "mail", let late) = $0 { return late >= 1000 }; return false } })
+        #expect(events.wait { ended($0)[4] == .dropped })
+        #expect(engine.stats.dropped.load(ordering: .relaxed) == 1)
+    }
+
+    @Test func shutdownReturnsWithinGracePlusTheAbandonLimitWhenTheThreadHangs() {
+        var config = AudioEngine.Configuration()
+        config.hangOnPlayForTesting = true
+        let engine = AudioEngine(sink: NullSink(latencyMs: 10), configuration: config)
+        engine.start()
+        engine.submit(.play(Cue(name: "x", stereo: [0, 0]), gain: 1, requestTime: 0, owner: "", waitID: 0))
+        usleep(50_000)
+        let start = MonotonicClock.now()
+        #expect(engine.shutdown(graceMs: 100, abandonAfterMs: 200) == false)
+        #expect(MonotonicClock.now() - start < 1_000_000_000)
+    }
+
+    @Test func anIdleEngineShutsDownCleanly() {
+        let engine = AudioEngine(sink: NullSink(latencyMs: 10))
+        engine.start()
+        #expect(engine.shutdown(graceMs: 500))
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import TestSupport
+
+/// A private PipeWire desktop audio stack for tests: a session bus, pipewire
+/// with a timer-clocked null sink (`nul`, from a drop-in config), wireplumber
+/// and pipewire-pulse, all under a temp XDG_RUNTIME_DIR. Nothing outside the
+/// temp dir is touched; every process is killed when the stack is released.
+final class PipeWireStack: @unchecked Sendable {
+    static let tools = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "parec", "pw-dump"]
+
+    /// Why the stack cannot run here (a missing tool), or nil.
+    static var unavailableReason: String? {
+        let missing = tools.filter { !FileManager.default.isExecutableFile(atPath: "/usr/bin/" + $0) }
+        guard missing.isEmpty else {
+            return "PipeWire tests skipped: \(missing.joined(separator: ", ")) not installed (make deps installs pipewire, pipewire-bin, pipewire-alsa, pipewire-pulse, wireplumber, dbus, pulseaudio-utils)"
+        }
+        return nil
+    }
+
+    let dir = TempDir()
+    private var dbus: Subprocess?
+    private var servers: [Subprocess] = []
+    private(set) var recorders: [Subprocess] = []
+    let environment: [String: String]
+
+    init() throws {
+        let rt = dir.file("rt"), cfg = dir.file("cfg")
+        try FileManager.default.createDirectory(atPath: rt, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        try FileManager.default.createDirectory(atPath: cfg + "/pipewire/pipewire.conf.d", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: dir.file("home"), withIntermediateDirectories: true)
+        // A sink clocked by a timer, like a sound card; it outlives server restarts' clients.
+        try """
+            context.objects = [
+              { factory = adapter args = { factory.name = support.null-audio-sink node.name = nul
+                media.class = Audio/Sink object.linger = true audio.position = [ FL FR ] audio.rate = 48000
+                priority.driver = 2000 priority.session = 2000 } }
+            ]
+            """.write(toFile: cfg + "/pipewire/pipewire.conf.d/10-nul.conf", atomically: true, encoding: .utf8)
+        var env = ProcessInfo.processInfo.environment
+        env["XDG_RUNTIME_DIR"] = rt
+        env["PIPEWIRE_RUNTIME_DIR"] = rt
+        env["XDG_CONFIG_HOME"] = cfg
+        env["HOME"] = dir.file("home")
+        env["DBUS_SESSION_BUS_ADDRESS"] = "unix:path=\(rt)/bus"
+        env["PULSE_SERVER"] = "unix:\(rt)/pulse/native"
+        for key in ["PIPEWIRE_ALSA", "PULSE_PROP", "ALSA_CONFIG_PATH", "PIPEWIRE_REMOTE", "DISPLAY", "WAYLAND_DISPLAY"] { env.removeValue(forKey: key) }
+        environment = env
+        dbus = try Subprocess("/usr/bin/dbus-daemon", ["--session", "--address=unix:path=\(rt)/bus", "--nofork", "--nopidfile"],
+                              env: env, stderr: dir.file("dbus.log"))
+        try startServers()
+    }
+
+    /// pipewire, then wireplumber and pipewire-pulse; returns once `nul` is the default sink at full volume.
+    func startServers() throws {
+        let rt = environment["XDG_RUNTIME_DIR"]!
+        let pw = try Subprocess("/usr/bin/pipewire", [], env: environment, stderr: dir.file("pipewire.log"))
+        servers.append(pw)
+        guard wait(until: { FileManager.default.fileExists(atPath: rt + "/pipewire-0") }) else {
+            throw HarnessError.timeout("pipewire did not start: \(log("pipewire.log"))")
+        }
+        servers.append(try Subprocess("/usr/bin/wireplumber", [], env: environment, stderr: dir.file("wireplumber.log")))
+        servers.append(try Subprocess("/usr/bin/pipewire-pulse", [], env: environment, stderr: dir.file("pipewire-pulse.log")))
+        guard wait(until: { (try? self.pactl(["get-default-sink"]))?.out == "nul\n" }) else {
+            throw HarnessError.timeout("the null sink did not become the default: \(log("wireplumber.log")) \(log("pipewire-pulse.log"))")
+        }
+        // Unity gain end to end, so the monitor carries exactly the samples played.
+        _ = try pactl(["set-sink-volume", "nul", "100%"])
+        _ = try pactl(["set-sink-mute", "nul", "0"])
+    }
+
+    /// Stops the sound servers (the session bus stays), as a crash or an update would.
+    func stopServers() {
+        for p in servers.reversed() { p.stop(grace: 3) }
+        servers.removeAll()
+        let rt = environment["XDG_RUNTIME_DIR"]!
+        try? FileManager.default.removeItem(atPath: rt + "/pipewire-0")
+        try? FileManager.default.removeItem(atPath: rt + "/pipewire-0.lock")
+    }
+
+    func restart() throws {
+        stopServers()
+        try startServers()
+    }
+
+    /// SIGSTOP/SIGCONT the servers: a graph that stops pulling (a stalled device).
+    func freeze(_ frozen: Bool) { for p in servers { p.signal(frozen ? SIGSTOP : SIGCONT) } }
+
+    /// Records the null sink's monitor (S16_LE stereo 48 kHz, raw) into `path`.
+    func record(to path: String) throws -> Subprocess {
+        let p = try Subprocess("/usr/bin/parec", ["-d", "nul.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2",
+                                                 "--latency-msec=5"], env: environment, stdout: path, stderr: dir.file("parec.log"))
+        recorders.append(p)
+        // Recording once the stream is linked: some audio (zeros) has arrived.
+        _ = wait(until: { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 0 })
+        return p
+    }
+
+    func pactl(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+        try runProcess("/usr/bin/pactl", args, env: environment, timeout: 10)
+    }
+
+    /// The playback streams in `pw-dump`: (state, props) per node.
+    func outputStreams() throws -> [(state: String, props: [String: Any])] {
+        let r = try runProcess("/usr/bin/pw-dump", [], env: environment, timeout: 10)
+        guard let objects = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]] else { return [] }
+        return objects.compactMap { o in
+            guard let info = o["info"] as? [String: Any], let props = info["props"] as? [String: Any],
+                  props["media.class"] as? String == "Stream/Output/Audio" else { return nil }
+            return (info["state"] as? String ?? "?", props)
+        }
+    }
+
+    func log(_ name: String) -> String { (try? String(contentsOfFile: dir.file(name), encoding: .utf8))?.suffix(400).description ?? "" }
+
+    private func wait(until condition: () -> Bool, timeout: Double = 10) -> Bool {
+        let deadline = Date().addingTimeInterval(timeout)
+        while Date() < deadline {
+            if condition() { return true }
+            usleep(20_000)
+        }
+        return condition()
+    }
+
+    deinit {
+        for p in recorders { p.signal(SIGKILL); p.wait(timeout: 5) }
+        freeze(false)
+        for p in servers { p.signal(SIGKILL); p.wait(timeout: 5) }
+        dbus?.signal(SIGKILL)
+        dbus?.wait(timeout: 5)
+    }
+}
+
+/// A raw S16_LE stereo recording, cut into the sounds it holds.
+struct Recording {
+    let samples: [Int16]
+
+    init(path: String) throws {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))
+        samples = data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
+    }
+
+    /// Runs of sound (left channel not zero), separated by at least `gap` silent frames:
+    /// (first frame, frames) each.
+    func sounds(gap: Int = 240) -> [(start: Int, frames: Int)] {
+        var runs: [(Int, Int)] = []
+        var start: Int?, lastLoud = 0
+        let frames = samples.count / 2
+        for f in 0..<frames where samples[2 * f] != 0 || samples[2 * f + 1] != 0 {
+            if let s = start, f - lastLoud > gap { runs.append((s, lastLoud - s + 1)); start = nil }
+            if start == nil { start = f }
+            lastLoud = f
+        }
+        if let s = start { runs.append((s, lastLoud - s + 1)) }
+        return runs
+    }
+
+    /// For a failure message: how the first sound that is not exactly `cue` differs.
+    func firstMismatch(_ sounds: [(start: Int, frames: Int)], _ cue: [Int16]) -> String {
+        for s in sounds {
+            let got = Array(samples[(2 * s.start)..<min(samples.count, 2 * s.start + cue.count)])
+            if got != cue {
+                let i = zip(got, cue).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? got.count
+                return "sound at frame \(s.start) (\(s.frames) frames): sample \(i) is \(i < got.count ? got[i] : 0), expected \(i < cue.count ? cue[i] : 0); "
+                    + "got \(got.prefix(6)) expected \(cue.prefix(6))"
+            }
+        }
+        return "every sound matches"
+    }
+
+    /// Where `cue` (stereo) occurs exactly, as first frames.
+    func occurrences(of cue: [Int16]) -> [Int] {
+        guard cue.count >= 4, samples.count >= cue.count else { return [] }
+        var found: [Int] = []
+        var i = 0
+        while i + cue.count <= samples.count {
+            if samples[i] == cue[0] && samples[i + 1] == cue[1] && samples[i + 2] == cue[2]
+                && Array(samples[i..<(i + cue.count)]) == cue {
+                found.append(i / 2)
+                i += cue.count
+            } else {
+                i += 2
+            }
+        }
+        return found
+    }
+}

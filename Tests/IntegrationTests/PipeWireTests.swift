@@ -1,0 +1,148 @@
+import CuedClient
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// cued through a real, private PipeWire (see `PipeWireStack`): through
+/// PipeWire's ALSA plugin (`alsa:default`, which pipewire-alsa points at
+/// PipeWire) and through pipewire-pulse with libasound2-plugins' `alsa:pulse`.
+/// What reaches the null sink is recorded from its monitor.
+///
+/// Why the monitor is compared sample-exact: cued writes S16_LE; PipeWire
+/// converts to float (x / 32768), mixes at unity gain (stream and sink volume
+/// 100 %, set by the stack) without dither, and parec converts back (x × 32768):
+/// both steps are exact for 16-bit values, so anything but the cue's own samples
+/// is a dropout, a glitch or a gain change.
+@Suite(.serialized, .timeLimit(.minutes(3)),
+       .enabled(if: PipeWireStack.unavailableReason == nil, Comment(rawValue: PipeWireStack.unavailableReason ?? "")))
+struct PipeWireTests {
+    static let sinks = ["alsa:default", "alsa:pulse"]
+
+    func start(_ stack: PipeWireStack, _ sink: String, cues: [String: [Int16]] = Fixture.standard) throws -> DaemonHarness {
+        try DaemonHarness(cues: cues, args: ["--sink", sink, "--log-level", "debug"], extraEnv: stack.environment)
+    }
+
+    func number(_ v: JSON?) -> Int { if case .number(let d)? = v { return Int(d) }; return -1 }
+
+    func waitIdle(_ d: DaemonHarness) -> Bool {
+        eventually { (try? d.status())?["sink"]?["state"] == .string("idle") }
+    }
+
+    @Test(arguments: sinks)
+    func fiftyCuesInARowAreAllHeardSampleExact(sink: String) throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, sink)
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        let c = try d.client()
+        let pop = Fixture.standard["pop"]!.stereo  // 50 ms
+        for _ in 0..<50 {
+            #expect(try c.request("play pop") == "ok")
+            usleep(100_000)  // each burst ends (silence tail, then the stream stops) before the next: 50 stop/start cycles
+        }
+        #expect(waitIdle(d))
+        usleep(300_000)
+        recorder.stop()
+        let rec = try Recording(path: path)
+        let found = rec.occurrences(of: pop)
+        let sounds = rec.sounds()
+        #expect(found.count == 50, "\(found.count) of 50 cues sample-exact at the monitor; \(sounds.count) sounds; \(rec.firstMismatch(sounds, pop))")
+        #expect(sounds.count == 50, "sounds at the monitor: \(sounds.prefix(8))")
+        let s = try d.status()
+        #expect(number(s["played"]) == 50)
+        #expect(number(s["dropped"]) == 0)
+        #expect(number(s["stalls"]) == 0)
+        #expect(s["sink"]?["kind"] == .string(sink == "alsa:pulse" ? "pulse" : "pipewire"))
+        #expect(number(s["sink"]?["device_delay_us"]) >= 0)
+        if case .number(let p99)? = s["latency_us"]?["p99"] { #expect(p99 > 0) } else { Issue.record("no latency figures") }
+    }
+
+    @Test(arguments: sinks)
+    func theStreamSaysWhatItIsAndGoesIdleAfterTheLastCue(sink: String) throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, sink)
+        #expect(try d.request("play pop") == "ok")
+        #expect(waitIdle(d))
+        var ours: [(state: String, props: [String: Any])] = []
+        #expect(eventually { ours = (try? stack.outputStreams())?.filter { $0.props["application.id"] as? String == "cued" } ?? []; return ours.count == 1 })
+        guard let stream = ours.first else { return }
+        if sink == "alsa:pulse" {
+            // The pulse plugin names the client itself; pipewire-pulse maps the role "event" to "Notification".
+            #expect(stream.props["application.name"] as? String == "ALSA plug-in [cued]")
+            #expect(stream.props["media.role"] as? String == "Notification")
+        } else {
+            #expect(stream.props["application.name"] as? String == "cued")
+            #expect(stream.props["media.role"] as? String == "event")
+        }
+        // Open but stopped: the stream must not keep the graph running (PipeWire wakes per quantum while it does).
+        #expect(eventually(timeout: 3) { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state != "running" },
+                "cued's stream stays running while idle")
+    }
+
+    @Test(arguments: sinks)
+    func aServerRestartWhileIdleOpenIsNoticedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, sink)
+        #expect(try d.request("play pop") == "ok")
+        #expect(waitIdle(d))  // the PCM stays open (idle-close is 30 s)
+        try stack.restart()
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        let back = Date()
+        #expect(try d.request("play pop") == "ok")
+        let pop = Fixture.standard["pop"]!.stereo
+        #expect(eventually(timeout: 3) { ((try? Recording(path: path))?.occurrences(of: pop).count ?? 0) == 1 })
+        let heardAt = Date().timeIntervalSince(back)
+        recorder.stop()
+        let rec = try Recording(path: path)
+        guard let first = rec.occurrences(of: pop).first else { Issue.record("the cue after the restart was not heard"); return }
+        #expect(Double(first) / 48_000 < 1.0, "heard \(Double(first) / 48_000) s into the recording")
+        #expect(heardAt < 1.0 + 0.5, "at the monitor after \(heardAt) s")  // + parec's own buffering
+        #expect(number(try d.status()["dropped"]) == 0)
+    }
+
+    @Test(arguments: sinks)
+    func aServerRestartWhilePlayingIsSurvivedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(500, frames: 48_000 * 3)
+        let stack = try PipeWireStack()
+        let d = try start(stack, sink, cues: cues)
+        #expect(try d.request("play long") == "ok")
+        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("running") })
+        usleep(300_000)
+        try stack.restart()
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        #expect(try d.request("play pop") == "ok")
+        let pop = Fixture.standard["pop"]!.stereo
+        #expect(eventually(timeout: 3) { ((try? Recording(path: path))?.occurrences(of: pop).count ?? 0) == 1 })
+        recorder.stop()
+        let rec = try Recording(path: path)
+        guard let first = rec.occurrences(of: pop).first else {
+            Issue.record("the cue after the restart was not heard; cued: \(d.readStderr().suffix(800))"); return
+        }
+        #expect(Double(first) / 48_000 < 1.0, "heard \(Double(first) / 48_000) s into the recording")
+        #expect(try d.request("ping") == "ok pong")
+    }
+
+    @Test(arguments: sinks)
+    func sigtermEndsCuedWithinGracePlusASecondWhenTheServerStopsPulling(sink: String) throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(500, frames: 48_000 * 5)
+        let stack = try PipeWireStack()
+        let d = try start(stack, sink, cues: cues)
+        #expect(try d.request("play long") == "ok")
+        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("running") })
+        stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames
+        usleep(300_000)
+        let start = Date()
+        d.process.signal(SIGTERM)
+        let status = d.waitForExit(timeout: 5)
+        let took = Date().timeIntervalSince(start)
+        stack.freeze(false)
+        #expect(status == 0)
+        #expect(took < 1.5, "SIGTERM took \(took) s")  // 500 ms grace + 1 s
+        #expect(d.readStderr().contains("stalled") || d.readStderr().contains("lost"), "the stall was not reported")
+    }
+}
