@@ -1,0 +1,97 @@
+import CuedClient
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// Issues 13 and 14 on the wire: `play … wait` holds only its own
+/// connection, `stop` really silences (within 5 ms), dropped cues are counted
+/// per app as globally, and a sink that cannot work is a start-up error.
+@Suite(.timeLimit(.minutes(2))) struct PlaybackControlTests {
+    static let long = Fixture.constant(3000, frames: 48_000)  // 1 s
+
+    func daemon(_ args: [String] = DaemonTests.wavSink) throws -> DaemonHarness {
+        var cues = Fixture.standard
+        cues["long"] = Self.long
+        return try DaemonHarness(cues: cues, args: args)
+    }
+
+    func status(_ d: DaemonHarness) throws -> Status {
+        try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+    }
+
+    @Test func aWaitedPlayHoldsOnlyItsOwnConnectionAndRepliesWhenItHasSounded() throws {
+        let d = try daemon()
+        let a = try d.client()
+        try a.send(Array("play long wait\nping\n".utf8))
+        let b = try d.client()
+        for _ in 0..<10 { #expect(try b.request("ping") == "ok pong") }
+        #expect(!a.canRead(timeoutMs: 0))  // still sounding: no reply yet, and not the ping's either
+        #expect(try a.readLine() == "ok")
+        // By the reply the whole cue has reached the device and played out.
+        let frames = try WAV.read(d.capturePath).samples.filter { $0 != 0 }.count / 2
+        #expect(frames >= Self.long.count, "\(frames) frames sounded at the reply")
+        #expect(try a.readLine() == "ok pong")
+    }
+
+    @Test func stopFadesWithinFiveMilliseconds() throws {
+        let d = try daemon()
+        let c = try d.client()
+        #expect(try c.request("app tool") == "ok tool")
+        #expect(try c.request("play long") == "ok")
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 9_600 })
+        #expect(try c.request("stop") == "ok 1")
+        usleep(200_000)
+        d.stop()
+        let left = try WAV.read(d.capturePath).samples.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
+        // The constant cue, then a fade of at most 5 ms (240 frames), then silence to the end.
+        let lastLoud = try #require(left.lastIndex(of: 3000))
+        let tail = left[(lastLoud + 1)...]
+        let faded = tail.prefix { $0 != 0 }
+        #expect(faded.count <= 240, "fade of \(faded.count) frames")
+        #expect(faded.allSatisfy { $0 > 0 && $0 < 3000 })
+        #expect(tail.dropFirst(faded.count).allSatisfy { $0 == 0 })
+        #expect(lastLoud < Self.long.count - 4_800, "the cue was not cut short")
+    }
+
+    @Test func aWaitedPlayWhileMutedOrUnknownAnswersAtOnce() throws {
+        let d = try daemon()
+        #expect(try d.request("play nosuch wait").hasPrefix("err unknown-cue"))
+        #expect(try d.request("mute") == "ok muted")
+        #expect(try d.request("play long wait") == "ok muted")
+    }
+
+    @Test func aCueTheDeviceNeverStartsAnswersNotPlayed() throws {
+        // The device never opens: the cue waits its 250 ms, is dropped, and the waiting client hears why.
+        let d = try daemon(["--sink", "fault:open-fail=1000"])
+        let c = try d.client()
+        #expect(try c.request("app mail") == "ok mail")
+        let r = try c.request("play pop wait")
+        #expect(r.hasPrefix("err not-played the device did not start it within 250 ms"), "\(r)")
+        let s = try status(d)
+        #expect(s.dropped == 1)
+        #expect(s.played == 0)
+        // Per app and globally the same story: played 0, dropped 1.
+        #expect(s.apps["mail"] == Status.App(played: 0, dropped: 1, muted: false))
+    }
+
+    @Test func aWavSinkInAMissingDirectoryIsAStartupError() throws {
+        let d = try DaemonHarness(args: ["--sink", "wav:/nonexistent/dir/x.wav"], waitReady: false)
+        #expect(d.waitForExit() == 78)
+        #expect(d.readStderr().contains("/nonexistent/dir"), "\(d.readStderr())")
+    }
+
+    @Test func anAlsaNameAlsaDoesNotKnowIsAStartupError() throws {
+        let d = try DaemonHarness(args: ["--sink", "alsa:no_such_pcm"], waitReady: false)
+        #expect(d.waitForExit() == 78)
+        #expect(d.readStderr().contains("no_such_pcm") && d.readStderr().contains("aplay -L"), "\(d.readStderr())")
+    }
+
+    @Test func aKnownDeviceThatIsAbsentIsRetriedNotFatal() throws {
+        // hw:9 is a name ALSA knows (the hw plugin) for a card this machine does not have.
+        let d = try DaemonHarness(args: ["--sink", "alsa:hw:9"])
+        #expect(try d.request("play pop") == "ok")
+        #expect(eventually { (try? self.status(d))?.sink.state == "failed" })
+        #expect(try d.request("ping") == "ok pong")
+    }
+}
