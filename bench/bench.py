@@ -29,6 +29,7 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipewire_bench  # noqa: E402
+import daemon_bench  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = os.path.join(ROOT, ".build", "release")
@@ -317,6 +318,7 @@ def latency_alsa(sounds, probe_wav, probe_raw, results):
     lbc = Client(lb_sock)
     log("latency: C lower bound")
     results["C lower bound (kept PCM)"] = measure(stream, kept_trigger(lbc, "x"), read_reply(lbc))
+    results["_theme"] = daemon_bench.theme_latency(stream, env, sounds)
     for p in (warm, cold, lb):
         p.terminate()
         p.wait()
@@ -672,11 +674,13 @@ def report(lat, idle, hz, thr, mem, mix, plotted):
 
 
 def main():
+    daemon_bench.bench = sys.modules[__name__]
     os.chdir(ROOT)
     sounds, probe_wav, probe_raw = make_fixtures()
     only = os.environ.get("BENCH_ONLY")
     if only:  # run one section, print its figures (for working on the harness)
         print({"idle": lambda: idle_cost(sounds), "throughput": lambda: throughput(sounds),
+               "eventloop": lambda: daemon_bench.event_loop(), "footprint": lambda: daemon_bench.footprint(sounds),
                "memory": lambda: memory_and_startup(sounds), "mixer": lambda: mixer_cpu(sounds),
                "pipewire": lambda: "\n".join(pipewire_bench.report(pipewire_bench.run(quick=QUICK)))}[only]())
         return
@@ -688,9 +692,13 @@ def main():
     thr = throughput(sounds)
     mem = memory_and_startup(sounds)
     mix = mixer_cpu(sounds)
+    ev = daemon_bench.event_loop()
+    fp = daemon_bench.footprint(sounds)
     pw = pipewire_bench.run(quick=QUICK)
+    theme = lat.pop("_theme", {})
     plotted = plot(lat, os.path.join(ROOT, "docs", "latency.png"))
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted)
+    md += daemon_bench.report(ev, fp, theme)
     md += [""] + pipewire_bench.report(pw)
     notes = os.path.join(ROOT, "bench", "NOTES.md")
     if os.path.exists(notes):

@@ -131,6 +131,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var queueHead = 0
     private var busy = false
     private var scheduled = false
+    /// Lines this connection may still run in the current loop turn.
+    private var budget = ConnectionHandler.linesPerTurn
     private var readPending = false
     private var closing = false
     private var active = false
@@ -189,16 +191,28 @@ final class ConnectionHandler: ChannelDuplexHandler {
         if !busy && !scheduled { process(context) }
     }
 
+    func channelReadComplete(context: ChannelHandlerContext) {
+        // A new read is a new turn, unless lines of this one still wait for theirs.
+        if !scheduled { budget = Self.linesPerTurn }
+        context.fireChannelReadComplete()
+    }
+
     /// Runs queued lines until one is answered later, the queue is empty, or
-    /// this turn's budget is spent (then the rest runs on a later loop turn).
+    /// this turn's budget is spent; then the rest runs on a later loop turn,
+    /// after the other connections' events. The budget counts every line run
+    /// in a turn, also those run one by one as the decoder hands them over.
     private func process(_ context: ChannelHandlerContext) {
-        scheduled = false
         guard active else { queue.removeAll(); queueHead = 0; return }  // gone: its lines need no answers
-        var budget = Self.linesPerTurn
         while !busy, !closing, active, queueHead < queue.count {
             if budget == 0 {
-                scheduled = true
-                context.eventLoop.assumeIsolated().execute { self.process(context) }
+                if !scheduled {
+                    scheduled = true
+                    context.eventLoop.assumeIsolated().execute {
+                        self.scheduled = false
+                        self.budget = Self.linesPerTurn
+                        self.process(context)
+                    }
+                }
                 break
             }
             budget -= 1

@@ -121,6 +121,10 @@ public final class Server: Sendable {
                 }
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
+            // One read of at most 4 KiB a turn per connection: a client's pipeline is
+            // decoded a few hundred lines at a time, never 10,000 in one go.
+            .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
+            .childChannelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     try channel.pipeline.syncOperations.addHandler(BackPressureHandler())

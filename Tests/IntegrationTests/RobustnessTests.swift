@@ -62,14 +62,27 @@ import TestSupport
     }
 
     @Test func aPipelineDoesNotMonopoliseTheLoop() throws {
-        let d = try DaemonHarness(args: ["--sink", "null"])
+        let d = try DaemonHarness(args: ["--sink", "null", "--rate-limit", "0"])
         let busy = try d.client()
-        try busy.send(Array(String(repeating: "status\n", count: 20_000).utf8))
+        // A long pipeline first (NIO's read sizes adapt to a connection that sends a lot)…
+        for _ in 0..<50 {
+            try busy.send(Array(String(repeating: "threshold 2\n", count: 1_000).utf8))
+            for _ in 0..<1_000 { _ = try busy.readLine() }
+        }
+        // …then cued is stopped while both clients' requests queue up, so that when it
+        // resumes it finds 10,000 lines from one and one line from the other at once.
+        d.process.signal(SIGSTOP)
+        try busy.send(Array(("session shared\n" + String(repeating: "threshold 1\n", count: 10_000) + "threshold 99\n").utf8))
         let other = try d.client()
-        #expect(try other.request("ping") == "ok pong")
-        #expect(!busy.canRead(timeoutMs: 0) || true)  // (replies may have started; what matters is `other` was served)
-        for _ in 0..<20_000 { _ = try busy.readLine() }
-        #expect(try busy.request("ping") == "ok pong")
+        try other.send(Array("session shared\n".utf8))
+        d.process.signal(SIGCONT)
+        // The other client is answered while the pipeline is still under way: the
+        // shared session's threshold is not yet the pipeline's last (99).
+        let reply = try other.readLine()
+        #expect(reply.hasPrefix("ok shared "), "\(reply)")
+        #expect(!reply.hasSuffix(" 99"), "the whole pipeline ran before the other client: \(reply)")
+        for _ in 0..<10_002 { _ = try busy.readLine() }
+        #expect(try other.request("session") == "ok shared idle 99")
     }
 
     // MARK: 4. A connection leak locks everyone out
