@@ -94,7 +94,8 @@ def footprint(sounds):
                    stdout=subprocess.DEVNULL)
     cued, cuectl = os.path.join(prefix, "bin", "cued"), os.path.join(prefix, "bin", "cuectl")
     now = {"cued_bytes": os.path.getsize(cued), "cuectl_bytes": os.path.getsize(cuectl)}
-    now.update(_rss_and_ready(cued, sounds))
+    # As installed: its own cues, found beside the binary (../share/cued/sounds).
+    now.update(_rss_and_ready(cued, None))
     linked = subprocess.run(["ldd", cued], capture_output=True, text=True).stdout
     now["needs_toolchain"] = "/swift" in linked
     return now
@@ -110,8 +111,9 @@ def _rss_and_ready(cued, sounds, runs=20):
         env = dict(os.environ, NOTIFY_SOCKET=nsock, XDG_STATE_HOME=os.path.join(bench.TMP, "fp-st"),
                    XDG_CONFIG_HOME=os.path.join(bench.TMP, "noconfig"))
         t0 = time.monotonic_ns()
-        q = bench.spawn([cued, "--socket", sock, "--sink", "null", "--sounds", sounds, "--log-level", "error"], env=env,
-                  stderr=subprocess.DEVNULL)
+        q = bench.spawn([cued, "--socket", sock, "--sink", "null", "--log-level", "error"] + (["--sounds", sounds] if sounds else []),
+                        env=env, stderr=subprocess.DEVNULL)
+        ns.settimeout(10)
         while b"READY=1" not in ns.recv(4096):
             pass
         readies.append((time.monotonic_ns() - t0) / 1e6)
@@ -205,7 +207,8 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--baseline":
         d = sys.argv[2]
         try:
-            sounds, _, _ = bench.make_fixtures()
+            # Its sounds as it ships them (the repo's Sounds/ at that commit: psst1, psst2, pop).
+            sounds = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(d))), "Sounds")
             old = {"commit": "38c9c40", "cued_bytes": os.path.getsize(os.path.join(d, "cued")),
                    "cuectl_bytes": os.path.getsize(os.path.join(d, "cuectl"))}
             old.update(_rss_and_ready(os.path.join(d, "cued"), sounds))
