@@ -104,7 +104,11 @@ test: deps build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf $(TEST_PREFIX)
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	CUED_BIN_DIR=$(BIN_DEBUG) CUED_TEST_PREFIX=$(TEST_PREFIX) $(SWIFT) test --skip-build --disable-xctest
+	CUED_BIN_DIR=$(BIN_DEBUG) CUED_TEST_PREFIX=$(TEST_PREFIX) $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
+	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
+	@# not beside 300 other tests competing for two cores (a starved sound server drops
+	@# frames, which is what these tests would then report, not cued).
+	CUED_BIN_DIR=$(BIN_DEBUG) $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
 
 sounds: deps
 	$(RELEASE) --product cuesynth

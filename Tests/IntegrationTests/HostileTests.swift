@@ -143,15 +143,16 @@ import TestSupport
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(100, frames: 96_000)
         let d = try DaemonHarness(cues: cues, args: ["--sink", "null"], config: "[apps.mail]\nmuted = true\n")
-        #expect(try d.request("mute app feeds") == "ok muted feeds")
         #expect(try d.request("mute") == "ok muted")
         #expect(try d.request("unmute") == "ok unmuted")
+        #expect(try d.request("mute app feeds") == "ok muted feeds")
         // Saves are written off the event loop, coalesced, within milliseconds of
-        // the reply (a SIGKILL in that window loses only that window's change).
+        // the reply (a SIGKILL in that window loses only that window's change):
+        // wait for the last one, the only state with the app's mute in it.
         let statePath = d.dir.file("state/cued/state")
         #expect(eventually {
-            let text = (try? String(contentsOfFile: statePath, encoding: .utf8)) ?? ""
-            return text.contains("app.feeds.muted=true") && text.contains("muted=false")
+            let lines = ((try? String(contentsOfFile: statePath, encoding: .utf8)) ?? "").split(separator: "\n")
+            return lines.contains("app.feeds.muted=true") && lines.contains("muted=false")
         })
         #expect(try d.request("play long") == "ok")
         d.process.signal(SIGKILL)
