@@ -406,7 +406,10 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Sleeps until a command, the device's room (while streaming) or the next deadline.
     private func sleep() {
-        let device = machine.wantsToWrite ? sink.pollDescriptors : UnsafeMutableBufferPointer(start: nil, count: 0)
+        let watching: Bool
+        if case .idle = machine.state { watching = true } else { watching = false }
+        let device = machine.wantsToWrite ? sink.pollDescriptors
+            : watching ? sink.idleWatchDescriptors : UnsafeMutableBufferPointer(start: nil, count: 0)
         let n = min(device.count, Self.maxDeviceFDs)
         pollFDs[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         for i in 0..<n { pollFDs[1 + i] = device[i]; pollFDs[1 + i].revents = 0 }
@@ -417,7 +420,7 @@ public final class AudioEngine: @unchecked Sendable {
             let now = MonotonicClock.now()
             timeout = d <= now ? 0 : Int32(min((d - now + 999_999) / 1_000_000, 3_600_000))
         }
-        let idle = n == 0
+        let idle = !machine.wantsToWrite
         if idle { stats.waiting.store(true, ordering: .relaxed) }
         sleeping.store(true, ordering: .sequentiallyConsistent)
         if queue.isEmpty { _ = poll(pollFDs, nfds_t(1 + n), timeout) }
@@ -427,7 +430,18 @@ public final class AudioEngine: @unchecked Sendable {
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
         }
-        guard n > 0, machine.wantsToWrite else { return }
+        guard n > 0 else { return }
+        if watching {
+            // The stream is stopped: a wake-up here can only be the device failing.
+            guard (0..<n).contains(where: { pollFDs[1 + $0].revents != 0 }) else { return }
+            for i in 0..<n { device[i].revents = pollFDs[1 + i].revents }
+            if sink.idleDeviceFailed() {
+                onEvent(.writeFailed("the idle device reported an error (its sound server went away?)"))
+                feed(.deviceError)
+            }
+            return
+        }
+        guard machine.wantsToWrite else { return }
         var any = false
         for i in 0..<n { device[i].revents = pollFDs[1 + i].revents; any = any || pollFDs[1 + i].revents != 0 }
         guard any else { return }
