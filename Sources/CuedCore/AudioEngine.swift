@@ -553,6 +553,12 @@ public final class AudioEngine: @unchecked Sendable {
             }
             format = f
             outLeft = 0
+            var idleClose = configuration.machineSettings.idleCloseNs
+            if let limit = sink.idleCloseLimitSeconds {
+                let ns = UInt64(max(0, limit) * 1e9)
+                idleClose = min(idleClose ?? ns, ns)
+            }
+            machine.settings.idleCloseNs = idleClose
             stats.setSink(.idle, format: f, kind: sink.kind)
             onEvent(.opened(f, kind: sink.kind))
             followUps.append(.opened(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate))))

@@ -101,7 +101,8 @@ public struct DeviceMachine<Job> {
         case exit
     }
 
-    public let settings: Settings
+    /// The shell may lower `idleCloseNs` once it knows the device (see `Sink.idleCloseLimitSeconds`).
+    public var settings: Settings
     public private(set) var state: State = .closed
     /// Cues waiting for the device to open, oldest first.
     public private(set) var pending: [(job: Job, requestTime: UInt64)] = []

@@ -78,6 +78,9 @@ public protocol Sink: AnyObject {
     /// After a poll woke on `idleWatchDescriptors`: true if the device has failed
     /// (else the wake-up is cleared and the watch goes on).
     func idleDeviceFailed() -> Bool
+    /// Once open: the longest the device should stay open with its stream stopped
+    /// (it costs the desktop something even then), nil: as configured.
+    var idleCloseLimitSeconds: Double? { get }
     /// Frames written that have not sounded yet (the device delay).
     func delayFrames() -> Int
     /// Stops the stream at once, discarding what is queued (the engine only
@@ -95,6 +98,7 @@ extension Sink {
     public func availableFrames() -> Int { .max }
     public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
     public func idleDeviceFailed() -> Bool { false }
+    public var idleCloseLimitSeconds: Double? { nil }
 }
 
 /// Monotonic time in nanoseconds.
