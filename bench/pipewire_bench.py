@@ -275,7 +275,7 @@ def run(trials=None, idle_s=None, quick=False):
             c.request("play probe")
             time.sleep(0.5)
             log("pipewire idle: cued on %s idle after a cue, %.0f s" % (sink, idle_s))
-            res["idle"]["cued on `%s`, idle after a cue, PCM open" % sink] = server_wakeups(stack, idle_s)
+            res["idle"]["cued on `%s`, idle after a cue" % sink] = server_wakeups(stack, idle_s)
             c.s.close()
             cued.terminate()
             cued.wait()
@@ -389,7 +389,8 @@ def report(res):
             sink, k.get("kind"), k.get("period_frames"), k.get("buffer_frames"), k.get("device_delay_us"),
             s["latency_us"].get("p50"), s["latency_us"].get("p99"), s.get("stalls"), s["xruns"], s["dropped"], s.get("audio_thread")))
     md += ["", "Idle cost to the sound server: context switches per second of pipewire + pipewire-pulse over %.0f s," % res["idle_s"],
-           "nothing recording; cued idle 0.5 s after one cue, its PCM open (idle-close 1 h).", "",
+           "nothing recording, from 0.5 s after one cue (`--idle-close-s 3600`; cued closes a pulse PCM after 5 s idle anyway,
+after which the server is at 0.0/s: the pulse figure is mostly those first seconds).", "",
            "| situation | server wakeups / s |", "|---|---|"]
     for name, v in res["idle"].items():
         md.append("| %s | %.1f |" % (name, v))
