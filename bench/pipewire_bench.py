@@ -389,8 +389,8 @@ def report(res):
             sink, k.get("kind"), k.get("period_frames"), k.get("buffer_frames"), k.get("device_delay_us"),
             s["latency_us"].get("p50"), s["latency_us"].get("p99"), s.get("stalls"), s["xruns"], s["dropped"], s.get("audio_thread")))
     md += ["", "Idle cost to the sound server: context switches per second of pipewire + pipewire-pulse over %.0f s," % res["idle_s"],
-           "nothing recording, from 0.5 s after one cue (`--idle-close-s 3600`; cued closes a pulse PCM after 5 s idle anyway,
-after which the server is at 0.0/s: the pulse figure is mostly those first seconds).", "",
+           "nothing recording, from 0.5 s after one cue (`--idle-close-s 3600`; cued closes a pulse PCM after 5 s idle anyway,",
+           "after which the server is at 0.0/s: the pulse figure is mostly those first seconds).", "",
            "| situation | server wakeups / s |", "|---|---|"]
     for name, v in res["idle"].items():
         md.append("| %s | %.1f |" % (name, v))
