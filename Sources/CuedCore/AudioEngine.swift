@@ -479,15 +479,18 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Hands one event to the machine and carries out its actions (and those of
     /// the events they produce, such as an open's result).
-    private func feed(_ event: DeviceMachine<Job>.Event) {
+    private func feed(_ event: DeviceMachine<Job>.Event, now: UInt64 = MonotonicClock.now()) {
+        let phase = machine.phase
         var next: DeviceMachine<Job>.Event? = event
+        var at = now
         while let e = next {
-            actions.removeAll(keepingCapacity: true)
-            machine.handle(e, now: MonotonicClock.now(), into: &actions)
+            if !actions.isEmpty { actions.removeAll(keepingCapacity: true) }
+            machine.handle(e, now: at, into: &actions)
             for i in actions.indices { perform(actions[i]) }
             next = followUps.isEmpty ? nil : followUps.removeFirst()
+            if next != nil { at = MonotonicClock.now() }
         }
-        publishState()
+        if machine.phase != phase || !actions.isEmpty { publishState() }
     }
 
     private func perform(_ action: DeviceMachine<Job>.Action) {
@@ -619,7 +622,7 @@ public final class AudioEngine: @unchecked Sendable {
             }
             endedInPeriod.removeAll(keepingCapacity: true)
         }
-        feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || outLeft > 0, delayNs: delayNs))
+        feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || outLeft > 0, delayNs: delayNs), now: now)
     }
 
     private func deviceFailed(_ error: SinkError) {

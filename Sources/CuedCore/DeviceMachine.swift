@@ -125,6 +125,20 @@ public struct DeviceMachine<Job> {
         pending.reserveCapacity(settings.maxPending)
     }
 
+    /// The state without its times: cheap to compare on every period.
+    public enum Phase: Sendable { case closed, opening, failed, idle, streaming, draining, finished }
+    public var phase: Phase {
+        switch state {
+        case .closed: return .closed
+        case .opening: return .opening
+        case .failed: return .failed
+        case .idle: return .idle
+        case .streaming: return .streaming
+        case .draining: return .draining
+        case .finished: return .finished
+        }
+    }
+
     /// Whether the shell should write when the device has room.
     public var wantsToWrite: Bool {
         switch state {
