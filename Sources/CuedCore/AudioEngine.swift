@@ -562,9 +562,11 @@ public final class AudioEngine: @unchecked Sendable {
                 idleClose = min(idleClose ?? ns, ns)
             }
             machine.settings.idleCloseNs = idleClose
+            machine.settings.drainMarginNs = sink.drainMarginSeconds.map { UInt64(max(0, $0) * 1e9) }
+                ?? configuration.machineSettings.drainMarginNs
             stats.setSink(.idle, format: f, kind: sink.kind)
             onEvent(.opened(f, kind: sink.kind))
-            followUps.append(.opened(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate))))
+            followUps.append(.opened(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate)), bufferFrames: f.bufferFrames))
         } catch {
             stats.setSink(.failed, error: error.message)
             onEvent(.openFailed(error.message))

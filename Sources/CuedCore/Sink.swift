@@ -81,6 +81,9 @@ public protocol Sink: AnyObject {
     /// Once open: the longest the device should stay open with its stream stopped
     /// (it costs the desktop something even then), nil: as configured.
     var idleCloseLimitSeconds: Double? { get }
+    /// Once open: how long past its own delay figure to let the device play before
+    /// stopping it (a sound server's figure can miss some); nil: the engine's default.
+    var drainMarginSeconds: Double? { get }
     /// Frames written that have not sounded yet (the device delay).
     func delayFrames() -> Int
     /// Stops the stream at once, discarding what is queued (the engine only
@@ -99,6 +102,7 @@ extension Sink {
     public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
     public func idleDeviceFailed() -> Bool { false }
     public var idleCloseLimitSeconds: Double? { nil }
+    public var drainMarginSeconds: Double? { nil }
 }
 
 /// Monotonic time in nanoseconds.

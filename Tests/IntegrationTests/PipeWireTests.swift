@@ -146,6 +146,7 @@ struct PipeWireTests {
         let d = try start(stack, sink, cues: cues)
         #expect(try d.request("play long") == "ok")
         #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("running") })
+        usleep(200_000)  // well under way (a stream that has not started yet is given a second)
         stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames
         usleep(300_000)
         let start = Date()
