@@ -406,7 +406,10 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Sleeps until a command, the device's room (while streaming) or the next deadline.
     private func sleep() {
-        let device = machine.wantsToWrite ? sink.pollDescriptors : UnsafeMutableBufferPointer(start: nil, count: 0)
+        let watching: Bool
+        if case .idle = machine.state { watching = true } else { watching = false }
+        let device = machine.wantsToWrite ? sink.pollDescriptors
+            : watching ? sink.idleWatchDescriptors : UnsafeMutableBufferPointer(start: nil, count: 0)
         let n = min(device.count, Self.maxDeviceFDs)
         pollFDs[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         for i in 0..<n { pollFDs[1 + i] = device[i]; pollFDs[1 + i].revents = 0 }
@@ -417,7 +420,7 @@ public final class AudioEngine: @unchecked Sendable {
             let now = MonotonicClock.now()
             timeout = d <= now ? 0 : Int32(min((d - now + 999_999) / 1_000_000, 3_600_000))
         }
-        let idle = n == 0
+        let idle = !machine.wantsToWrite
         if idle { stats.waiting.store(true, ordering: .relaxed) }
         sleeping.store(true, ordering: .sequentiallyConsistent)
         if queue.isEmpty { _ = poll(pollFDs, nfds_t(1 + n), timeout) }
@@ -427,7 +430,18 @@ public final class AudioEngine: @unchecked Sendable {
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
         }
-        guard n > 0, machine.wantsToWrite else { return }
+        guard n > 0 else { return }
+        if watching {
+            // The stream is stopped: a wake-up here can only be the device failing.
+            guard (0..<n).contains(where: { pollFDs[1 + $0].revents != 0 }) else { return }
+            for i in 0..<n { device[i].revents = pollFDs[1 + i].revents }
+            if sink.idleDeviceFailed() {
+                onEvent(.writeFailed("the idle device reported an error (its sound server went away?)"))
+                feed(.deviceError)
+            }
+            return
+        }
+        guard machine.wantsToWrite else { return }
         var any = false
         for i in 0..<n { device[i].revents = pollFDs[1 + i].revents; any = any || pollFDs[1 + i].revents != 0 }
         guard any else { return }
@@ -465,15 +479,18 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Hands one event to the machine and carries out its actions (and those of
     /// the events they produce, such as an open's result).
-    private func feed(_ event: DeviceMachine<Job>.Event) {
+    private func feed(_ event: DeviceMachine<Job>.Event, now: UInt64 = MonotonicClock.now()) {
+        let phase = machine.phase
         var next: DeviceMachine<Job>.Event? = event
+        var at = now
         while let e = next {
-            actions.removeAll(keepingCapacity: true)
-            machine.handle(e, now: MonotonicClock.now(), into: &actions)
+            if !actions.isEmpty { actions.removeAll(keepingCapacity: true) }
+            machine.handle(e, now: at, into: &actions)
             for i in actions.indices { perform(actions[i]) }
             next = followUps.isEmpty ? nil : followUps.removeFirst()
+            if next != nil { at = MonotonicClock.now() }
         }
-        publishState()
+        if machine.phase != phase || !actions.isEmpty { publishState() }
     }
 
     private func perform(_ action: DeviceMachine<Job>.Action) {
@@ -539,9 +556,17 @@ public final class AudioEngine: @unchecked Sendable {
             }
             format = f
             outLeft = 0
+            var idleClose = configuration.machineSettings.idleCloseNs
+            if let limit = sink.idleCloseLimitSeconds {
+                let ns = UInt64(max(0, limit) * 1e9)
+                idleClose = min(idleClose ?? ns, ns)
+            }
+            machine.settings.idleCloseNs = idleClose
+            machine.settings.drainMarginNs = sink.drainMarginSeconds.map { UInt64(max(0, $0) * 1e9) }
+                ?? configuration.machineSettings.drainMarginNs
             stats.setSink(.idle, format: f, kind: sink.kind)
             onEvent(.opened(f, kind: sink.kind))
-            followUps.append(.opened(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate))))
+            followUps.append(.opened(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate)), bufferFrames: f.bufferFrames))
         } catch {
             stats.setSink(.failed, error: error.message)
             onEvent(.openFailed(error.message))
@@ -599,7 +624,7 @@ public final class AudioEngine: @unchecked Sendable {
             }
             endedInPeriod.removeAll(keepingCapacity: true)
         }
-        feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || outLeft > 0, delayNs: delayNs))
+        feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || outLeft > 0, delayNs: delayNs), now: now)
     }
 
     private func deviceFailed(_ error: SinkError) {

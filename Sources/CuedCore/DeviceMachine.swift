@@ -28,6 +28,9 @@ public struct DeviceMachine<Job> {
         /// Not shorter: on a loaded machine a sound server's non-realtime threads
         /// (stream start, the plugin's main loop) were late by > 100 ms.
         public var minStallNs: UInt64 = 250_000_000
+        /// Until a started stream has taken more than its first buffer (the server has to
+        /// link and start a new stream: over 250 ms on a loaded machine), it is given this long.
+        public var startStallNs: UInt64 = 1_000_000_000
         /// xruns recovered in a row without a frame taken: the device is lost.
         public var maxRecoveriesWithoutProgress = 3
         /// Silence written past the device's own delay before the stream is stopped:
@@ -62,8 +65,9 @@ public struct DeviceMachine<Job> {
         case cue(Job, requestTime: UInt64)
         /// Open the device now so that the next cue starts warm.
         case prewarm
-        /// The device opened; `bufferNs` is its buffer's duration.
-        case opened(bufferNs: UInt64)
+        /// The device opened; `bufferNs` is its buffer's duration, `bufferFrames` its size
+        /// (0: unknown, then any frame taken counts as the stream having started).
+        case opened(bufferNs: UInt64, bufferFrames: Int = 0)
         case openFailed
         /// A write went through: `frames` taken (0 is no progress), `xruns`
         /// recovered on the way, whether any voice still sounds, and how long
@@ -101,7 +105,8 @@ public struct DeviceMachine<Job> {
         case exit
     }
 
-    public let settings: Settings
+    /// The shell may lower `idleCloseNs` once it knows the device (see `Sink.idleCloseLimitSeconds`).
+    public var settings: Settings
     public private(set) var state: State = .closed
     /// Cues waiting for the device to open, oldest first.
     public private(set) var pending: [(job: Job, requestTime: UInt64)] = []
@@ -110,6 +115,9 @@ public struct DeviceMachine<Job> {
     private var lastAttempt: UInt64?
     private var lastProgress: UInt64 = 0
     private var stallNs: UInt64
+    private var bufferFrames = 0
+    /// Frames written since the stream (re)started: beyond one buffer, the device is consuming.
+    private var framesSinceStart = 0
     private var recoveries = 0
     /// True when the open under way replaces a device lost under running voices.
     private var reopeningUnderVoices = false
@@ -122,6 +130,20 @@ public struct DeviceMachine<Job> {
         retryDelay = settings.minRetryNs
         stallNs = settings.minStallNs
         pending.reserveCapacity(settings.maxPending)
+    }
+
+    /// The state without its times: cheap to compare on every period.
+    public enum Phase: Sendable { case closed, opening, failed, idle, streaming, draining, finished }
+    public var phase: Phase {
+        switch state {
+        case .closed: return .closed
+        case .opening: return .opening
+        case .failed: return .failed
+        case .idle: return .idle
+        case .streaming: return .streaming
+        case .draining: return .draining
+        case .finished: return .finished
+        }
     }
 
     /// Whether the shell should write when the device has room.
@@ -154,10 +176,10 @@ public struct DeviceMachine<Job> {
         case .idle(let since):
             earliest(settings.idleCloseNs.map { since &+ $0 })
         case .streaming:
-            earliest(lastProgress &+ stallNs)
+            earliest(lastProgress &+ currentStallNs)
         case .draining(let until):
             earliest(until)
-            earliest(lastProgress &+ stallNs)
+            earliest(lastProgress &+ currentStallNs)
         }
         if state != .finished { earliest(shutdownDeadline) }
         return d
@@ -175,7 +197,7 @@ public struct DeviceMachine<Job> {
         switch event {
         case .cue(let job, let requestTime): cue(job, requestTime, now, &out)
         case .prewarm: prewarm(now, &out)
-        case .opened(let bufferNs): opened(bufferNs, now, &out)
+        case .opened(let bufferNs, let frames): opened(bufferNs, frames, now, &out)
         case .openFailed: openFailed(now, &out)
         case .wrote(let frames, let xruns, let sounding, let delayNs): wrote(frames, xruns, sounding, delayNs, now, &out)
         case .writeFailed: writeFailed(now, &out)
@@ -209,6 +231,7 @@ public struct DeviceMachine<Job> {
         case .idle:
             lastProgress = now
             recoveries = 0
+            framesSinceStart = 0
             state = .streaming
             out.append(.start(job))
         case .streaming:
@@ -245,10 +268,12 @@ public struct DeviceMachine<Job> {
         }
     }
 
-    private mutating func opened(_ bufferNs: UInt64, _ now: UInt64, _ out: inout [Action]) {
+    private mutating func opened(_ bufferNs: UInt64, _ frames: Int, _ now: UInt64, _ out: inout [Action]) {
         guard state == .opening else { return }
         retryDelay = settings.minRetryNs
         stallNs = max(settings.minStallNs, 4 &* bufferNs)
+        bufferFrames = frames
+        framesSinceStart = 0
         lastProgress = now
         recoveries = 0
         state = .idle(since: now)
@@ -287,6 +312,7 @@ public struct DeviceMachine<Job> {
             lastProgress = now
             recoveries = 0
             reopenedSinceProgress = false
+            framesSinceStart &+= frames
         } else if xruns > 0 {
             recoveries += xruns
             if recoveries >= settings.maxRecoveriesWithoutProgress {
@@ -347,12 +373,12 @@ public struct DeviceMachine<Job> {
             state = .closed
             out.append(.close)
         case .streaming:
-            if now &- lastProgress >= stallNs {
+            if now &- lastProgress >= currentStallNs {
                 out.append(.reportStall)
                 reopen(now, &out)
             }
         case .draining(let until):
-            if now &- lastProgress >= stallNs {
+            if now &- lastProgress >= currentStallNs {
                 // Only silence was left to write: close; the next cue opens afresh.
                 out.append(.reportStall)
                 out.append(.dropVoices)
@@ -386,6 +412,12 @@ public struct DeviceMachine<Job> {
     }
 
     // MARK: - Helpers
+
+    /// How long the device may take no frame: longer until the stream has taken more
+    /// than its first buffer (the server is still starting it).
+    private var currentStallNs: UInt64 {
+        framesSinceStart > bufferFrames ? stallNs : max(stallNs, settings.startStallNs)
+    }
 
     private func mayRetry(_ now: UInt64) -> Bool {
         guard let lastAttempt else { return true }

@@ -72,6 +72,18 @@ public protocol Sink: AnyObject {
     /// (a self-clocked sink sleeps as a device would consume); restarts a
     /// stopped stream. Recoverable xruns are recovered and counted, not thrown.
     func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite
+    /// While the stream is stopped: descriptors that become readable if the device
+    /// or its sound server fails (PipeWire's plugin signals its own eventfd). Empty: none.
+    var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { get }
+    /// After a poll woke on `idleWatchDescriptors`: true if the device has failed
+    /// (else the wake-up is cleared and the watch goes on).
+    func idleDeviceFailed() -> Bool
+    /// Once open: the longest the device should stay open with its stream stopped
+    /// (it costs the desktop something even then), nil: as configured.
+    var idleCloseLimitSeconds: Double? { get }
+    /// Once open: how long past its own delay figure to let the device play before
+    /// stopping it (a sound server's figure can miss some); nil: the engine's default.
+    var drainMarginSeconds: Double? { get }
     /// Frames written that have not sounded yet (the device delay).
     func delayFrames() -> Int
     /// Stops the stream at once, discarding what is queued (the engine only
@@ -87,6 +99,10 @@ extension Sink {
     public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
     public func hasRoom() throws(SinkError) -> Bool { true }
     public func availableFrames() -> Int { .max }
+    public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
+    public func idleDeviceFailed() -> Bool { false }
+    public var idleCloseLimitSeconds: Double? { nil }
+    public var drainMarginSeconds: Double? { nil }
 }
 
 /// Monotonic time in nanoseconds.

@@ -14,7 +14,8 @@ import Testing
             var s = M.Settings()
             s.idleCloseNs = idleCloseMs.map { $0 * 1_000_000 }
             s.drainMarginNs = 0  // the margin has its own test
-            s.minStallNs = 100_000_000  // the default (250 ms) has its own test
+            s.minStallNs = 100_000_000  // the defaults (250 ms, 1 s at start) have their own test
+            s.startStallNs = 100_000_000
             m = M(settings: s)
         }
         var ns: UInt64 { now * 1_000_000 }
@@ -299,13 +300,32 @@ import Testing
         #expect(d.deadlineMs == 1_200)
     }
 
-    @Test func byDefaultAStallIsAQuarterSecondWithoutAFrame() {
+    @Test func byDefaultAStartingStreamHasASecondThenAQuarterSecondWithoutAFrame() {
         var m = M()
         _ = m.handle(.cue("a", requestTime: 0), now: 0)
-        _ = m.handle(.opened(bufferNs: 10_000_000), now: 0)
-        #expect(m.deadline == 250_000_000)
-        #expect(m.handle(.timer, now: 249_999_999).isEmpty)
-        #expect(m.handle(.timer, now: 250_000_000).count == 3)  // stall, close, open
+        _ = m.handle(.opened(bufferNs: 10_000_000, bufferFrames: 480), now: 0)
+        #expect(m.deadline == 1_000_000_000)                 // the server may still be starting the stream
+        _ = m.handle(.wrote(frames: 480, xruns: 0, sounding: true, delayNs: 0), now: 1_000_000)  // the first buffer
+        #expect(m.deadline == 1_001_000_000)
+        _ = m.handle(.wrote(frames: 240, xruns: 0, sounding: true, delayNs: 0), now: 6_000_000)  // it takes frames: started
+        #expect(m.deadline == 256_000_000)
+        #expect(m.handle(.timer, now: 255_999_999).isEmpty)
+        #expect(m.handle(.timer, now: 256_000_000).count == 3)  // stall, close, open
+        _ = m.handle(.opened(bufferNs: 10_000_000, bufferFrames: 480), now: 256_000_000)
+        #expect(m.deadline == 1_256_000_000)                 // a reopened stream starts again
+    }
+
+    @Test func aStreamRestartedAfterIdleGetsTheStartAllowanceAgain() {
+        var m = M()
+        _ = m.handle(.prewarm, now: 0)
+        _ = m.handle(.opened(bufferNs: 10_000_000, bufferFrames: 480), now: 0)
+        _ = m.handle(.cue("a", requestTime: 0), now: 0)
+        _ = m.handle(.wrote(frames: 480, xruns: 0, sounding: true, delayNs: 0), now: 0)
+        _ = m.handle(.wrote(frames: 240, xruns: 0, sounding: false, delayNs: 0), now: 5_000_000)
+        _ = m.handle(.timer, now: 25_000_000)             // drained: stopped, idle
+        #expect(m.state == .idle(since: 25_000_000))
+        _ = m.handle(.cue("b", requestTime: 0), now: 30_000_000)
+        #expect(m.deadline == 1_030_000_000)
     }
 
     @Test func theStallTimeoutIsFourBuffersWhenThatIsLonger() {

@@ -87,8 +87,13 @@ final class PipeWireStack: @unchecked Sendable {
 
     /// Records the null sink's monitor (S16_LE stereo 48 kHz, raw) into `path`.
     func record(to path: String) throws -> Subprocess {
-        let p = try Subprocess("/usr/bin/parec", ["-d", "nul.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2",
-                                                 "--latency-msec=5"], env: environment, stdout: path, stderr: dir.file("parec.log"))
+        // Realtime where allowed (chrt): with the whole suite loading both cores, a recorder at
+        // normal priority fell behind and the recording showed gaps cued never had (no xrun).
+        let parec = ["/usr/bin/parec", "-d", "nul.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=50"]
+        let chrt = "/usr/bin/chrt"
+        let rt = FileManager.default.isExecutableFile(atPath: chrt) && (try? runProcess(chrt, ["-f", "10", "/bin/true"]))?.status == 0
+        let p = try Subprocess(rt ? chrt : parec[0], rt ? ["-f", "10"] + parec : Array(parec.dropFirst()),
+                               env: environment, stdout: path, stderr: dir.file("parec.log"))
         recorders.append(p)
         // Recording once the stream is linked: some audio (zeros) has arrived.
         _ = wait(until: { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 0 })
