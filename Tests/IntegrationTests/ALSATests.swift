@@ -20,8 +20,8 @@ import TestSupport
         return ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + conf]
     }
 
-    func status(_ d: DaemonHarness) throws -> JSON {
-        try JSON.parse(String(try d.request("status").dropFirst(3)))
+    func status(_ d: DaemonHarness) throws -> Status {
+        try #require(Status.parse(String(try d.request("status").dropFirst(3))))
     }
 
     @Test func filePCMReceivesTheCuesFrames() throws {
@@ -30,12 +30,12 @@ import TestSupport
         let d = try DaemonHarness(args: ["--sink", "alsa:testsink"], extraEnv: try alsaConfig(in: tmp, raw: raw))
         #expect(try d.request("play pop") == "ok")
         let pop = Fixture.standard["pop"]!
-        #expect(eventually { (try? status(d))?["cues"]?["pop"]?["played"] == .number(1) })
-        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("idle") })
+        #expect(eventually { (try? status(d))?.cues["pop"]?.played == 1 })
+        #expect(eventually { (try? status(d))?.sink.state == "idle" })
         let s = try status(d)
-        #expect(s["sink"]?["spec"] == .string("alsa:testsink"))
-        #expect(s["sink"]?["format"] == .string("S16_LE"))
-        #expect(s["sink"]?["rate"] == .number(48_000))
+        #expect(s.sink.spec == "alsa:testsink")
+        #expect(s.sink.format == "S16_LE")
+        #expect(s.sink.rate == 48_000)
         #expect(d.stop() == 0)  // closes the PCM, flushing the file plugin
         let bytes = try Data(contentsOf: URL(fileURLWithPath: raw))
         let samples = bytes.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
@@ -46,8 +46,8 @@ import TestSupport
     @Test func alsaNullWorks() throws {
         let d = try DaemonHarness(args: ["--sink", "alsa:null"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? status(d))?["played"] == .number(1) })
-        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("idle") })
+        #expect(eventually { (try? status(d))?.played == 1 })
+        #expect(eventually { (try? status(d))?.sink.state == "idle" })
         #expect(d.stop() == 0)
     }
 
@@ -62,21 +62,21 @@ import TestSupport
         // hw:9 is defined (pcm.hw) but there is no card 9: not a start-up error; cued runs and retries.
         let d = try DaemonHarness(args: ["--sink", "alsa:hw:9"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("failed") })
+        #expect(eventually { (try? status(d))?.sink.state == "failed" })
         let s = try status(d)
-        guard case .string(let error)? = s["sink"]?["error"] else { Issue.record("no error in status"); return }
+        guard let error = s.sink.error else { Issue.record("no error in status"); return }
         #expect(error.contains("hw:9"))
-        #expect(eventually { (try? status(d))?["dropped"] == .number(1) })  // after waiting its 250 ms
+        #expect(eventually { (try? status(d))?.dropped == 1 })  // after waiting its 250 ms
         #expect(try d.request("ping") == "ok pong")
         #expect(try d.request("play pop") == "ok")  // retried on the next cue, still failing, still answering
-        #expect(eventually { (try? status(d))?["dropped"] == .number(2) })
+        #expect(eventually { (try? status(d))?.dropped == 2 })
     }
 
     @Test func deviceClosesAfterIdleAndReopens() throws {
         let d = try DaemonHarness(args: ["--sink", "alsa:null", "--idle-close-s", "0.3"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? status(d))?["sink"]?["state"] == .string("closed") })
+        #expect(eventually { (try? status(d))?.sink.state == "closed" })
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? status(d))?["played"] == .number(2) })
+        #expect(eventually { (try? status(d))?.played == 2 })
     }
 }

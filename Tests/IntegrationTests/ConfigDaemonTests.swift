@@ -8,10 +8,10 @@ import TestSupport
 @Suite(.timeLimit(.minutes(2))) struct ConfigDaemonTests {
     @Test func configSetsTheSinkAndFlagsWin() throws {
         let d = try DaemonHarness(args: [], config: "sink = \"wav:%DIR%/capture.wav\"\nvoices = 3\n")
-        #expect(try d.status()["sink"]?["spec"] == .string("wav:\(d.dir.path)/capture.wav"))
-        #expect(try d.status()["config"] == .string(d.configPath))
+        #expect(try d.status().sink.spec == "wav:\(d.dir.path)/capture.wav")
+        #expect(try d.status().config == d.configPath)
         let e = try DaemonHarness(args: ["--sink", "null"], config: "sink = \"wav:%DIR%/capture.wav\"\n")
-        #expect(try e.status()["sink"]?["spec"] == .string("null"))
+        #expect(try e.status().sink.spec == "null")
     }
 
     @Test func customCueFromAnywhereWithGain() throws {
@@ -121,11 +121,11 @@ import TestSupport
         #expect(try dash.request("play pop") == "ok muted")
         #expect(try dash.request("unmute") == "ok unmuted")
         #expect(try dash.request("play pop") == "ok")
-        let apps = try d.status()["apps"]
-        #expect(apps?["dashboard"]?["played"] == .number(2))
-        #expect(apps?["mutt"]?["played"] == .number(1))
-        #expect(apps?["mutt"]?["muted"] == .bool(true))
-        #expect(apps?["dashboard"]?["muted"] == .bool(false))
+        let apps = try d.status().apps
+        #expect(apps["dashboard"]?.played == 2)
+        #expect(apps["mutt"]?.played == 1)
+        #expect(apps["mutt"]?.muted == true)
+        #expect(apps["dashboard"]?.muted == false)
         // Per-app mutes persist across a restart.
         d.stop()
         let again = try DaemonHarness(args: ["--sink", "null", "--socket", d.socketPath],
@@ -148,8 +148,8 @@ import TestSupport
         // Without either, the parent process's name: here /bin/sh runs cuectl.
         let viaParent = try runProcess("/bin/sh", ["-c", "'\(TestPaths.binary("cuectl"))' --socket \(d.socketPath) play pop; true"], env: env)
         #expect(viaParent.status == 0)
-        let apps = try d.status()["apps"]
-        #expect(apps?["sh"]?["played"] == .number(1))
+        let apps = try d.status().apps
+        #expect(apps["sh"]?.played == 1)
         let muteByCuectl = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "mute", "app", "sh"])
         #expect(muteByCuectl.out == "muted sh\n")
     }

@@ -92,7 +92,12 @@ final class DaemonHarness: @unchecked Sendable {
         try text.replacingOccurrences(of: "%DIR%", with: dir.path).write(toFile: configPath, atomically: true, encoding: .utf8)
     }
 
-    func status() throws -> JSON { try JSON.parse(String(try request("status").dropFirst(3))) }
+    /// `status`, read back into the one Status type cued encodes it with.
+    func status() throws -> Status {
+        let reply = try request("status")
+        guard reply.hasPrefix("ok "), let s = Status.parse(String(reply.dropFirst(3))) else { throw HarnessError.badStatus(reply) }
+        return s
+    }
 
     func client() throws -> CueClient { try CueClient(path: socketPath, timeoutSeconds: 10) }
 
@@ -116,6 +121,7 @@ final class DaemonHarness: @unchecked Sendable {
 enum HarnessError: Error {
     case exited(Int32, String)
     case timeout(String)
+    case badStatus(String)
 }
 
 /// Polls `condition` until true or the time limit passes.

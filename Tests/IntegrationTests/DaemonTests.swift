@@ -32,8 +32,8 @@ import TestSupport
         usleep(100_000)
         #expect(try c.request("play short") == "ok")
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= long.count })
-        let status = try JSON.parse(String(try d.request("status").dropFirst(3)))
-        #expect(status["voices_stolen"] == .number(0))
+        let status = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(status.voicesStolen == 0)
         d.stop()
         let cap = try WAV.read(d.capturePath)
         let left = stride(from: 0, to: cap.samples.count, by: 2).map { Int(cap.samples[$0]) }
@@ -65,8 +65,8 @@ import TestSupport
         // Nothing more reaches the sink, and the long cue stopped well short of its 2 s.
         #expect(try WAV.read(d.capturePath).frames == framesAtMute)
         #expect(framesAtMute < 48_000)
-        let status = try JSON.parse(String(try c.request("status").dropFirst(3)))
-        #expect(status["muted"] == .bool(true))
+        let status = try #require(Status.parse(String(try c.request("status").dropFirst(3))))
+        #expect(status.muted == true)
         #expect(d.stop() == 0)
 
         // A restart keeps the mute…
@@ -152,19 +152,19 @@ import TestSupport
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 0 })
         let reply = try d.request("status")
         #expect(reply.hasPrefix("ok {"))
-        let s = try JSON.parse(String(reply.dropFirst(3)))
-        for key in ["version", "protocol", "muted", "sink", "cues", "played", "voices_active", "voices_stolen",
-                    "clipped_samples", "xruns", "clients", "latency_us"] {
-            #expect(s[key] != nil, "missing \(key)")
+        // Every field the Status type knows is in the reply, nested as it says.
+        let json = try JSON.parse(String(reply.dropFirst(3)))
+        for path in Status.fieldPaths where !path.contains("NAME") {
+            var v: JSON? = json
+            for key in path.split(separator: ".") { v = v?[String(key)] }
+            #expect(v != nil, "missing \(path)")
         }
-        #expect(s["protocol"] == .number(1))
-        for key in ["spec", "state", "rate", "channels", "format", "period_frames", "buffer_frames", "error"] {
-            #expect(s["sink"]?[key] != nil, "missing sink.\(key)")
-        }
-        #expect(s["sink"]?["rate"] == .number(48_000))
-        #expect(s["cues"]?["pop"]?["frames"] == .number(2_400))
-        #expect(s["cues"]?["pop"]?["played"] == .number(1))
-        guard case .number(let p50)? = s["latency_us"]?["p50"] else { Issue.record("no latency"); return }
+        let s = try #require(Status.parse(String(reply.dropFirst(3))))
+        #expect(s.protocolVersion == 1)
+        #expect(s.sink.rate == 48_000)
+        #expect(s.cues["pop"]?.frames == 2_400)
+        #expect(s.cues["pop"]?.played == 1)
+        let p50 = try #require(s.latencyUs.p50, "no latency")
         #expect(p50 > 0)
     }
 
@@ -211,7 +211,7 @@ import TestSupport
     @Test func idleDaemonHasNoWakeups() throws {
         let d = try DaemonHarness(args: ["--sink", "alsa:null"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("idle") })
+        #expect(eventually { (try? d.status())?.sink.state == "idle" })
         let threads = { () -> [String: Int] in
             var out: [String: Int] = [:]
             for tid in (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(d.pid)/task")) ?? [] {

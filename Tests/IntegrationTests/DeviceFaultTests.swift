@@ -6,7 +6,6 @@ import TestSupport
 /// A device that fails (the `fault:` sink): cued keeps answering, reports it,
 /// retries, plays again when the device is back, and never plays a cue late.
 @Suite(.timeLimit(.minutes(2))) struct DeviceFaultTests {
-    func number(_ v: JSON?) -> Int { if case .number(let d)? = v { return Int(d) }; return -1 }
 
     @Test func xrunAndSuspendAreRecovered() throws {
         var cues = Fixture.standard
@@ -14,22 +13,22 @@ import TestSupport
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:write-3=EPIPE,write-7=ESTRPIPE"])
         #expect(try d.request("play long") == "ok")
         // "idle" alone would not do: the sink is idle right after opening, before any write.
-        #expect(eventually { (try? d.status()).map { self.number($0["xruns"]) == 2 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        #expect(eventually { (try? d.status()).map { s in s.xruns == 2 && s.sink.state == "idle" } ?? false })
         let s = try d.status()
-        #expect(number(s["xruns"]) == 2)
-        #expect(number(s["played"]) == 1)
-        #expect(number(s["dropped"]) == 0)
-        #expect(s["sink"]?["error"] == .null)
+        #expect(s.xruns == 2)
+        #expect(s.played == 1)
+        #expect(s.dropped == 0)
+        #expect(s.sink.error == nil)
     }
 
     @Test func failedOpensAreRetriedAndTheWaitingCuePlays() throws {
         // Two failed opens: retried after 50 and 100 ms, well inside the cue's 250 ms.
         let d = try DaemonHarness(args: ["--sink", "fault:open-fail=2"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 1 })
+        #expect(eventually { (try? d.status())?.played == 1 })
         let s = try d.status()
-        #expect(number(s["dropped"]) == 0)
-        #expect(s["sink"]?["state"] != .string("failed"))
+        #expect(s.dropped == 0)
+        #expect(s.sink.state != "failed")
     }
 
     @Test func unpluggedDeviceNeverStopsTheDaemonAndLateCuesAreDropped() throws {
@@ -37,17 +36,17 @@ import TestSupport
         cues["long"] = Fixture.constant(100, frames: 48_000)
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:write-5=ENODEV,down-ms=800"])
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("failed") })
+        #expect(eventually { (try? d.status())?.sink.state == "failed" })
         var s = try d.status()
-        guard case .string(let error)? = s["sink"]?["error"] else { Issue.record("no error in status"); return }
+        guard let error = s.sink.error else { Issue.record("no error in status"); return }
         #expect(error.contains("ENODEV"))
-        #expect(number(s["dropped"]) == 1)  // the long cue, cut off by the unplug
+        #expect(s.dropped == 1)  // the long cue, cut off by the unplug
         // While the device is gone: still answering; a cue waits at most 250 ms, then is dropped.
         #expect(try d.request("ping") == "ok pong")
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["dropped"]) } == 2 })
+        #expect(eventually { (try? d.status())?.dropped == 2 })
         s = try d.status()
-        #expect(number(s["played"]) == 1)  // only the long cue, started before the unplug
+        #expect(s.played == 1)  // only the long cue, started before the unplug
         // The device returning and the next cue playing: DeviceMachineTests, on a fake clock.
     }
 
@@ -57,17 +56,17 @@ import TestSupport
         // From the 3rd write the device takes nothing until it is reopened.
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-3=once"])
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["stalls"]) == 1 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        #expect(eventually { (try? d.status()).map { s in s.stalls == 1 && s.sink.state == "idle" } ?? false })
         var s = try d.status()
         // Stalled ~10 ms after its request, found stalled 250 ms later: too late to start again, so dropped.
-        #expect(number(s["dropped"]) == 1)
-        #expect(number(s["played"]) == 1)
+        #expect(s.dropped == 1)
+        #expect(s.played == 1)
         #expect(d.readStderr().contains("stalled"))
         #expect(try d.request("play pop") == "ok")  // the reopened device works
-        #expect(eventually { (try? d.status()).map { self.number($0["played"]) == 2 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        #expect(eventually { (try? d.status()).map { s in s.played == 2 && s.sink.state == "idle" } ?? false })
         s = try d.status()
-        #expect(number(s["stalls"]) == 1)
-        #expect(number(s["dropped"]) == 1)
+        #expect(s.stalls == 1)
+        #expect(s.dropped == 1)
     }
 
     @Test func sigtermEndsCuedWithinGracePlusASecondOnADeviceThatAlwaysStalls() throws {
@@ -75,7 +74,7 @@ import TestSupport
         cues["long"] = Fixture.constant(100, frames: 48_000 * 5)
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-2=always"])
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["stalls"]) >= 1 } ?? false })
+        #expect(eventually { (try? d.status()).map { s in s.stalls >= 1 } ?? false })
         let start = Date()
         d.process.signal(SIGTERM)
         #expect(d.waitForExit(timeout: 5) == 0)
@@ -103,12 +102,12 @@ import TestSupport
     @Test func aDeviceBrokenOnceIsReopenedAtOnceAndTheCueRestarted() throws {
         let d = try DaemonHarness(args: ["--sink", "fault:write-2=EIO"])
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["played"]) == 1 && $0["sink"]?["state"] == .string("idle") } ?? false })
+        #expect(eventually { (try? d.status()).map { s in s.played == 1 && s.sink.state == "idle" } ?? false })
         let s = try d.status()
-        #expect(number(s["dropped"]) == 0)
+        #expect(s.dropped == 0)
         #expect(d.readStderr().contains("EIO"))
         #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status()).map { self.number($0["played"]) } == 2 })
+        #expect(eventually { (try? d.status())?.played == 2 })
     }
 
     @Test func badFaultSpecIsAUsageError() throws {

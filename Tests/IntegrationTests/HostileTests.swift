@@ -76,7 +76,7 @@ import TestSupport
         }
         #expect(try d.request("ping") == "ok pong")
         #expect(eventually { self.fdCount(d.pid) <= fds + 1 }, "descriptors leaked: \(fds) → \(fdCount(d.pid))")
-        #expect(eventually { ((try? d.status())?["clients"]).map { $0 == .number(1) } ?? false })
+        #expect(eventually { ((try? d.status())?.clients).map { $0 == 1 } ?? false })
     }
 
     @Test func clientVanishingBeforeItsReplyKillsNothing() throws {

@@ -19,13 +19,13 @@ import TestSupport
         // Another connection has its own allowance; pings are never limited.
         #expect(try d.client().request("play pop") == "ok")
         #expect(try c.request("ping") == "ok pong")
-        #expect(try d.status()["rate_limited"] != .number(0))
+        #expect(try d.status().rateLimited != 0)
     }
 
     @Test func connectionCapMakesRoomWhenOneLeaves() throws {
         // (Refusal when none is idle, and eviction of idle ones: RobustnessTests.)
         let d = try DaemonHarness(args: ["--sink", "null", "--max-clients", "3"])
-        #expect(eventually { (try? d.status())?["clients"] == .number(1) })
+        #expect(eventually { (try? d.status())?.clients == 1 })
         var held = try (0..<3).map { _ in try d.client() }
         for c in held { #expect(try c.request("ping") == "ok pong") }
         held.removeLast()  // one leaves: room for a new one, with nobody evicted

@@ -23,10 +23,9 @@ struct PipeWireTests {
         try DaemonHarness(cues: cues, args: ["--sink", sink, "--log-level", "debug"], extraEnv: stack.environment)
     }
 
-    func number(_ v: JSON?) -> Int { if case .number(let d)? = v { return Int(d) }; return -1 }
 
     func waitIdle(_ d: DaemonHarness) -> Bool {
-        eventually { (try? d.status())?["sink"]?["state"] == .string("idle") }
+        eventually { (try? d.status())?.sink.state == "idle" }
     }
 
     @Test(arguments: sinks)
@@ -52,15 +51,15 @@ struct PipeWireTests {
         let found = rec.occurrences(of: pop)
         let sounds = rec.sounds()
         let st = try d.status()
-        #expect(found.count == 50, "\(found.count) of 50 cues sample-exact at the monitor; \(sounds.count) sounds; \(rec.firstMismatch(sounds, pop)); cued: xruns \(number(st["xruns"])), stalls \(number(st["stalls"])), thread \(st["audio_thread"] ?? .null)")
+        #expect(found.count == 50, "\(found.count) of 50 cues sample-exact at the monitor; \(sounds.count) sounds; \(rec.firstMismatch(sounds, pop)); cued: xruns \(st.xruns), stalls \(st.stalls), thread \(st.audioThread)")
         #expect(sounds.count == 50, "sounds at the monitor: \(sounds.prefix(8))")
         let s = try d.status()
-        #expect(number(s["played"]) == 51)
-        #expect(number(s["dropped"]) == 0)
-        #expect(number(s["stalls"]) == 0)
-        #expect(s["sink"]?["kind"] == .string(sink == "alsa:pulse" ? "pulse" : "pipewire"))
-        #expect(number(s["sink"]?["device_delay_us"]) >= 0)
-        if case .number(let p99)? = s["latency_us"]?["p99"] { #expect(p99 > 0) } else { Issue.record("no latency figures") }
+        #expect(s.played == 51)
+        #expect(s.dropped == 0)
+        #expect(s.stalls == 0)
+        #expect(s.sink.kind == (sink == "alsa:pulse" ? "pulse" : "pipewire"))
+        #expect((s.sink.delayUs ?? -1) >= 0)
+        if let p99 = s.latencyUs.p99 { #expect(p99 > 0) } else { Issue.record("no latency figures") }
     }
 
     @Test(arguments: sinks)
@@ -85,7 +84,7 @@ struct PipeWireTests {
                 "cued's stream stays running while idle")
         if sink == "alsa:pulse" {
             // A corked pulse stream still has its timing updated: closed after 5 s idle.
-            #expect(eventually(timeout: 8) { (try? d.status())?["sink"]?["state"] == .string("closed") })
+            #expect(eventually(timeout: 8) { (try? d.status())?.sink.state == "closed" })
         }
     }
 
@@ -98,7 +97,7 @@ struct PipeWireTests {
         try stack.restart()
         if sink == "alsa:default" {
             // PipeWire's plugin signals the lost connection on its descriptor: noticed before any cue.
-            #expect(eventually(timeout: 3) { (try? d.status())?["sink"]?["state"] == .string("closed") })
+            #expect(eventually(timeout: 3) { (try? d.status())?.sink.state == "closed" })
         }
         let path = stack.dir.file("monitor.raw")
         let recorder = try stack.record(to: path)
@@ -112,7 +111,7 @@ struct PipeWireTests {
         guard let first = rec.occurrences(of: pop).first else { Issue.record("the cue after the restart was not heard"); return }
         #expect(Double(first) / 48_000 < 1.0, "heard \(Double(first) / 48_000) s into the recording")
         #expect(heardAt < 1.0 + 0.5, "at the monitor after \(heardAt) s")  // + parec's own buffering
-        #expect(number(try d.status()["dropped"]) == 0)
+        #expect((try d.status().dropped) == 0)
     }
 
     @Test(arguments: sinks)
@@ -122,7 +121,7 @@ struct PipeWireTests {
         let stack = try PipeWireStack()
         let d = try start(stack, sink, cues: cues)
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("running") })
+        #expect(eventually { (try? d.status())?.sink.state == "running" })
         usleep(300_000)
         try stack.restart()
         let path = stack.dir.file("monitor.raw")
@@ -146,7 +145,7 @@ struct PipeWireTests {
         let stack = try PipeWireStack()
         let d = try start(stack, sink, cues: cues)
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status())?["sink"]?["state"] == .string("running") })
+        #expect(eventually { (try? d.status())?.sink.state == "running" })
         usleep(200_000)  // well under way (a stream that has not started yet is given a second)
         stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames
         usleep(300_000)

@@ -59,8 +59,8 @@ import TestSupport
         let other = try d.client()
         #expect(try replies(other, ["session", "drag 80", "session a", "state idle", "session b"])
                 == ["ok - idle 65", "ok psst1", "ok a loading 65", "ok pop", "ok b release 65"])
-        let status = try JSON.parse(String(try c.request("status").dropFirst(3)))
-        #expect(status["sessions"] == .number(2))
+        let status = try #require(Status.parse(String(try c.request("status").dropFirst(3))))
+        #expect(status.sessions == 2)
     }
 
     @Test func namedSessionSharedBySuccessiveCuectlCalls() throws {
@@ -86,20 +86,20 @@ import TestSupport
         let d = try DaemonHarness(args: ["--sink", "null", "--session-ttl-s", "0.3"])
         #expect(try replies(try d.client(), ["session s", "drag 80"]) == ["ok s idle 65", "ok psst1"])
         usleep(600_000)
-        let status = try JSON.parse(String(try d.request("status").dropFirst(3)))
-        #expect(status["sessions"] == .number(0))
+        let status = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(status.sessions == 0)
         #expect(try replies(try d.client(), ["session s"]) == ["ok s idle 65"])  // a fresh one
     }
 
     @Test func firstPullPrewarmsTheDevice() throws {
         let d = try DaemonHarness(args: ["--sink", "alsa:null"])
-        func sinkState() throws -> JSON? { try JSON.parse(String(try d.request("status").dropFirst(3)))["sink"]?["state"] }
-        #expect(try sinkState() == .string("closed"))
+        func sinkState() throws -> String { try d.status().sink.state }
+        #expect(try sinkState() == "closed")
         let c = try d.client()
         #expect(try c.request("drag 5") == "ok -")
-        #expect(eventually { (try? sinkState()) == .string("idle") })  // opened and prepared, nothing played
-        let status = try JSON.parse(String(try d.request("status").dropFirst(3)))
-        #expect(status["played"] == .number(0))
+        #expect(eventually { (try? sinkState()) == "idle" })  // opened and prepared, nothing played
+        let status = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(status.played == 0)
         #expect(try c.request("drag 70") == "ok psst1")
     }
 }

@@ -87,11 +87,11 @@ final class NotifyListener: @unchecked Sendable {
         #expect(try String(contentsOfFile: "/proc/\(p.pid)/comm", encoding: .utf8) != "cued\n")
         let r1 = try runProcess("/bin/sh", ["-c", "printf 'ping\\n' | socat - UNIX-CONNECT:\(sock)"])
         #expect(r1.out == "ok pong\n")  // the very first connection gets its reply
-        let s1 = try JSON.parse(String(try runProcess("/bin/sh", ["-c", "printf 'status\\n' | socat - UNIX-CONNECT:\(sock)"]).out.dropFirst(3)))
-        let s2 = try JSON.parse(String(try runProcess("/bin/sh", ["-c", "printf 'status\\n' | socat - UNIX-CONNECT:\(sock)"]).out.dropFirst(3)))
+        let s1 = try #require(Status.parse(String(try runProcess("/bin/sh", ["-c", "printf 'status\\n' | socat - UNIX-CONNECT:\(sock)"]).out.dropFirst(3))))
+        let s2 = try #require(Status.parse(String(try runProcess("/bin/sh", ["-c", "printf 'status\\n' | socat - UNIX-CONNECT:\(sock)"]).out.dropFirst(3))))
         // One process serves both: the activator exec'ed into cued.
-        #expect(s1["pid"] == .number(Double(p.pid)))
-        #expect(s2["pid"] == s1["pid"])
+        #expect(s1.pid == Int(p.pid))
+        #expect(s2.pid == s1.pid)
         #expect(p.stop() == 0)
         #expect(FileManager.default.fileExists(atPath: sock))  // cued never unlinks a socket it did not create
     }
@@ -159,8 +159,8 @@ final class NotifyListener: @unchecked Sendable {
         try WAV.write(d.soundsDir + "/pop.wav", int16: Fixture.constant(7, frames: 480), sampleRate: 48_000, channels: 1)
         kill(d.pid, SIGHUP)
         #expect(eventually { (try? d.request("cues")) == "ok extra pop psst1 psst2" })
-        let s = try JSON.parse(String(try d.request("status").dropFirst(3)))
-        #expect(s["cues"]?["pop"]?["frames"] == .number(480))
+        let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(s.cues["pop"]?.frames == 480)
         d.stop()
         #expect(d.readStderr().contains("reload failed"))
     }
