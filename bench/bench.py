@@ -29,6 +29,7 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipewire_bench  # noqa: E402
+from benchlib import Client, Stream, cue_set, log, noise, pct, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -39,10 +40,6 @@ TRIALS = int(os.environ.get("BENCH_TRIALS", "30" if QUICK else "200"))
 IDLE_S = float(os.environ.get("BENCH_IDLE_S", "5" if QUICK else "60"))
 TMP = tempfile.mkdtemp(prefix="cued-bench.")
 CHILDREN = []
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
 
 
 def spawn(args, **kw):
@@ -59,34 +56,15 @@ def cleanup():
     shutil.rmtree(TMP, ignore_errors=True)
 
 
-def pct(values, q):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
-
-
 # ---------------------------------------------------------------- fixtures
-
-def write_wav(path, samples, channels=1):
-    with wave.open(path, "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(2)
-        w.setframerate(48000)
-        w.writeframes(struct.pack("<%dh" % len(samples), *samples))
-
 
 def make_fixtures():
     sounds = os.path.join(TMP, "sounds")
-    os.makedirs(sounds)
-    # The probe: 20 ms of a 1 kHz square at -6 dBFS; its first sample is non-zero.
-    probe = [16384 if (i // 24) % 2 == 0 else -16384 for i in range(960)]
-    for name in ("probe", "psst1", "psst2", "pop"):
-        write_wav(os.path.join(sounds, name + ".wav"), probe)
+    # The probe: 20 ms; its first sample is non-zero.
+    probe = square(960)
+    cue_set(sounds, probe)
     # A 10 s quiet noise cue for the mixer's CPU figure (-30 dBFS, so 16 voices never clip).
-    seed, noise = 1, []
-    for _ in range(480000):
-        seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
-        noise.append((seed >> 16) % 2001 - 1000)
-    write_wav(os.path.join(sounds, "long.wav"), noise)
+    write_wav(os.path.join(sounds, "long.wav"), noise(480000, 1000, 1))
     raw = os.path.join(TMP, "probe.raw")
     with open(raw, "wb") as f:
         f.write(struct.pack("<%dh" % (len(probe) * 2), *[s for s in probe for _ in (0, 1)]))
@@ -94,41 +72,6 @@ def make_fixtures():
 
 
 # ---------------------------------------------------------------- measuring
-
-class Stream:
-    """A byte stream of audio (a FIFO, or parec's stdout) watched for non-zero samples."""
-
-    def __init__(self, fd):
-        self.fd = fd
-        os.set_blocking(fd, False)
-
-    def drain(self, quiet_ms=15, limit_s=2.0):
-        """Reads until nothing arrived for quiet_ms (or only zeros, for continuous streams)."""
-        end = time.monotonic() + limit_s
-        last = time.monotonic()
-        while time.monotonic() < end:
-            r, _, _ = select.select([self.fd], [], [], quiet_ms / 1000)
-            if not r:
-                return
-            data = os.read(self.fd, 1 << 16)
-            if any(data):
-                last = time.monotonic()
-            elif time.monotonic() - last > quiet_ms / 1000:
-                return
-
-    def wait_nonzero(self, timeout_s=3.0):
-        end = time.monotonic() + timeout_s
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            r, _, _ = select.select([self.fd], [], [], left)
-            if r:
-                data = os.read(self.fd, 1 << 16)
-                t = time.monotonic_ns()
-                if any(data):
-                    return t
-
 
 def measure(stream, trigger, after=None, trials=TRIALS, gap_s=0.03, warmup=3):
     """trigger() is called right after t0; returns an object passed to after()."""
@@ -151,38 +94,14 @@ def measure(stream, trigger, after=None, trials=TRIALS, gap_s=0.03, warmup=3):
     return out, misses
 
 
-class Client:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-
-    def send(self, line):
-        self.s.sendall(line.encode() + b"\n")
-
-    def reply(self):
-        return self.f.readline().decode().strip()
-
-    def request(self, line):
-        self.send(line)
-        return self.reply()
-
-
 def start_cued(name, sink, sounds, extra=(), env=None):
     sock = os.path.join(TMP, name + ".sock")
     e = dict(os.environ if env is None else env)
     e.update(XDG_STATE_HOME=os.path.join(TMP, "state-" + name), XDG_CONFIG_HOME=os.path.join(TMP, "noconfig"))
     p = spawn([CUED, "--socket", sock, "--sink", sink, "--sounds", sounds, "--log-level", "error", *extra],
               env=e, stderr=subprocess.DEVNULL)
-    for _ in range(2000):
-        try:
-            c = Client(sock)
-            if c.request("ping") == "ok pong":
-                return p, sock
-        except OSError:
-            pass
-        time.sleep(0.005)
-    raise RuntimeError("cued %s did not start" % name)
+    wait_answering(sock, name)
+    return p, sock
 
 
 def proc_cpu_ticks(pid):

@@ -146,12 +146,7 @@ def theme_latency(stream, env, sounds):
     e.update(XDG_STATE_HOME=os.path.join(bench.TMP, "state-theme"), XDG_CONFIG_HOME=os.path.join(bench.TMP, "theme-config"))
     p = bench.spawn([bench.CUED, "--socket", sock, "--sink", "alsa:benchsink", "--sounds", sounds, "--idle-close-s", "3600",
                "--log-level", "error"], env=e, stderr=subprocess.DEVNULL)
-    for _ in range(2000):
-        try:
-            if bench.Client(sock).request("ping") == "ok pong":
-                break
-        except OSError:
-            time.sleep(0.005)
+    bench.wait_answering(sock, "theme")
     c = bench.Client(sock)
     first = iter(range(n + 3))
     res = {}

@@ -20,28 +20,13 @@ import tempfile
 import time
 import wave
 
+from benchlib import Client, Stream, cue_set, log, noise, pct, square, wait_answering, write_wav  # noqa: F401
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = os.path.join(ROOT, ".build", "release")
 CUED, CUECTL = os.path.join(REL, "cued"), os.path.join(REL, "cuectl")
 HEADING = "## Through PipeWire"
 TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "parec", "pw-dump", "pw-play", "paplay", "aplay"]
-
-
-def log(*a):
-    print(*a, file=sys.stderr, flush=True)
-
-
-def pct(values, q):
-    v = sorted(values)
-    return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
-
-
-def write_wav(path, samples, channels=1):
-    with wave.open(path, "wb") as w:
-        w.setnchannels(channels)
-        w.setsampwidth(2)
-        w.setframerate(48000)
-        w.writeframes(struct.pack("<%dh" % len(samples), *samples))
 
 
 class Stack:
@@ -109,71 +94,6 @@ class Stack:
                 p.wait()
 
 
-class Stream:
-    """parec's stdout, watched for samples louder than a threshold."""
-
-    def __init__(self, fd):
-        self.fd = fd
-        os.set_blocking(fd, False)
-        self.carry = b""
-
-    def _read(self, timeout):
-        import select
-        r, _, _ = select.select([self.fd], [], [], timeout)
-        if not r:
-            return None
-        return os.read(self.fd, 1 << 16)
-
-    def drain(self, quiet_ms=40, limit_s=3.0, threshold=0):
-        end = time.monotonic() + limit_s
-        last = time.monotonic()
-        while time.monotonic() < end:
-            data = self._read(quiet_ms / 1000)
-            if data is None:
-                return
-            if self._loud(data, threshold):
-                last = time.monotonic()
-            elif time.monotonic() - last > quiet_ms / 1000:
-                return
-
-    def _loud(self, data, threshold):
-        data = self.carry + data
-        n = len(data) // 2
-        self.carry = data[2 * n:]
-        if threshold == 0:
-            return any(data[:2 * n])
-        return any(abs(v) > threshold for v in struct.unpack("<%dh" % n, data[:2 * n]))
-
-    def wait_loud(self, timeout_s=3.0, threshold=0):
-        end = time.monotonic() + timeout_s
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            data = self._read(left)
-            if data is not None:
-                t = time.monotonic_ns()
-                if self._loud(data, threshold):
-                    return t
-
-
-class Client:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
-        self.f = self.s.makefile("rb")
-
-    def send(self, line):
-        self.s.sendall(line.encode() + b"\n")
-
-    def reply(self):
-        return self.f.readline().decode().strip()
-
-    def request(self, line):
-        self.send(line)
-        return self.reply()
-
-
 def measure(stream, trigger, after=None, trials=100, gap_s=0.12, warmup=3, threshold=0, before=None):
     out, misses = [], 0
     for i in range(trials + warmup):
@@ -201,15 +121,8 @@ def start_cued(stack, name, sink, sounds, extra=()):
     env = dict(stack.env, XDG_STATE_HOME=os.path.join(stack.tmp, "state-" + name),
                XDG_CONFIG_HOME=os.path.join(stack.tmp, "noconfig"))
     p = stack.spawn([CUED, "--socket", sock, "--sink", sink, "--sounds", sounds, "--log-level", "error", *extra], env=env)
-    for _ in range(2000):
-        try:
-            c = Client(sock)
-            if c.request("ping") == "ok pong":
-                return p, sock
-        except OSError:
-            pass
-        time.sleep(0.005)
-    raise RuntimeError("cued %s did not start" % name)
+    wait_answering(sock, name)
+    return p, sock
 
 
 def ctx_switches(pid):
@@ -236,17 +149,10 @@ def server_wakeups(stack, seconds):
 
 def fixtures(tmp):
     sounds = os.path.join(tmp, "sounds")
-    os.makedirs(sounds)
-    # The probe: 100 ms of a 1 kHz square at -6 dBFS (pw-play and play-sample skip 20 ms sounds).
-    probe = [16384 if (i // 24) % 2 == 0 else -16384 for i in range(4800)]
-    for name in ("probe", "psst1", "psst2", "pop"):
-        write_wav(os.path.join(sounds, name + ".wav"), probe)
+    # The probe: 100 ms (pw-play and play-sample skip 20 ms sounds).
+    cue_set(sounds, square(4800))
     # A quiet bed for mid-stream: 10 s of noise at about -40 dBFS (|x| <= 300).
-    seed, noise = 7, []
-    for _ in range(480000):
-        seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
-        noise.append((seed >> 16) % 601 - 300)
-    write_wav(os.path.join(sounds, "bed.wav"), noise)
+    write_wav(os.path.join(sounds, "bed.wav"), noise(480000, 300, 7))
     return sounds, os.path.join(sounds, "probe.wav")
 
 

@@ -1,0 +1,128 @@
+"""Helpers shared by the benchmark scripts (bench.py, pipewire_bench.py, reliability.py):
+percentiles, fixtures, a line client for cued's socket, and an audio byte stream
+watched for the first sound. No side effects on import."""
+import os
+import select
+import socket
+import struct
+import sys
+import time
+import wave
+
+
+def log(*a):
+    print(*a, file=sys.stderr, flush=True)
+
+
+def pct(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
+
+
+def square(frames):
+    """A 1 kHz square at -6 dBFS, 48 kHz: the probe every latency figure waits for."""
+    return [16384 if (i // 24) % 2 == 0 else -16384 for i in range(frames)]
+
+
+def noise(frames, amplitude, seed):
+    """Deterministic noise in [-amplitude, amplitude]."""
+    out = []
+    for _ in range(frames):
+        seed = (seed * 1103515245 + 12345) & 0x7FFFFFFF
+        out.append((seed >> 16) % (2 * amplitude + 1) - amplitude)
+    return out
+
+
+def cue_set(directory, probe):
+    """psst1, psst2, pop and `probe`, all the probe: whichever a contender plays is measured."""
+    os.makedirs(directory)
+    for name in ("probe", "psst1", "psst2", "pop"):
+        write_wav(os.path.join(directory, name + ".wav"), probe)
+
+
+def write_wav(path, samples, channels=1):
+    with wave.open(path, "wb") as w:
+        w.setnchannels(channels)
+        w.setsampwidth(2)
+        w.setframerate(48000)
+        w.writeframes(struct.pack("<%dh" % len(samples), *samples))
+
+
+class Stream:
+    """A byte stream of 16-bit audio (a FIFO, or parec's stdout), watched for the first
+    samples louder than a threshold (0: any non-zero sample)."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        os.set_blocking(fd, False)
+        self.carry = b""
+
+    def _read(self, timeout):
+        r, _, _ = select.select([self.fd], [], [], timeout)
+        if not r:
+            return None
+        return os.read(self.fd, 1 << 16)
+
+    def drain(self, quiet_ms=40, limit_s=3.0, threshold=0):
+        end = time.monotonic() + limit_s
+        last = time.monotonic()
+        while time.monotonic() < end:
+            data = self._read(quiet_ms / 1000)
+            if data is None:
+                return
+            if self._loud(data, threshold):
+                last = time.monotonic()
+            elif time.monotonic() - last > quiet_ms / 1000:
+                return
+
+    def _loud(self, data, threshold):
+        data = self.carry + data
+        n = len(data) // 2
+        self.carry = data[2 * n:]
+        if threshold == 0:
+            return any(data[:2 * n])
+        return any(abs(v) > threshold for v in struct.unpack("<%dh" % n, data[:2 * n]))
+
+    def wait_loud(self, timeout_s=3.0, threshold=0):
+        end = time.monotonic() + timeout_s
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return None
+            data = self._read(left)
+            if data is not None:
+                t = time.monotonic_ns()
+                if self._loud(data, threshold):
+                    return t
+
+
+class Client:
+    def __init__(self, path):
+        self.s = socket.socket(socket.AF_UNIX)
+        self.s.connect(path)
+        self.f = self.s.makefile("rb")
+
+    def send(self, line):
+        self.s.sendall(line.encode() + b"\n")
+
+    def reply(self):
+        return self.f.readline().decode().strip()
+
+    def request(self, line):
+        self.send(line)
+        return self.reply()
+
+    def wait_nonzero(self, timeout_s=3.0):
+        return self.wait_loud(timeout_s)
+
+
+def wait_answering(sock, name, tries=2000):
+    """Waits until a cued answers `ping` on `sock` (10 s at most)."""
+    for _ in range(tries):
+        try:
+            if Client(sock).request("ping") == "ok pong":
+                return
+        except OSError:
+            pass
+        time.sleep(0.005)
+    raise RuntimeError("cued %s did not start" % name)
