@@ -43,7 +43,9 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-BENCH_PKGS := gcc gnome-session-canberra libcanberra-pulse xvfb pulseaudio pulseaudio-utils libasound2-plugins python3-matplotlib
+# Not `pulseaudio`: Debian's package conflicts with pipewire-alsa, which the tests need;
+# PipeWire's own PulseAudio server (pipewire-pulse) is what the bench measures.
+BENCH_PKGS := gcc gnome-session-canberra libcanberra-pulse xvfb pulseaudio-utils libasound2-plugins python3-matplotlib
 bench-deps: deps
 	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \

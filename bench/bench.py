@@ -530,6 +530,10 @@ def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
         for name in lat:
             if name.startswith("PA:"):
                 md.append(row(name, pbase))
+    else:
+        md += ["", "Sound servers: see *Through PipeWire* below (PipeWire and its PulseAudio server, the stack",
+               "Debian 12 installs). The standalone PulseAudio daemon is not measured here: Debian's `pulseaudio`",
+               "package conflicts with `pipewire-alsa`, which the tests need."]
     if plotted:
         md += ["", "![latency distribution](docs/latency.png)"]
 

@@ -96,6 +96,10 @@ class Stream:
                     return t
 
 
+    def wait_nonzero(self, timeout_s=3.0):
+        return self.wait_loud(timeout_s)
+
+
 class Client:
     def __init__(self, path):
         self.s = socket.socket(socket.AF_UNIX)
@@ -111,9 +115,6 @@ class Client:
     def request(self, line):
         self.send(line)
         return self.reply()
-
-    def wait_nonzero(self, timeout_s=3.0):
-        return self.wait_loud(timeout_s)
 
 
 def wait_answering(sock, name, tries=2000):
