@@ -372,6 +372,8 @@ public final class AudioEngine: @unchecked Sendable {
     /// The rendered period being written: `outLeft` frames from `outOffset` still to go.
     private var outOffset = 0
     private var outLeft = 0
+    /// Holds the writer to real time on a device without a clock (set at open).
+    private var pacer = WritePacer(rate: 48_000, limitFrames: 1)
 
     /// Voices that ended in the period being written (wait IDs), moved to
     /// `awaiting` once it is all written.
@@ -404,7 +406,8 @@ public final class AudioEngine: @unchecked Sendable {
             if exited { break }
             reportSounded(now: MonotonicClock.now())
             var wrote = false
-            if machine.wantsToWrite, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
+            let pacedUntil = machine.wantsToWrite ? pacer.blockedUntil(now: MonotonicClock.now()) : nil
+            if machine.wantsToWrite, pacedUntil == nil, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
                 // Room now (a stream just started or resumed, or a self-clocked sink, whose
                 // write itself waits one period at most): write without polling. A plugin
                 // does not signal its descriptors for room it had before it started.
@@ -417,17 +420,19 @@ public final class AudioEngine: @unchecked Sendable {
                 feed(.timer)
                 continue
             }
-            if !wrote { sleep() }
+            if !wrote { sleep(pacedUntil: pacedUntil) }
         }
         var one: UInt64 = 1
         _ = write(doneFD, &one, 8)
     }
 
-    /// Sleeps until a command, the device's room (while streaming) or the next deadline.
-    private func sleep() {
+    /// Sleeps until a command, the device's room (while streaming) or the next deadline;
+    /// while the pacer holds the writer, until then (the device has room anyway).
+    private func sleep(pacedUntil: UInt64? = nil) {
         let watching: Bool
         if case .idle = machine.state { watching = true } else { watching = false }
-        let device = machine.wantsToWrite ? sink.pollDescriptors
+        let device = pacedUntil != nil ? UnsafeMutableBufferPointer(start: nil, count: 0)
+            : machine.wantsToWrite ? sink.pollDescriptors
             : watching ? sink.idleWatchDescriptors : UnsafeMutableBufferPointer(start: nil, count: 0)
         let n = min(device.count, Self.maxDeviceFDs)
         pollFDs[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
@@ -435,6 +440,7 @@ public final class AudioEngine: @unchecked Sendable {
         var timeout: Int32 = -1
         var wake = machine.deadline
         if machine.wantsToWrite, let first = awaiting.first?.soundsAt { wake = min(wake ?? first, first) }
+        if let p = pacedUntil { wake = min(wake ?? p, p) }
         if let d = wake {
             let now = MonotonicClock.now()
             timeout = d <= now ? 0 : Int32(min((d - now + 999_999) / 1_000_000, 3_600_000))
@@ -518,12 +524,14 @@ public final class AudioEngine: @unchecked Sendable {
             open()
         case .close:
             sink.close()
+            pacer.reset()
             outLeft = 0
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
             stats.setSink(.closed, keepError: true)
             onEvent(.closed)
         case .stopStream:
             sink.stop()
+            pacer.reset()
             outLeft = 0
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
             reportSounded(now: .max)  // the stream drained: everything written has sounded
@@ -575,6 +583,7 @@ public final class AudioEngine: @unchecked Sendable {
             }
             format = f
             outLeft = 0
+            pacer = WritePacer(rate: f.rate, limitFrames: f.bufferFrames + f.periodFrames)
             var idleClose = configuration.machineSettings.idleCloseNs
             if let limit = sink.idleCloseLimitSeconds {
                 let ns = UInt64(max(0, limit) * 1e9)
@@ -632,7 +641,8 @@ public final class AudioEngine: @unchecked Sendable {
         let now = MonotonicClock.now()
         outOffset += result.frames
         outLeft -= result.frames
-        if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed) }
+        if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed); pacer.reset() }
+        pacer.wrote(frames: result.frames, now: now)
         let delay = sink.delayFrames()
         stats.deviceDelayFrames.store(delay, ordering: .relaxed)
         let delayNs = UInt64(max(0, delay)) * 1_000_000_000 / UInt64(format.rate)

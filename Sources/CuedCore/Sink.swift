@@ -158,6 +158,47 @@ public struct DeviceClock: Sendable {
     public mutating func drop() { running = false }
 }
 
+/// Keeps a stream's writer within `limitFrames` of real time. A device paces its
+/// writer (its buffer has room only as fast as it plays), but one without a clock
+/// (ALSA's `null`, a `file` plugin over it) always has room: without this the
+/// engine would write seconds of audio in a tight loop, e.g. its silence tail.
+/// A real device never meets the limit (what it holds is at most its buffer, and
+/// the limit adds a period for clock drift), so it costs it nothing.
+public struct WritePacer: Sendable {
+    public let rate: Int
+    public let limitFrames: Int
+    private var startTime: UInt64 = 0
+    private var written = 0
+    private var running = false
+
+    public init(rate: Int, limitFrames: Int) {
+        self.rate = max(1, rate)
+        self.limitFrames = max(1, limitFrames)
+    }
+
+    private func elapsed(at now: UInt64) -> Int {
+        now > startTime ? Int((now - startTime) * UInt64(rate) / 1_000_000_000) : 0
+    }
+
+    /// Accounts for frames the device took. A writer that fell behind real time
+    /// (the device ran dry and restarted) starts counting afresh.
+    public mutating func wrote(frames: Int, now: UInt64) {
+        guard frames > 0 else { return }
+        if !running || elapsed(at: now) > written { startTime = now; written = 0; running = true }
+        written += frames
+    }
+
+    /// When the writer may write again, or nil if it may now.
+    public func blockedUntil(now: UInt64) -> UInt64? {
+        guard running, written - elapsed(at: now) >= limitFrames else { return nil }
+        let frames = UInt64(written - limitFrames + 1)
+        return startTime + (frames * 1_000_000_000 + UInt64(rate) - 1) / UInt64(rate)
+    }
+
+    /// The stream stopped (or the device was closed): the next write starts afresh.
+    public mutating func reset() { running = false }
+}
+
 /// Discards frames at the real sample rate (`--sink null`).
 public final class NullSink: Sink {
     public let spec: String

@@ -137,3 +137,82 @@ import Glibc
         #expect(engine.shutdown(graceMs: 500))
     }
 }
+
+/// A writer held to real time on a device without a clock.
+@Suite struct WritePacerTests {
+    let ms: UInt64 = 1_000_000
+
+    @Test func aWriterMayRunAheadByTheLimitThenWaitsForRealTime() {
+        var p = WritePacer(rate: 48_000, limitFrames: 720)  // 15 ms
+        #expect(p.blockedUntil(now: 0) == nil)  // nothing written yet
+        let t0: UInt64 = 1_000 * ms
+        p.wrote(frames: 480, now: t0)
+        #expect(p.blockedUntil(now: t0) == nil)  // 10 ms ahead
+        p.wrote(frames: 240, now: t0)
+        let until = p.blockedUntil(now: t0)      // 15 ms ahead: held
+        #expect(until == t0 + 20_834)            // one frame's worth of real time (ceil 1e9/48000)
+        #expect(p.blockedUntil(now: t0 + 5 * ms) == nil)
+        p.wrote(frames: 240, now: t0 + 5 * ms)   // 20 ms written after 5 ms
+        #expect(p.blockedUntil(now: t0 + 5 * ms)! > t0 + 5 * ms)
+    }
+
+    @Test func aWriterThatFellBehindRealTimeStartsAfresh() {
+        var p = WritePacer(rate: 1_000, limitFrames: 10)
+        p.wrote(frames: 10, now: 0)
+        #expect(p.blockedUntil(now: 0) != nil)
+        p.wrote(frames: 5, now: 100 * ms)       // 100 frames' time passed, 10 were written: ran dry
+        #expect(p.blockedUntil(now: 100 * ms) == nil)
+        p.wrote(frames: 5, now: 100 * ms)       // 10 ahead of the new start
+        #expect(p.blockedUntil(now: 100 * ms) == 100 * ms + 1 * ms)
+    }
+
+    @Test func resetForgetsTheStream() {
+        var p = WritePacer(rate: 1_000, limitFrames: 10)
+        p.wrote(frames: 50, now: 0)
+        #expect(p.blockedUntil(now: 0) != nil)
+        p.reset()
+        #expect(p.blockedUntil(now: 0) == nil)
+    }
+}
+
+/// A device without a clock (as ALSA's `null`, or a `file` plugin over it): it
+/// always has room and takes every write at once.
+final class ClocklessSink: Sink, @unchecked Sendable {
+    let spec = "clockless"
+    let frames = Atomic<Int>(0)
+    let writes = Atomic<Int>(0)
+    func open() throws(SinkError) -> SinkFormat {
+        SinkFormat(rate: 48_000, channels: 2, sampleFormat: .s16, periodFrames: 240, bufferFrames: 480)
+    }
+    func write(_ data: UnsafeRawPointer, frames n: Int) throws(SinkError) -> SinkWrite {
+        frames.add(n, ordering: .relaxed)
+        writes.add(1, ordering: .relaxed)
+        return SinkWrite(frames: n)
+    }
+    func delayFrames() -> Int { 0 }
+    func stop() {}
+    func close() {}
+}
+
+@Suite(.timeLimit(.minutes(1))) struct ClocklessDeviceTests {
+    @Test func theEngineWritesAClocklessDeviceAtTheSampleRateNotAsFastAsItTakes() {
+        let sink = ClocklessSink()
+        let engine = AudioEngine(sink: sink)
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        let start = MonotonicClock.now()
+        // 0.3 s of sound, then the silence tail: about 0.3 s of frames in all, not seconds.
+        engine.submit(.play(Cue(name: "x", stereo: [Float](repeating: 0.1, count: 14_400 * 2)), gain: 1,
+                            requestTime: start, owner: "", waitID: 0))
+        usleep(150_000)
+        let written = sink.frames.load(ordering: .relaxed)  // first: then the time read after bounds it
+        let elapsed = Int((MonotonicClock.now() - start) * 48_000 / 1_000_000_000)
+        // Never more than real time plus the limit (buffer + period) and the period being written.
+        #expect(written > 0)
+        #expect(written <= elapsed + 480 + 240 + 240, "wrote \(written) frames in \(elapsed) frames' time")
+        usleep(600_000)
+        let total = sink.frames.load(ordering: .relaxed)
+        #expect(total >= 14_400, "the whole cue was written")
+        #expect(total < 48_000 * 2 / 3, "wrote \(total) frames for a 14,400-frame cue and its tail")
+    }
+}
