@@ -147,9 +147,12 @@ def latency_alsa(sounds, probe_wav, probe_raw, results):
     conf = os.path.join(TMP, "bench-alsa.conf")
     with open(conf, "w") as f:
         f.write('pcm.benchsink { type file slave.pcm "null" file "%s" format "raw" }\n' % fifo)
-    conf_default = os.path.join(TMP, "bench-alsa-default.conf")  # canberra plays on "default"
+    # canberra plays on "default". A config of its own, not added to alsa.conf: alsa.conf's
+    # hooks load /etc/alsa/conf.d last, where pipewire-alsa's 99-pipewire-default.conf
+    # would take `default` back.
+    conf_default = os.path.join(TMP, "bench-alsa-default.conf")
     with open(conf_default, "w") as f:
-        f.write('pcm.!default { type file slave.pcm "null" file "%s" format "raw" }\n' % fifo)
+        f.write('pcm.!default { type file slave.pcm { type null } file "%s" format "raw" }\n' % fifo)
     env = dict(os.environ, ALSA_CONFIG_PATH="/usr/share/alsa/alsa.conf:" + conf)
     stream = Stream(os.open(fifo, os.O_RDWR))  # our own writer end: reads block, never EOF
 
@@ -223,7 +226,7 @@ def latency_alsa(sounds, probe_wav, probe_raw, results):
         xvfb = spawn(["Xvfb", ":97", "-nolisten", "tcp"], stderr=subprocess.DEVNULL)
         time.sleep(1.0)
         cenv = dict(os.environ, DISPLAY=":97", CANBERRA_DRIVER="alsa",
-                    ALSA_CONFIG_PATH="/usr/share/alsa/alsa.conf:" + conf_default)
+                    ALSA_CONFIG_PATH=conf_default)
         log("latency: canberra-gtk-play")
         results["canberra-gtk-play -f"] = measure(stream, spawner(["canberra-gtk-play", "-f", probe_wav], cenv), reap)
         xvfb.kill()
