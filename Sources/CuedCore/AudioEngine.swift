@@ -526,6 +526,8 @@ public final class AudioEngine: @unchecked Sendable {
             sink.close()
             pacer.reset()
             outLeft = 0
+            dropEndedInPeriod()  // both empty after a stopped stream; a waiter is never left hanging
+            dropAwaiting()
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
             stats.setSink(.closed, keepError: true)
             onEvent(.closed)
@@ -541,6 +543,7 @@ public final class AudioEngine: @unchecked Sendable {
             guard let mixer else { return drop(job.cue, job.owner, job.waitID, lateNs: 0) }
             if mixer.start(job.cue, gain: job.gain, requestTime: job.requestTime, owner: job.owner, waitID: job.waitID) {
                 stats.stolen.add(1, ordering: .relaxed)
+                mixer.takeEvicted { onEvent(.voiceEnded(waitID: $0, outcome: .stopped)) }
             }
             job.cue.played.add(1, ordering: .relaxed)
             stats.played.add(1, ordering: .relaxed)
@@ -548,12 +551,12 @@ public final class AudioEngine: @unchecked Sendable {
             drop(job.cue, job.owner, job.waitID, lateNs: lateNs)
         case .restartVoices(let since):
             outLeft = 0
-            endedInPeriod.removeAll(keepingCapacity: true)
+            dropEndedInPeriod()
             mixer?.restart(requestedSince: since) { removed($0) }
             dropAwaiting()
         case .dropVoices:
             outLeft = 0
-            endedInPeriod.removeAll(keepingCapacity: true)
+            dropEndedInPeriod()
             mixer?.removeAll { removed($0) }
             stats.voicesActive.store(0, ordering: .relaxed)
             dropAwaiting()
@@ -675,6 +678,12 @@ public final class AudioEngine: @unchecked Sendable {
             }
         }
         awaiting.removeLast(awaiting.count - kept)
+    }
+
+    /// Voices that ended in a period that is thrown away unwritten: they did not all sound.
+    private func dropEndedInPeriod() {
+        for id in endedInPeriod { onEvent(.voiceEnded(waitID: id, outcome: .dropped)) }
+        endedInPeriod.removeAll(keepingCapacity: true)
     }
 
     private func dropAwaiting() {

@@ -40,6 +40,9 @@ public final class Mixer {
     public private(set) var endedWaitIDs: [UInt64]
     public private(set) var endedHow: [Ending]
     public private(set) var endedCount = 0
+    /// Wait IDs of stolen voices pushed out of their fading slot by `start`
+    /// (between renders): `takeEvicted` hands them over, as `.stopped`.
+    private var evictedWaitIDs: [UInt64] = []
 
     public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96) {
         precondition(maxVoices > 0 && maxFrames > 0)
@@ -53,6 +56,7 @@ public final class Mixer {
         startedRequestTimes = Array(repeating: 0, count: maxVoices * 2)
         endedWaitIDs = Array(repeating: 0, count: maxVoices * 2)
         endedHow = Array(repeating: .played, count: maxVoices * 2)
+        evictedWaitIDs.reserveCapacity(maxVoices * 2)
     }
 
     deinit { mix.deallocate() }
@@ -88,10 +92,19 @@ public final class Mixer {
             guard let t = tails[i] else { slot = i; break }
             if t.fadeLeft < tails[slot]!.fadeLeft { slot = i }
         }
-        if let evicted = tails[slot] { noteEnded(evicted, .stopped) }
+        // Noted apart from `ended`, which the next render starts afresh: a waiter
+        // must hear how its voice ended even when it ends between renders.
+        if let evicted = tails[slot], evicted.waitID != 0 { evictedWaitIDs.append(evicted.waitID) }
         tails[slot] = stolen
         voices[oldest] = voice
         return true
+    }
+
+    /// Hands over (and forgets) the wait IDs of voices `start` evicted; they ended `.stopped`.
+    public func takeEvicted(_ each: (UInt64) -> Void) {
+        guard !evictedWaitIDs.isEmpty else { return }
+        for id in evictedWaitIDs { each(id) }
+        evictedWaitIDs.removeAll(keepingCapacity: true)
     }
 
     /// Fades every voice out over `frames` (mute).

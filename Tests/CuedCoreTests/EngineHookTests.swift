@@ -44,6 +44,22 @@ import Glibc
         #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 1 && m.endedHow[0] == .stopped)
     }
 
+    @Test func aFadingVoicePushedOutBetweenRendersIsHandedOverAsStopped() {
+        // One voice, one tail: each start steals the playing voice into the tail,
+        // pushing out the one fading there before any render could report it.
+        let m = Mixer(maxVoices: 1, maxFrames: 8, stealFadeFrames: 4)
+        m.start(cue("a", frames: 100), gain: 1, waitID: 1)
+        #expect(m.start(cue("b", frames: 100), gain: 1, waitID: 2))  // a → tail
+        #expect(m.start(cue("c", frames: 100), gain: 1, waitID: 3))  // b → tail, a evicted
+        #expect(m.start(cue("d", frames: 100), gain: 1))             // c → tail, b evicted
+        var evicted: [UInt64] = []
+        m.takeEvicted { evicted.append($0) }
+        #expect(evicted == [1, 2])
+        m.takeEvicted { _ in Issue.record("handed over twice") }
+        m.render(frames: 8)  // c's fade ends here; d plays on
+        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 3 && m.endedHow[0] == .stopped)
+    }
+
     @Test func restartKeepsRecentVoicesFromTheirFirstFrameAndDropsOlderOnes() {
         let m = Mixer(maxVoices: 4, maxFrames: 4)
         let ramp = Cue(name: "ramp", stereo: (0..<8).flatMap { [Float($0), Float($0)] })

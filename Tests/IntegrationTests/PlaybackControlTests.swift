@@ -34,6 +34,21 @@ import TestSupport
         #expect(try a.readLine() == "ok pong")
     }
 
+    @Test func everyWaitedPlayIsAnsweredWhenVoicesAreStolenFasterThanAPeriod() throws {
+        // One voice: each play steals the last into the fading slot and pushes out the
+        // one fading there, often between two periods. Every waiter still gets its
+        // line (the soak found waits that never came back).
+        let d = try daemon(DaemonTests.wavSink + ["--voices", "1", "--rate-limit", "0"])
+        let clients = try (0..<4).map { _ in try d.client() }
+        for c in clients { try c.send(Array(String(repeating: "play long wait\n", count: 25).utf8) + Array("ping\n".utf8)) }
+        for c in clients {
+            var replies: [String] = []
+            for _ in 0..<26 { replies.append(try c.readLine()) }
+            #expect(replies.last == "ok pong")
+            #expect(replies.dropLast().allSatisfy { $0 == "ok" || $0 == "ok stopped" }, "\(replies)")
+        }
+    }
+
     @Test func stopFadesWithinFiveMilliseconds() throws {
         let d = try daemon()
         let c = try d.client()
