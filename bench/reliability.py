@@ -1074,7 +1074,7 @@ sock, seconds, nclients, probe = sys.argv[1], float(sys.argv[2]), int(sys.argv[3
 MIX = ["ping", "play probe", "state release", "state idle", "drag 30", "drop", "status", "cues", "app soak{c}",
        "mute app m{c}", "unmute app m{c}", "session s{c}", "session", "play message", "play-file " + probe, "stop",
        "play pop 0.5", "play nosuch", "cues theme", "play probe wait"]
-stats = {"requests": 0, "out_of_order": 0, "errors": 0, "connections": 0}
+stats = {"requests": 0, "out_of_order": 0, "errors": 0, "connections": 0, "unanswered": 0, "stuck_on": []}
 async def client(c, end):
     k = 0
     while time.monotonic() < end:
@@ -1087,7 +1087,13 @@ async def client(c, end):
             lines = [MIX[(k * 4 + i) % len(MIX)].format(c=c % 7) for i in range(4)] + ["threshold %d" % (k % 100 + 1)]
             w.write(("\n".join(lines) + "\n").encode())
             for line in lines:
-                rep = (await r.readline()).decode().rstrip("\n")
+                try:  # a reply that never comes is a finding, not a harness that hangs
+                    rep = (await asyncio.wait_for(r.readline(), 10)).decode().rstrip("\n")
+                except asyncio.TimeoutError:
+                    stats["unanswered"] += 1
+                    stats["stuck_on"] = (stats["stuck_on"] + [line])[:5]
+                    w.close()
+                    return
                 stats["requests"] += 1
                 if line.startswith("threshold"):
                     stats["out_of_order"] += rep != "ok %d" % (k % 100 + 1)
@@ -1126,15 +1132,18 @@ def soak(sounds):
     ref = after[0] if after else None
     spread = max(abs(k - ref) for k in after) if after else None
     log("soak RSS series (s, KiB): %s" % series)
-    fig = ("%d requests by 50 clients in %.0f s (%d connections), %d out of order, %d SIGHUPs; RSS (MiB) every 10 s: %s; "
-           % (stats.get("requests", 0), SOAK_S, stats.get("connections", 0), stats.get("out_of_order", -1), hups,
+    fig = ("%d requests by 50 clients in %.0f s (%d connections), %d out of order, %d unanswered within 10 s%s, "
+           "%d SIGHUPs; RSS (MiB) every 10 s: %s; "
+           % (stats.get("requests", 0), SOAK_S, stats.get("connections", 0), stats.get("out_of_order", -1),
+              stats.get("unanswered", -1), " (%s)" % ", ".join(stats["stuck_on"]) if stats.get("stuck_on") else "", hups,
               " ".join("%.1f" % (k / 1024) for _, k in series)))
     fig += ("after the first minute within %d KiB of %s" % (spread, mib(ref)) if after else "shorter than a minute: no verdict")
     row("12.7b soak: 50 clients, SIGHUP every 100 ms",
         "%.0f s (RELIABILITY_SOAK_S) of mixed requests (play, play-file, theme sounds, state, drag, status, app mutes, "
         "sessions, stop…; 5 per pipelined batch, checked in order), a config file present; goal ±2 MiB after the first "
         "minute" % SOAK_S, fig,
-        bool(after) and spread <= 2048 and stats.get("out_of_order") == 0 and alive and rc == 0)
+        bool(after) and spread <= 2048 and stats.get("out_of_order") == 0 and stats.get("unanswered") == 0 and alive
+        and rc == 0)
 
 
 # 8. The config path is not a regular file.
