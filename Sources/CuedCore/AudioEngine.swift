@@ -560,6 +560,17 @@ public final class AudioEngine: @unchecked Sendable {
             mixer?.removeAll { removed($0) }
             stats.voicesActive.store(0, ordering: .relaxed)
             dropAwaiting()
+        case .cutVoices:
+            // Shutdown's deadline: what still sounds (or sits in the device's
+            // buffer) is cut off. Each had started: a waiter hears `stopped`.
+            outLeft = 0
+            var waitIDs = endedInPeriod
+            endedInPeriod.removeAll(keepingCapacity: true)
+            mixer?.removeAll { waitIDs.append($0.waitID) }
+            stats.voicesActive.store(0, ordering: .relaxed)
+            waitIDs += awaiting.map(\.waitID)
+            awaiting.removeAll(keepingCapacity: true)
+            for id in waitIDs where id != 0 { onEvent(.voiceEnded(waitID: id, outcome: .stopped)) }
         case .reportStall:
             stats.stalls.add(1, ordering: .relaxed)
             onEvent(.stalled)

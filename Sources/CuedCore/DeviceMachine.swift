@@ -97,6 +97,9 @@ public struct DeviceMachine<Job> {
         case restartVoices(requestedSince: UInt64)
         /// Every voice is dropped (the device is gone).
         case dropVoices
+        /// Shutdown: every voice still sounding is cut off. They started, so
+        /// they are stopped (as by `stop`), not dropped.
+        case cutVoices
         /// The running device took no frame for `stallNs`: counted, logged once.
         case reportStall
         /// xruns recovered in a row without progress: the device is treated as lost.
@@ -466,7 +469,7 @@ public struct DeviceMachine<Job> {
 
     /// The end: cut what still sounds, stop, close, exit.
     private mutating func finish(_ out: inout [Action]) {
-        if wantsToWrite { out.append(.dropVoices); out.append(.stopStream) }
+        if wantsToWrite { out.append(.cutVoices); out.append(.stopStream) }
         if isOpen { out.append(.close) }
         for p in pending { out.append(.drop(p.job, lateNs: 0)) }
         pending.removeAll(keepingCapacity: true)

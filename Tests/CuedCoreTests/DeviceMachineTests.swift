@@ -53,6 +53,7 @@ import Testing
             case .drop(let j, let late): return "drop \(j) \(late / 1_000_000)"
             case .restartVoices(let since): return "restart since \(since / 1_000_000)"
             case .dropVoices: return "drop voices"
+            case .cutVoices: return "cut voices"
             case .reportStall: return "stall"
             case .reportLost: return "lost"
             case .exit: return "exit"
@@ -411,21 +412,21 @@ import Testing
         #expect(d.send(.shutdown(deadline: d.ns + 500_000_000)) == [])
         #expect(d.cue("late") == ["drop late 0"])           // no new cues
         d.advance(by: 20); d.wrote(sounding: false, delayMs: 10)
-        #expect(d.advance(by: 10) == ["drop voices", "stop", "close", "exit"])
+        #expect(d.advance(by: 10) == ["cut voices", "stop", "close", "exit"])
     }
 
     @Test func shutdownCutsVoicesAtTheDeadline() {
         var d = streaming()
         d.send(.shutdown(deadline: d.ns + 500_000_000))
         for _ in 0..<40 { d.advance(by: 10); d.wrote() }   // a long cue, 400 ms
-        #expect(d.advance(to: 1_500) == ["drop voices", "stop", "close", "exit"])
+        #expect(d.advance(to: 1_500) == ["cut voices", "stop", "close", "exit"])
     }
 
     @Test func shutdownWithAStalledDeviceEndsAtTheStallOrTheDeadline() {
         var d = streaming()
         d.send(.shutdown(deadline: d.ns + 500_000_000))
         // No progress: the stall comes first (100 ms) and, shutting down, ends it instead of reopening.
-        #expect(d.advance(by: 100) == ["stall", "drop voices", "stop", "close", "exit"])
+        #expect(d.advance(by: 100) == ["stall", "cut voices", "stop", "close", "exit"])
     }
 
     @Test func aWriteFailureDuringShutdownExits() {

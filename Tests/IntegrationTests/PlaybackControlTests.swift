@@ -69,6 +69,27 @@ import TestSupport
         #expect(lastLoud < Self.long.count - 4_800, "the cue was not cut short")
     }
 
+    /// SIGTERM gives a playing cue 500 ms; one still sounding then is cut off.
+    /// It started, so its waiter hears `ok stopped` (as from `stop`), and it
+    /// is neither logged nor counted as a cue that could not start.
+    @Test func aWaitedPlayCutOffBySIGTERMAnswersStoppedNotDropped() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(3000, frames: 48_000 * 3)  // 3 s: outlasts the grace
+        let d = try DaemonHarness(cues: cues, args: DaemonTests.wavSink)
+        let c = try d.client()
+        #expect(try c.request("app tool") == "ok tool")
+        try c.send(Array("play long wait\n".utf8))
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 4_800 })
+        d.process.signal(SIGTERM)
+        #expect(try c.readLine() == "ok stopped")
+        #expect(d.waitForExit(timeout: 5) == 0)
+        let log = d.readStderr()
+        #expect(!log.contains("cue dropped"), "\(log)")
+        // Cut at the grace's end: well into the cue, well before its end.
+        let frames = try WAV.read(d.capturePath).samples.enumerated().filter { $0.offset % 2 == 0 && $0.element == 3000 }.count
+        #expect(frames > 24_000 && frames < 48_000 * 2, "\(frames) frames sounded")
+    }
+
     @Test func aWaitedPlayWhileMutedOrUnknownAnswersAtOnce() throws {
         let d = try daemon()
         #expect(try d.request("play nosuch wait").hasPrefix("err unknown-cue"))
