@@ -55,9 +55,6 @@ public final class Server: Sendable {
         do { try sink.preflight() } catch {
             throw StartupError("sink \(settings.sink): \(error.message)", exitCode: StartupError.configExit)
         }
-        logger.info("cues loaded", metadata: ["cues": "\(runtime.bank.names.joined(separator: " "))",
-                                                "dirs": "\(settings.sounds.joined(separator: ":"))",
-                                                "config": "\(config.path ?? "none")"])
 
         // Mute at start: the flag, else the saved state, else the config.
         let statePath = options.statePath
@@ -149,6 +146,11 @@ public final class Server: Sendable {
             chmod(options.socketPath, 0o600)
             socketInode = SocketFile.inode(options.socketPath)
         }
+        // Said once cued is sure to run (a second instance or an unsafe socket
+        // directory is refused above, and says only that).
+        logger.info("cues loaded", metadata: ["cues": "\(runtime.bank.names.joined(separator: " "))",
+                                                "dirs": "\(settings.sounds.joined(separator: ":"))",
+                                                "config": "\(config.path ?? "none")"])
         logger.info("cued \(CuedVersion.string) listening", metadata: [
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
             "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])

@@ -174,6 +174,7 @@ import TestSupport
         let status = second.waitForExit()
         #expect(status != nil && status != 0)
         #expect(second.readStderr().contains("already running"))
+        #expect(!second.readStderr().contains("cues loaded"), "a refused start says only why: \(second.readStderr())")
         #expect(try first.request("ping") == "ok pong")
     }
 

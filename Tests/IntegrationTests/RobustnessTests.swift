@@ -257,6 +257,7 @@ import TestSupport
         let d = try DaemonHarness(args: ["--sink", "null", "--socket", dir.file("run/cued/cued.sock")], waitReady: false)
         #expect(d.waitForExit() == 1)
         #expect(d.readStderr().contains("chmod 700 \(dir.file("run/cued"))"), "\(d.readStderr())")
+        #expect(!d.readStderr().contains("cues loaded"), "a refused start says only why")
     }
 
     @Test(.enabled(if: getuid() == 0, "needs root to give a directory to another user"))
