@@ -7,11 +7,19 @@ public enum ShellInit {
     public static let defaultSeconds = 10
 
     /// `cuectl`: the absolute path of the cuectl that printed the snippet.
-    public static func snippet(_ shell: Shell, cuectl: String) -> String {
+    /// `socket` (absolute) and `app`, when the command line gave them
+    /// (`cuectl --socket PATH --app NAME shell-init bash`), are written into
+    /// the snippet's calls; without them the calls follow $CUED_SOCKET and
+    /// the default socket, and the app is the shell's name.
+    public static func snippet(_ shell: Shell, cuectl: String, socket: String? = nil, app: String? = nil) -> String {
+        let quote = shell == .fish ? quotedFish : quotedPOSIX
+        var exe = quote(cuectl)
+        if let socket { exe += " --socket " + quote(socket) }
+        exe += " --app " + quote(app ?? shell.rawValue)
         switch shell {
-        case .bash: return bash(quotedPOSIX(cuectl))
-        case .zsh: return zsh(quotedPOSIX(cuectl))
-        case .fish: return fish(quotedFish(cuectl))
+        case .bash: return bash(exe)
+        case .zsh: return zsh(exe)
+        case .fish: return fish(exe)
         }
     }
 
@@ -44,7 +52,7 @@ public enum ShellInit {
                 [[ $limit =~ ^[0-9]+$ ]] || limit=\(defaultSeconds)
                 if (( ${EPOCHREALTIME/[.,]/} - t0 >= limit * 1000000 )); then
                     (( s == 0 )) || cue=fail
-                    (\(exe) --app bash play "$cue" >/dev/null 2>&1 &)
+                    (\(exe) play "$cue" >/dev/null 2>&1 &)
                 fi
             fi
             return $s
@@ -75,7 +83,7 @@ public enum ShellInit {
                 [[ $limit == <-> ]] || limit=\(defaultSeconds)
                 if (( EPOCHREALTIME - t0 >= limit )); then
                     (( s == 0 )) || cue=fail
-                    \(exe) --app zsh play $cue >/dev/null 2>&1 &!
+                    \(exe) play $cue >/dev/null 2>&1 &!
                 fi
             fi
             return $s
@@ -100,7 +108,7 @@ public enum ShellInit {
             if test -n "$CMD_DURATION"; and test $CMD_DURATION -ge (math $limit \\* 1000)
                 set -l cue pop
                 test $s -eq 0; or set cue fail
-                command \(exe) --app fish play $cue >/dev/null 2>&1 &
+                command \(exe) play $cue >/dev/null 2>&1 &
                 disown
             end
         end

@@ -94,7 +94,9 @@ case .version:
     exit(0)
 
 case .shellInit(let shell):
-    print(ShellInit.snippet(shell, cuectl: executablePath() ?? "cuectl"), terminator: "")
+    // A relative --socket is made absolute: the shell's directory changes.
+    let socket = invocation.socket.map { $0.hasPrefix("/") ? $0 : currentDirectory() + "/" + $0 }
+    print(ShellInit.snippet(shell, cuectl: executablePath() ?? "cuectl", socket: socket, app: invocation.app), terminator: "")
     exit(0)
 
 case .configCheck(let explicit):

@@ -87,6 +87,31 @@ import TestSupport
         }
     }
 
+    /// `cuectl --socket PATH --app NAME shell-init SHELL` writes both into the
+    /// snippet: a relative PATH made absolute (the shell moves on), quoted
+    /// (a `'` in it), used whatever $CUED_SOCKET says later.
+    @Test(arguments: shells.map(\.name))
+    func theCommandLinesSocketAndAppAreCarriedIntoTheSnippet(shell: String) throws {
+        let sh = try #require(Self.shells.first { $0.name == shell })
+        let dir = TempDir()
+        mkdir(dir.file("it's"), 0o700)
+        let d = try DaemonHarness(cues: CuectlRunTests.cues, args: ["--sink", "null", "--socket", dir.file("it's/c.sock")])
+        var env = environment(dir, socket: dir.file("none.sock"))  // $CUED_SOCKET names no daemon
+        env["PWD"] = dir.path
+        let pty = try PTY(sh.path, sh.args, env: env)
+        let cuectl = TestPaths.binary("cuectl")
+        let quoted = "\"it's/c.sock\""  // double quotes: the same in all three shells
+        #expect(run(pty, "cd '\(dir.path)'", 1), "\(pty.text)")
+        let load = shell == "fish" ? "\(cuectl) --socket \(quoted) --app term shell-init fish | source"
+                                   : "eval \"$(\(cuectl) --socket \(quoted) --app term shell-init \(shell))\""
+        #expect(run(pty, load, 2), "\(pty.text)")
+        #expect(run(pty, "cd /", 3), "\(pty.text)")
+        #expect(run(pty, "sleep 1.5", 4), "\(pty.text)")
+        #expect(eventually { status(d)?.apps["term"]?.played == 1 }, "\(pty.text)")
+        pty.type("exit\n")
+        #expect(pty.wait() != nil)
+    }
+
     @Test func snippetsAreIdempotentInBash() throws {
         // Loading it twice (a re-sourced ~/.bashrc) must not play twice.
         let d = try DaemonHarness(cues: CuectlRunTests.cues, args: ["--sink", "null"])
