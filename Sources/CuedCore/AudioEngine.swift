@@ -404,9 +404,11 @@ public final class AudioEngine: @unchecked Sendable {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
             while let command = queue.pop() { take(command) }
             if exited { break }
-            reportSounded(now: MonotonicClock.now())
+            // One reading for both (the commands above may have taken a while).
+            let now = MonotonicClock.now()
+            reportSounded(now: now)
             var wrote = false
-            let pacedUntil = machine.wantsToWrite ? pacer.blockedUntil(now: MonotonicClock.now()) : nil
+            let pacedUntil = machine.wantsToWrite ? pacer.blockedUntil(now: now) : nil
             if machine.wantsToWrite, pacedUntil == nil, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
                 // Room now (a stream just started or resumed, or a self-clocked sink, whose
                 // write itself waits one period at most): write without polling. A plugin

@@ -120,42 +120,73 @@ public enum MonotonicClock {
     }
 }
 
+/// Frames counted against real time from the moment a stream started: what a
+/// device with a clock has played of what it was given. A stream that ran dry
+/// starts again (as a device restarts after an underrun). The one piece of
+/// real-time accounting shared by `DeviceClock` (a clocked test device) and
+/// `WritePacer` (the engine's hold on a clockless one).
+public struct FrameTimeline: Sendable {
+    public let rate: Int
+    private var startTime: UInt64 = 0
+    public private(set) var written = 0
+    private var running = false
+
+    public init(rate: Int) { self.rate = max(1, rate) }
+
+    private func played(at now: UInt64) -> Int {
+        now > startTime ? Int((now - startTime) * UInt64(rate) / 1_000_000_000) : 0
+    }
+
+    /// Frames given and not yet played at `now`.
+    public func queued(at now: UInt64) -> Int {
+        running ? max(0, written - played(at: now)) : 0
+    }
+
+    /// When frame `frame` (counted from the start) has played.
+    public func time(ofFrame frame: Int) -> UInt64 {
+        startTime + (UInt64(max(0, frame)) * 1_000_000_000 + UInt64(rate) - 1) / UInt64(rate)
+    }
+
+    /// Starts counting afresh at `now` if nothing is queued (or nothing ran yet).
+    public mutating func restartIfDry(now: UInt64) {
+        if !running || played(at: now) >= written { startTime = now; written = 0; running = true }
+    }
+
+    /// Counts `frames` more given (after `restartIfDry`).
+    public mutating func add(_ frames: Int) { written += frames }
+
+    /// The stream stopped: the next frames start it again.
+    public mutating func stop() { running = false }
+}
+
 /// A device clock: consumes frames at the real sample rate with a buffer of
 /// `bufferFrames`, so a writer blocks exactly as it would on hardware.
 public struct DeviceClock: Sendable {
-    public let rate: Int
     public let bufferFrames: Int
-    private var startTime: UInt64 = 0
-    private var written = 0
-    private var running = false
+    private var timeline: FrameTimeline
 
-    public init(rate: Int, bufferFrames: Int) { self.rate = rate; self.bufferFrames = bufferFrames }
-
-    private func played(at now: UInt64) -> Int {
-        Int((now - startTime) * UInt64(rate) / 1_000_000_000)
+    public init(rate: Int, bufferFrames: Int) {
+        self.bufferFrames = bufferFrames
+        timeline = FrameTimeline(rate: rate)
     }
+
+    public var rate: Int { timeline.rate }
 
     /// Accounts for `frames` more frames, first sleeping until the buffer has
     /// room. A buffer that ran dry restarts the clock, as a device restarts
     /// after an underrun.
     public mutating func write(frames: Int) {
-        let now = MonotonicClock.now()
-        if running && played(at: now) >= written { running = false }
-        if !running { startTime = now; written = 0; running = true }
-        let needed = written + frames - bufferFrames
-        if needed > 0 {
-            MonotonicClock.sleep(until: startTime + UInt64(needed) * 1_000_000_000 / UInt64(rate))
-        }
-        written += frames
+        timeline.restartIfDry(now: MonotonicClock.now())
+        let needed = timeline.written + frames - bufferFrames
+        if needed > 0 { MonotonicClock.sleep(until: timeline.time(ofFrame: needed)) }
+        timeline.add(frames)
     }
 
     /// Frames written and not yet "played".
-    public func delay(now: UInt64 = MonotonicClock.now()) -> Int {
-        running ? max(0, written - played(at: now)) : 0
-    }
+    public func delay(now: UInt64 = MonotonicClock.now()) -> Int { timeline.queued(at: now) }
 
     /// Discards what is queued: the next write starts the clock again.
-    public mutating func drop() { running = false }
+    public mutating func drop() { timeline.stop() }
 }
 
 /// Keeps a stream's writer within `limitFrames` of real time. A device paces its
@@ -165,38 +196,32 @@ public struct DeviceClock: Sendable {
 /// A real device never meets the limit (what it holds is at most its buffer, and
 /// the limit adds a period for clock drift), so it costs it nothing.
 public struct WritePacer: Sendable {
-    public let rate: Int
     public let limitFrames: Int
-    private var startTime: UInt64 = 0
-    private var written = 0
-    private var running = false
+    private var timeline: FrameTimeline
 
     public init(rate: Int, limitFrames: Int) {
-        self.rate = max(1, rate)
         self.limitFrames = max(1, limitFrames)
+        timeline = FrameTimeline(rate: rate)
     }
 
-    private func elapsed(at now: UInt64) -> Int {
-        now > startTime ? Int((now - startTime) * UInt64(rate) / 1_000_000_000) : 0
-    }
+    public var rate: Int { timeline.rate }
 
     /// Accounts for frames the device took. A writer that fell behind real time
     /// (the device ran dry and restarted) starts counting afresh.
     public mutating func wrote(frames: Int, now: UInt64) {
         guard frames > 0 else { return }
-        if !running || elapsed(at: now) > written { startTime = now; written = 0; running = true }
-        written += frames
+        timeline.restartIfDry(now: now)
+        timeline.add(frames)
     }
 
     /// When the writer may write again, or nil if it may now.
     public func blockedUntil(now: UInt64) -> UInt64? {
-        guard running, written - elapsed(at: now) >= limitFrames else { return nil }
-        let frames = UInt64(written - limitFrames + 1)
-        return startTime + (frames * 1_000_000_000 + UInt64(rate) - 1) / UInt64(rate)
+        guard timeline.queued(at: now) >= limitFrames else { return nil }
+        return timeline.time(ofFrame: timeline.written - limitFrames + 1)
     }
 
     /// The stream stopped (or the device was closed): the next write starts afresh.
-    public mutating func reset() { running = false }
+    public mutating func reset() { timeline.stop() }
 }
 
 /// Discards frames at the real sample rate (`--sink null`).
