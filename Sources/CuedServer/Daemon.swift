@@ -55,6 +55,7 @@ public final class Daemon: @unchecked Sendable {
     private var nextReload: EventLoopPromise<Reply>?
     /// Set at SIGTERM: a reload in progress gives up between files.
     let stopping = Atomic<Bool>(false)
+    static let stoppingReason = "cued is stopping"
 
     /// Replies waiting on the audio thread: `play … wait` and `stop`.
     private var nextTicket: UInt64 = 1
@@ -215,6 +216,8 @@ public final class Daemon: @unchecked Sendable {
 
     private func submit(_ cue: Cue, name: String, requestGainDB: Double, wait: Bool, app: String?, owner: String,
                         requestTime: UInt64) -> Response {
+        // SIGTERM's grace is for cues already playing; a new one would be cut off.
+        if stopping.load(ordering: .relaxed) { return .now(.err(.notPlayed, Self.stoppingReason)) }
         let waitID = wait ? ticket() : 0
         let gain = decibelsToGain(runtime.gainDB(request: requestGainDB, cue: name, app: app))
         guard engine.submit(.play(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID)) else {
@@ -319,6 +322,8 @@ public final class Daemon: @unchecked Sendable {
             switch outcome {
             case .played: reply = .ok(nil)
             case .stopped: reply = .ok("stopped")
+            case .dropped where stopping.load(ordering: .relaxed):
+                reply = .err(.notPlayed, Self.stoppingReason)
             case .dropped:
                 reply = .err(.notPlayed, "the device did not start it within 250 ms" + (engine.stats.sinkError.map { " (\($0))" } ?? ""))
             }
@@ -326,7 +331,11 @@ public final class Daemon: @unchecked Sendable {
         case .stopped(let id, let n):
             waiting.removeValue(forKey: id)?.succeed(.ok("\(n)"))
         case .dropped(let cue, let owner, let late):
-            logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
+            if stopping.load(ordering: .relaxed) {
+                logger.info("cue not played: cued is stopping", metadata: ["cue.name": "\(cue)"])
+            } else {
+                logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
+            }
             if !owner.hasPrefix("#"), appCounts[owner] != nil {
                 count(owner) { $0.played -= 1; $0.dropped += 1 }
             }

@@ -76,11 +76,17 @@ import TestSupport
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(3000, frames: 48_000 * 3)  // 3 s: outlasts the grace
         let d = try DaemonHarness(cues: cues, args: DaemonTests.wavSink)
-        let c = try d.client()
+        let c = try d.client(), other = try d.client()
         #expect(try c.request("app tool") == "ok tool")
         try c.send(Array("play long wait\n".utf8))
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 4_800 })
         d.process.signal(SIGTERM)
+        // During the grace an open connection is still answered, but a new cue
+        // is refused: it would only be cut off.
+        #expect(eventually { d.readStderr().contains("stopping") })
+        usleep(50_000)
+        #expect(try other.request("play pop wait") == "err not-played cued is stopping")
+        #expect(try other.request("ping") == "ok pong")
         #expect(try c.readLine() == "ok stopped")
         #expect(d.waitForExit(timeout: 5) == 0)
         let log = d.readStderr()
