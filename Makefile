@@ -102,15 +102,20 @@ TEST_DIRS    = PREFIX=$(TEST_PREFIX) BINDIR=$(TEST_PREFIX)/bin DATADIR=$(TEST_PR
                BASHCOMPDIR=$(TEST_PREFIX)/share/bash-completion/completions \
                ZSHCOMPDIR=$(TEST_PREFIX)/share/zsh/site-functions \
                FISHCOMPDIR=$(TEST_PREFIX)/share/fish/vendor_completions.d UNITDIR=$(TEST_PREFIX)/units
+# The tests are synchronous, so at most one runs per core; Swift Testing starts every
+# test case at once and a case's time limit counts from there, so once a run took over
+# a minute, a 1-minute case still queued behind the others failed without having run
+# long. With the width set to the cores, a case's clock starts when it gets one.
+TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/dev/null || echo 2)
 test: deps build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf $(TEST_PREFIX)
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	CUED_BIN_DIR=$(BIN_DEBUG) CUED_TEST_PREFIX=$(TEST_PREFIX) $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
+	$(TEST_WIDTH) CUED_BIN_DIR=$(BIN_DEBUG) CUED_TEST_PREFIX=$(TEST_PREFIX) $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued).
-	CUED_BIN_DIR=$(BIN_DEBUG) $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
+	$(TEST_WIDTH) CUED_BIN_DIR=$(BIN_DEBUG) $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
 
 sounds: deps
 	$(RELEASE) --product cuesynth

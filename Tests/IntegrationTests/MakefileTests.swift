@@ -30,6 +30,18 @@ import TestSupport
         #expect(tests.last?.contains("--filter PipeWireTests") == true)
     }
 
+    /// Every test case's time limit counts from when it runs, not from when the run
+    /// began: the parallelization width is the number of cores (see the Makefile).
+    @Test func timeLimitsCountFromWhenATestRuns() throws {
+        let tests = try dryRun(["test"]).filter { $0.contains("swift test") }
+        #expect(tests.count == 2)
+        for line in tests {
+            let width = line.split(separator: " ").first { $0.hasPrefix("SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=") }
+            let n = width.flatMap { Int($0.split(separator: "=").last ?? "") }
+            #expect(n != nil && n! >= 1, "\(line)")
+        }
+    }
+
     /// UNITDIR follows $XDG_CONFIG_HOME, as systemd's user units do.
     @Test func unitsGoUnderXDGConfigHome() throws {
         let dir = TempDir()
