@@ -238,8 +238,9 @@ public final class Mixer {
             for i in 0..<(frames * 2) {
                 let v = m[i] * 32768
                 if v > 32767 { out[i] = 32767; clipped += 1 }
+                else if v >= -32768 { out[i] = Int16(v < 0 ? v - 0.5 : v + 0.5) }  // round half away from zero, as .rounded(), without libm
                 else if v < -32768 { out[i] = -32768; clipped += 1 }
-                else { out[i] = Int16(v < 0 ? v - 0.5 : v + 0.5) }  // round half away from zero, as .rounded(), without libm
+                else { out[i] = 0 }  // NaN (a file's own, or +inf and -inf mixed): Int16(NaN) would trap
             }
         }
         return clipped
@@ -253,8 +254,9 @@ public final class Mixer {
             for i in 0..<(frames * 2) {
                 let v = m[i]
                 if v > 1 { out[i] = 1; clipped += 1 }
+                else if v >= -1 { out[i] = v }
                 else if v < -1 { out[i] = -1; clipped += 1 }
-                else { out[i] = v }
+                else { out[i] = 0 }  // NaN: never handed to a device
             }
         }
         return clipped

@@ -111,6 +111,23 @@ import Testing
         #expect(!m.isSounding)
     }
 
+    /// A float file may hold NaN or ±infinity (and +max plus -max overflows to NaN):
+    /// `Int16(NaN)` traps, which killed the audio thread and the daemon with it.
+    @Test func nonFiniteSamplesBecomeSilenceOrFullScaleNeverATrap() {
+        let m = Mixer(maxVoices: 4, maxFrames: 4)
+        m.start(Cue(name: "odd", stereo: [.nan, .nan, .infinity, -.infinity, 3e38, -3e38, 0.5, 0.5]), gain: 1)
+        m.start(Cue(name: "max", stereo: [0, 0, 0, 0, 3e38, -3e38, 0, 0]), gain: 4)  // 3e38 × 4: +inf, -inf
+        m.start(Cue(name: "neg", stereo: [0, 0, 0, 0, -3e38, 3e38, 0, 0]), gain: 4)  // +inf + -inf: NaN
+        m.render(frames: 4)
+        var s16 = [Int16](repeating: 7, count: 8)
+        let clipped = s16.withUnsafeMutableBufferPointer { m.convert(frames: 4, toS16: $0.baseAddress!) }
+        #expect(s16 == [0, 0, 32767, -32768, 0, 0, 16384, 16384])
+        #expect(clipped == 2)
+        var f = [Float](repeating: 7, count: 8)
+        _ = f.withUnsafeMutableBufferPointer { m.convert(frames: 4, toFloat: $0.baseAddress!) }
+        #expect(f == [0, 0, 1, -1, 0, 0, 0.5, 0.5])
+    }
+
     @Test func reportsStartedVoices() {
         let m = Mixer(maxVoices: 4, maxFrames: 8)
         m.start(cue(0.1, frames: 20), gain: 1, requestTime: 111)
