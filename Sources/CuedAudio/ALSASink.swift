@@ -26,6 +26,8 @@ public final class ALSASink: Sink {
     public private(set) var kind: String = "alsa"
     private var pcm: OpaquePointer?
     private var fds = UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0)
+    /// Frames within this of being taken are never rewound (0: the PCM is not rewound).
+    private var rewindMargin = 0
 
     /// What a sound server shows for cued's stream: desktop mixers list it as
     /// an event sound, and role policies (e.g. ducking, "system sounds" volume) apply.
@@ -104,6 +106,7 @@ public final class ALSASink: Sink {
             }
             fds = UnsafeMutableBufferPointer(rebasing: buffer[0..<Int(rc)])
             pcm = handle
+            rewindMargin = Self.rewindMargin(kind: kind, periodFrames: format.periodFrames)
             return format
         } catch {
             snd_pcm_close(handle)
@@ -275,6 +278,35 @@ public final class ALSASink: Sink {
                 throw alsaError("writing to PCM '\(device)'", code)
             }
         }
+    }
+
+    /// Which PCMs are rewound, and how close to the frames they take:
+    /// - pipewire: its plugin copies from ALSA's ring once per graph cycle, a quantum at
+    ///   a time, and the quantum is at most the period it asks the graph for (its
+    ///   `node.latency`), so all but the next period can be given back. Leaving less raced
+    ///   the graph: with 48 frames left, 1 rewind in about 10,000 let a cycle find too little
+    ///   and the plugin reported an xrun (silence in the stream); with a period left, a cycle
+    ///   between the rewind and the write takes only frames that were kept.
+    /// - pulse: no. The plugin hands every write to the server at once; a rewind only
+    ///   moves ALSA's pointer and the frames written again are played twice (measured).
+    /// - hw, dmix and the rest: not rewound (not measured here: no sound card).
+    static func rewindMargin(kind: String, periodFrames: Int) -> Int {
+        kind == "pipewire" ? max(1, periodFrames) : 0
+    }
+
+    public func rewindableFrames() -> Int {
+        guard rewindMargin > 0, let pcm else { return 0 }
+        guard snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING else { return 0 }
+        // The plugin's own pointer moves on its thread: read it fresh, right before.
+        guard snd_pcm_avail_update(pcm) >= 0 else { return 0 }
+        let n = Int(snd_pcm_rewindable(pcm))
+        return n > rewindMargin ? n - rewindMargin : 0
+    }
+
+    public func rewind(frames: Int) -> Int {
+        guard rewindMargin > 0, let pcm, frames > 0 else { return 0 }
+        let n = snd_pcm_rewind(pcm, snd_pcm_uframes_t(frames))
+        return n > 0 ? Int(n) : 0
     }
 
     public func delayFrames() -> Int {

@@ -66,6 +66,8 @@ public final class EngineStats: Sendable {
     public let voicesActive = Atomic<Int>(0)
     /// Running devices that stopped taking frames (closed and reopened).
     public let stalls = Atomic<Int>(0)
+    /// Cues mixed into frames the device gave back (started mid-stream on a device that rewinds).
+    public let rewinds = Atomic<Int>(0)
     /// Devices given up after xruns recovered in a row without progress.
     public let lost = Atomic<Int>(0)
     /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
@@ -302,6 +304,8 @@ public final class AudioEngine: @unchecked Sendable {
         close(doneFD)
         pollFDs.deallocate()
         output?.deallocate()
+        history?.deallocate()
+        scratch?.deallocate()
     }
 
     /// Checks the sink's configuration before start-up (see `Sink.preflight`).
@@ -369,9 +373,20 @@ public final class AudioEngine: @unchecked Sendable {
     private var mixer: Mixer?
     private var format: SinkFormat?
     private var output: UnsafeMutableRawPointer?
-    /// The rendered period being written: `outLeft` frames from `outOffset` still to go.
+    /// The rendered frames being written: `outLeft` frames from `outOffset` still to go
+    /// (a period, or what a mid-stream cue was mixed into).
     private var outOffset = 0
     private var outLeft = 0
+    /// The float mix of the frames last rendered, a ring of `historyCapacity` frames
+    /// (a buffer and a period): the frames a device that can rewind gives back are
+    /// mixed again from here with a new cue. `historyCount` frames are valid, ending
+    /// at `historyEnd`; the last `outLeft` of them are not written yet.
+    private var history: UnsafeMutablePointer<Float>?
+    private var historyCapacity = 0
+    private var historyEnd = 0
+    private var historyCount = 0
+    /// Where a mid-stream cue is mixed into the frames given back (`historyCapacity` frames).
+    private var scratch: UnsafeMutablePointer<Float>?
     /// Holds the writer to real time on a device without a clock (set at open).
     private var pacer = WritePacer(rate: 48_000, limitFrames: 1)
 
@@ -528,6 +543,7 @@ public final class AudioEngine: @unchecked Sendable {
             sink.close()
             pacer.reset()
             outLeft = 0
+            historyCount = 0
             dropEndedInPeriod()  // both empty after a stopped stream; a waiter is never left hanging
             dropAwaiting()
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
@@ -537,13 +553,14 @@ public final class AudioEngine: @unchecked Sendable {
             sink.stop()
             pacer.reset()
             outLeft = 0
+            historyCount = 0
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
             reportSounded(now: .max)  // the stream drained: everything written has sounded
             onEvent(.streamStopped)
         case .start(let job):
             if configuration.hangOnPlayForTesting { while true { Glibc.sleep(3600) } }
             guard let mixer else { return drop(job.cue, job.owner, job.waitID, lateNs: 0) }
-            if mixer.start(job.cue, gain: job.gain, requestTime: job.requestTime, owner: job.owner, waitID: job.waitID) {
+            if startVoice(job, mixer) {
                 stats.stolen.add(1, ordering: .relaxed)
                 mixer.takeEvicted { onEvent(.voiceEnded(waitID: $0, outcome: .stopped)) }
             }
@@ -553,11 +570,13 @@ public final class AudioEngine: @unchecked Sendable {
             drop(job.cue, job.owner, job.waitID, lateNs: lateNs)
         case .restartVoices(let since):
             outLeft = 0
+            historyCount = 0
             dropEndedInPeriod()
             mixer?.restart(requestedSince: since) { removed($0) }
             dropAwaiting()
         case .dropVoices:
             outLeft = 0
+            historyCount = 0
             dropEndedInPeriod()
             mixer?.removeAll { removed($0) }
             stats.voicesActive.store(0, ordering: .relaxed)
@@ -566,6 +585,7 @@ public final class AudioEngine: @unchecked Sendable {
             // Shutdown's deadline: what still sounds (or sits in the device's
             // buffer) is cut off. Each had started: a waiter hears `stopped`.
             outLeft = 0
+            historyCount = 0
             var waitIDs = endedInPeriod
             endedInPeriod.removeAll(keepingCapacity: true)
             mixer?.removeAll { waitIDs.append($0.waitID) }
@@ -587,10 +607,17 @@ public final class AudioEngine: @unchecked Sendable {
     private func open() {
         do {
             let f = try sink.open()
-            if format == nil || f.periodFrames > mixer?.maxFrames ?? 0 || f.sampleFormat != format?.sampleFormat {
+            let frames = f.bufferFrames + f.periodFrames
+            if format == nil || frames > historyCapacity || f.sampleFormat != format?.sampleFormat {
                 output?.deallocate()
-                output = .allocate(byteCount: f.periodFrames * f.channels * f.sampleFormat.bytes, alignment: 16)
+                output = .allocate(byteCount: frames * f.channels * f.sampleFormat.bytes, alignment: 16)
+                history?.deallocate()
+                history = .allocate(capacity: frames * 2)
+                scratch?.deallocate()
+                scratch = .allocate(capacity: frames * 2)
+                historyCapacity = frames
             }
+            historyCount = 0
             if mixer == nil || f.periodFrames > mixer!.maxFrames {
                 let old = mixer
                 mixer = Mixer(maxVoices: configuration.voices, maxFrames: f.periodFrames,
@@ -625,27 +652,8 @@ public final class AudioEngine: @unchecked Sendable {
         if outLeft == 0 {
             let frames = format.periodFrames
             mixer.render(frames: frames)
-            let clipped: Int
-            switch format.sampleFormat {
-            case .s16: clipped = mixer.convert(frames: frames, toS16: output.assumingMemoryBound(to: Int16.self))
-            case .float: clipped = mixer.convert(frames: frames, toFloat: output.assumingMemoryBound(to: Float.self))
-            }
-            if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
-            stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
-            if mixer.startedCount > 0 {
-                let now = MonotonicClock.now()
-                for i in 0..<mixer.startedCount where mixer.startedRequestTimes[i] != 0 {
-                    stats.recordLatency(ns: now &- mixer.startedRequestTimes[i])
-                }
-            }
-            for i in 0..<mixer.endedCount {
-                switch mixer.endedHow[i] {
-                case .played: endedInPeriod.append(mixer.endedWaitIDs[i])
-                case .stopped: onEvent(.voiceEnded(waitID: mixer.endedWaitIDs[i], outcome: .stopped))
-                }
-            }
-            outOffset = 0
-            outLeft = frames
+            remember(UnsafePointer(mixer.mix), frames: frames)
+            convert(UnsafePointer(mixer.mix), frames: frames, mixer: mixer, format: format, output: output)
         }
         let result: SinkWrite
         do {
@@ -657,7 +665,11 @@ public final class AudioEngine: @unchecked Sendable {
         let now = MonotonicClock.now()
         outOffset += result.frames
         outLeft -= result.frames
-        if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed); pacer.reset() }
+        if result.xruns > 0 {
+            stats.xruns.add(result.xruns, ordering: .relaxed)
+            pacer.reset()
+            historyCount = min(historyCount, outLeft)  // the device dropped what it held
+        }
         pacer.wrote(frames: result.frames, now: now)
         let delay = sink.delayFrames()
         stats.deviceDelayFrames.store(delay, ordering: .relaxed)
@@ -670,6 +682,86 @@ public final class AudioEngine: @unchecked Sendable {
             endedInPeriod.removeAll(keepingCapacity: true)
         }
         feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || outLeft > 0, delayNs: delayNs), now: now)
+    }
+
+    /// Converts `frames` rendered frames into `output` as the next frames to write,
+    /// and takes the mixer's report on them (voices that started and ended).
+    private func convert(_ mix: UnsafePointer<Float>, frames: Int, mixer: Mixer, format: SinkFormat,
+                         output: UnsafeMutableRawPointer) {
+        let clipped: Int
+        switch format.sampleFormat {
+        case .s16: clipped = mixer.convert(frames: frames, from: mix, toS16: output.assumingMemoryBound(to: Int16.self))
+        case .float: clipped = mixer.convert(frames: frames, from: mix, toFloat: output.assumingMemoryBound(to: Float.self))
+        }
+        if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
+        stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
+        if mixer.startedCount > 0 {
+            let now = MonotonicClock.now()
+            for i in 0..<mixer.startedCount where mixer.startedRequestTimes[i] != 0 {
+                stats.recordLatency(ns: now &- mixer.startedRequestTimes[i])
+            }
+        }
+        for i in 0..<mixer.endedCount {
+            switch mixer.endedHow[i] {
+            case .played: endedInPeriod.append(mixer.endedWaitIDs[i])
+            case .stopped: onEvent(.voiceEnded(waitID: mixer.endedWaitIDs[i], outcome: .stopped))
+            }
+        }
+        outOffset = 0
+        outLeft = frames
+    }
+
+    /// Starts a voice. Mid-stream, on a device that can rewind, it is mixed into the
+    /// frames the device gives back (and into those rendered but not yet written), so
+    /// it sounds from the earliest frame the device has not committed instead of
+    /// behind everything queued. Returns true on a steal.
+    private func startVoice(_ job: Job, _ mixer: Mixer) -> Bool {
+        let written = historyCount - outLeft  // written frames whose mix is still at hand
+        var back = 0
+        if written > 0, case let can = min(sink.rewindableFrames(), written), can > 0 {
+            back = min(can, sink.rewind(frames: can))
+        }
+        let frames = back + outLeft
+        guard frames > 0, let scratch, let format, let output else {
+            return mixer.start(job.cue, gain: job.gain, requestTime: job.requestTime, owner: job.owner, waitID: job.waitID)
+        }
+        if back > 0 {
+            pacer.rewound(frames: back, now: MonotonicClock.now())
+            stats.rewinds.add(1, ordering: .relaxed)
+        }
+        historyTail(frames, scratch, copyOut: true)
+        let stole = mixer.start(job.cue, gain: job.gain, requestTime: job.requestTime, owner: job.owner, waitID: job.waitID,
+                                mixedInto: scratch, frames: frames)
+        historyTail(frames, scratch, copyOut: false)
+        convert(UnsafePointer(scratch), frames: frames, mixer: mixer, format: format, output: output)
+        return stole
+    }
+
+    /// Appends rendered frames to the history ring.
+    private func remember(_ mix: UnsafePointer<Float>, frames: Int) {
+        guard let history, historyCapacity > 0 else { return }
+        var done = 0
+        while done < frames {
+            let n = min(frames - done, historyCapacity - historyEnd)
+            (history + historyEnd * 2).update(from: mix + done * 2, count: n * 2)
+            historyEnd = (historyEnd + n) % historyCapacity
+            done += n
+        }
+        historyCount = min(historyCapacity, historyCount + frames)
+    }
+
+    /// Copies the last `frames` frames of the history ring out to `buffer`, or back in from it.
+    private func historyTail(_ frames: Int, _ buffer: UnsafeMutablePointer<Float>, copyOut: Bool) {
+        guard let history else { return }
+        var at = (historyEnd + historyCapacity - frames) % historyCapacity
+        var done = 0
+        while done < frames {
+            let n = min(frames - done, historyCapacity - at)
+            if copyOut { (buffer + done * 2).update(from: history + at * 2, count: n * 2) }
+            else { (history + at * 2).update(from: buffer + done * 2, count: n * 2) }
+            at = (at + n) % historyCapacity
+            done += n
+        }
     }
 
     private func deviceFailed(_ error: SinkError) {

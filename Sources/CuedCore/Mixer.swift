@@ -70,13 +70,32 @@ public final class Mixer {
     /// replaced; returns true in that case (a steal).
     @discardableResult
     public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0, owner: String = "", waitID: UInt64 = 0) -> Bool {
+        start(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID).stole
+    }
+
+    /// Starts a cue whose first frames are mixed at once into `frames` frames
+    /// already rendered (`into`, interleaved stereo: audio the device gave back to be
+    /// written again); it goes on from there at the next `render`. As after `render`,
+    /// `startedRequestTimes` and `endedWaitIDs` then say what started and ended in
+    /// those frames. Returns true on a steal (the stolen voice fades from the next render).
+    @discardableResult
+    public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0, owner: String = "", waitID: UInt64 = 0,
+                      mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Bool {
+        let (stole, slot) = start(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID)
+        startedCount = 0
+        endedCount = 0
+        if frames > 0 { renderVoice(&voices[slot], frames: frames, into: rendered) }
+        return stole
+    }
+
+    private func start(_ cue: Cue, gain: Float, requestTime: UInt64, owner: String, waitID: UInt64) -> (stole: Bool, slot: Int) {
         serial &+= 1
         let voice = Voice(cue: cue, position: 0, gain: gain, fadeLeft: -1, fadeLength: 0,
                           serial: serial, requestTime: requestTime, started: false,
                           owner: owner, waitID: waitID, stopped: false)
         if let free = voices.firstIndex(where: { $0 == nil }) {
             voices[free] = voice
-            return false
+            return (false, free)
         }
         var oldest = 0
         for i in voices.indices where voices[i]!.serial < voices[oldest]!.serial { oldest = i }
@@ -97,7 +116,7 @@ public final class Mixer {
         if let evicted = tails[slot], evicted.waitID != 0 { evictedWaitIDs.append(evicted.waitID) }
         tails[slot] = stolen
         voices[oldest] = voice
-        return true
+        return (true, oldest)
     }
 
     /// Hands over (and forgets) the wait IDs of voices `start` evicted; they ended `.stopped`.
@@ -185,12 +204,11 @@ public final class Mixer {
         startedCount = 0
         endedCount = 0
         mix.update(repeating: 0, count: frames * 2)
-        for i in voices.indices { renderVoice(&voices[i], frames: frames) }
-        for i in tails.indices { renderVoice(&tails[i], frames: frames) }
+        for i in voices.indices { renderVoice(&voices[i], frames: frames, into: mix) }
+        for i in tails.indices { renderVoice(&tails[i], frames: frames, into: mix) }
     }
 
-    private func renderVoice(_ slot: inout Voice?, frames: Int) {
-        let out = mix
+    private func renderVoice(_ slot: inout Voice?, frames: Int, into out: UnsafeMutablePointer<Float>) {
         guard var v = slot else { return }
         if !v.started {
             v.started = true
@@ -229,12 +247,12 @@ public final class Mixer {
         }
     }
 
-    /// Converts the last `frames` mixed frames to 16-bit, clipping; returns
-    /// how many samples had to be clipped.
-    public func convert(frames: Int, toS16 out: UnsafeMutablePointer<Int16>) -> Int {
+    /// Converts the last `frames` mixed frames (or `frames` frames of `source`) to
+    /// 16-bit, clipping; returns how many samples had to be clipped.
+    public func convert(frames: Int, from source: UnsafePointer<Float>? = nil, toS16 out: UnsafeMutablePointer<Int16>) -> Int {
         var clipped = 0
         do {
-            let m = mix
+            let m = source ?? UnsafePointer(mix)
             for i in 0..<(frames * 2) {
                 let v = m[i] * 32768
                 if v > 32767 { out[i] = 32767; clipped += 1 }
@@ -247,10 +265,10 @@ public final class Mixer {
     }
 
     /// Converts to float, clipping to [-1, 1]; returns the clipped count.
-    public func convert(frames: Int, toFloat out: UnsafeMutablePointer<Float>) -> Int {
+    public func convert(frames: Int, from source: UnsafePointer<Float>? = nil, toFloat out: UnsafeMutablePointer<Float>) -> Int {
         var clipped = 0
         do {
-            let m = mix
+            let m = source ?? UnsafePointer(mix)
             for i in 0..<(frames * 2) {
                 let v = m[i]
                 if v > 1 { out[i] = 1; clipped += 1 }

@@ -86,6 +86,14 @@ public protocol Sink: AnyObject {
     var drainMarginSeconds: Double? { get }
     /// Frames written that have not sounded yet (the device delay).
     func delayFrames() -> Int
+    /// While the stream runs: how many of the frames last written the device can
+    /// give back to be written again, safely (what it will not take before they are
+    /// written again); 0 if it cannot rewind. A cue that arrives mid-stream is mixed
+    /// into those frames instead of being queued behind them.
+    func rewindableFrames() -> Int
+    /// Gives back up to `frames` of the frames last written (the next write replaces
+    /// them); returns how many it gave back.
+    func rewind(frames: Int) -> Int
     /// Stops the stream at once, discarding what is queued (the engine only
     /// stops once what it wrote has played out).
     func stop()
@@ -103,6 +111,8 @@ extension Sink {
     public func idleDeviceFailed() -> Bool { false }
     public var idleCloseLimitSeconds: Double? { nil }
     public var drainMarginSeconds: Double? { nil }
+    public func rewindableFrames() -> Int { 0 }
+    public func rewind(frames: Int) -> Int { 0 }
 }
 
 /// Monotonic time in nanoseconds.
@@ -155,6 +165,13 @@ public struct FrameTimeline: Sendable {
     /// Counts `frames` more given (after `restartIfDry`).
     public mutating func add(_ frames: Int) { written += frames }
 
+    /// Takes back up to `frames` of those given and not yet played at `now`; returns how many.
+    public mutating func takeBack(_ frames: Int, now: UInt64) -> Int {
+        let n = min(max(0, frames), queued(at: now))
+        written -= n
+        return n
+    }
+
     /// The stream stopped: the next frames start it again.
     public mutating func stop() { running = false }
 }
@@ -187,6 +204,9 @@ public struct DeviceClock: Sendable {
 
     /// Discards what is queued: the next write starts the clock again.
     public mutating func drop() { timeline.stop() }
+
+    /// Takes back up to `frames` of the last frames written, if not yet "played"; returns how many.
+    public mutating func takeBack(_ frames: Int) -> Int { timeline.takeBack(frames, now: MonotonicClock.now()) }
 }
 
 /// Keeps a stream's writer within `limitFrames` of real time. A device paces its
@@ -213,6 +233,9 @@ public struct WritePacer: Sendable {
         timeline.restartIfDry(now: now)
         timeline.add(frames)
     }
+
+    /// The device gave back `frames` of those written (a rewind): they are written again.
+    public mutating func rewound(frames: Int, now: UInt64) { _ = timeline.takeBack(frames, now: now) }
 
     /// When the writer may write again, or nil if it may now.
     public func blockedUntil(now: UInt64) -> UInt64? {

@@ -67,6 +67,9 @@ public struct Status: Sendable, Equatable {
     public var voicesStolen = 0
     public var clippedSamples = 0
     public var xruns = 0
+    /// Cues that arrived mid-stream and were mixed into audio the device gave back (a
+    /// rewind), so they started at the first frame it had not committed.
+    public var rewinds = 0
     /// Devices that stopped taking audio and were reopened.
     public var stalls = 0
     /// Devices whose recovery made no progress (e.g. the sound server restarted) and were reopened.
@@ -89,7 +92,7 @@ public struct Status: Sendable, Equatable {
     /// The JSON keys, spelled once.
     enum Key: String {
         case version, `protocol`, pid, muted, config, sink, cues, played, voicesActive = "voices_active"
-        case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, stalls, dropped, clients
+        case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
         // sink
@@ -129,7 +132,7 @@ public struct Status: Sendable, Equatable {
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
             (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
-            (.xruns, n(xruns)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
+            (.xruns, n(xruns)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
             (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
@@ -167,6 +170,7 @@ public struct Status: Sendable, Equatable {
         voicesStolen = int(v(json, .voicesStolen)) ?? 0
         clippedSamples = int(v(json, .clippedSamples)) ?? 0
         xruns = int(v(json, .xruns)) ?? 0
+        rewinds = int(v(json, .rewinds)) ?? 0
         stalls = int(v(json, .stalls)) ?? 0
         devicesLost = int(v(json, .devicesLost)) ?? 0
         audioThread = str(v(json, .audioThread)) ?? "normal"

@@ -477,6 +477,7 @@ public final class Daemon: @unchecked Sendable {
         out.clippedSamples = s.clipped.load(ordering: .relaxed)
         out.xruns = s.xruns.load(ordering: .relaxed)
         out.stalls = s.stalls.load(ordering: .relaxed)
+        out.rewinds = s.rewinds.load(ordering: .relaxed)
         out.devicesLost = s.lost.load(ordering: .relaxed)
         out.audioThread = s.threadPriorityName
         out.dropped = s.dropped.load(ordering: .relaxed)

@@ -128,6 +128,38 @@ import Testing
         #expect(f == [0, 0, 1, -1, 0, 0, 0.5, 0.5])
     }
 
+    /// A voice started into frames already rendered (what a rewinding device gave
+    /// back) is added to them from their first frame, then goes on at the next render.
+    @Test func aVoiceMixedIntoRenderedFramesGoesOnWhereItLeftOff() {
+        let m = Mixer(maxVoices: 2, maxFrames: 4)
+        m.start(cue(0.5, frames: 100, name: "bed"), gain: 1)
+        m.render(frames: 4)
+        var given = [Float](repeating: 0.5, count: 6)  // 3 frames of the bed, given back
+        let ramp = (1...10).flatMap { [Float($0) / 100, -Float($0) / 100] }
+        _ = given.withUnsafeMutableBufferPointer {
+            m.start(Cue(name: "ramp", stereo: ramp), gain: 1, requestTime: 42, waitID: 9, mixedInto: $0.baseAddress!, frames: 3)
+        }
+        #expect(given == [0.51, 0.49, 0.52, 0.48, 0.53, 0.47])
+        #expect(m.startedCount == 1 && m.startedRequestTimes[0] == 42)
+        let next = rendered(m, frames: 4)  // the bed's frames 4…7 plus the ramp's 4th to 7th
+        #expect(next == [0.54, 0.46, 0.55, 0.45, 0.56, 0.44, 0.57, 0.43])
+        #expect(m.startedCount == 0)  // started once, in the frames given back
+        _ = rendered(m, frames: 4)
+        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 9 && m.endedHow[0] == .played)
+    }
+
+    /// A cue shorter than the frames given back ends in them: reported there.
+    @Test func aShortVoiceMixedInEndsThere() {
+        let m = Mixer(maxVoices: 2, maxFrames: 4)
+        var given = [Float](repeating: 0, count: 8)
+        _ = given.withUnsafeMutableBufferPointer {
+            m.start(cue(0.25, frames: 2), gain: 1, waitID: 5, mixedInto: $0.baseAddress!, frames: 4)
+        }
+        #expect(given == [0.25, 0.25, 0.25, 0.25, 0, 0, 0, 0])
+        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 5)
+        #expect(!m.isSounding)
+    }
+
     @Test func reportsStartedVoices() {
         let m = Mixer(maxVoices: 4, maxFrames: 8)
         m.start(cue(0.1, frames: 20), gain: 1, requestTime: 111)

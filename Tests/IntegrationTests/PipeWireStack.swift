@@ -144,6 +144,8 @@ struct Recording {
         samples = data.withUnsafeBytes { Array($0.bindMemory(to: Int16.self)) }
     }
 
+    init(samples: [Int16]) { self.samples = samples }
+
     /// Runs of sound (left channel not zero), separated by at least `gap` silent frames:
     /// (first frame, frames) each.
     func sounds(gap: Int = 240) -> [(start: Int, frames: Int)] {

@@ -62,6 +62,59 @@ struct PipeWireTests {
         if let p99 = s.latencyUs.p99 { #expect(p99 > 0) } else { Issue.record("no latency figures") }
     }
 
+    /// Cues that arrive while another plays: each is heard sample-exact on top of it,
+    /// and the bed under them never loses, repeats or displaces a frame (on PipeWire
+    /// they are mixed into audio the device gave back: a rewind).
+    @Test(arguments: sinks)
+    func cuesMidStreamAreMixedInSampleExactAndTheBedNeverBreaks(sink: String) throws {
+        // A bed whose every frame differs from its neighbours, quiet enough that bed + pop never clips.
+        let bedFrames = 96_000
+        let bed = (0..<bedFrames).map { Int16($0 % 97 + 1) }
+        var cues = Fixture.standard
+        cues["bed"] = bed
+        let stack = try PipeWireStack()
+        let d = try start(stack, sink, cues: cues)
+        let c = try d.client()
+        #expect(try c.request("play pop") == "ok")  // the device opens before the recording
+        #expect(waitIdle(d))
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        #expect(try c.request("play bed") == "ok")
+        for _ in 0..<6 {
+            usleep(250_000)
+            #expect(try c.request("play pop") == "ok")
+        }
+        #expect(waitIdle(d))
+        usleep(300_000)
+        recorder.stop()
+        let rec = try Recording(path: path)
+        let pop = Fixture.standard["pop"]!.stereo
+        // Where the bed starts: its first 97 frames, exactly.
+        let head = Array(bed.prefix(97)).stereo
+        let found = rec.occurrences(of: head)
+        try #require(found.count >= 1, "the bed's start is not at the monitor; sounds \(rec.sounds().prefix(4))")
+        let b = found[0]
+        try #require(rec.samples.count >= 2 * (b + bedFrames), "the recording ends inside the bed")
+        // What is left once the bed is taken away: exactly six pops and nothing else.
+        var rest = [Int16](repeating: 0, count: 2 * bedFrames)
+        for f in 0..<bedFrames {
+            rest[2 * f] = rec.samples[2 * (b + f)] &- bed[f]
+            rest[2 * f + 1] = rec.samples[2 * (b + f) + 1] &- bed[f]
+        }
+        let left = Recording(samples: rest)
+        let pops = left.occurrences(of: pop)
+        let st = try d.status()
+        let cuedSays = "cued: xruns \(st.xruns), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
+        #expect(pops.count == 6, "\(pops.count) of 6 pops sample-exact over the bed; \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)")
+        #expect(left.sounds().count == 6, "what differs from the bed: \(left.sounds().prefix(8)); \(cuedSays)")
+        #expect(st.xruns == 0 && st.stalls == 0 && st.dropped == 0, "\(cuedSays)")
+        if sink == "alsa:default" {
+            #expect(st.rewinds >= 1, "no cue was mixed into audio PipeWire gave back; \(cuedSays)")
+        } else {
+            #expect(st.rewinds == 0, "the pulse plugin must not be rewound; \(cuedSays)")
+        }
+    }
+
     @Test(arguments: sinks)
     func theStreamSaysWhatItIsAndGoesIdleAfterTheLastCue(sink: String) throws {
         let stack = try PipeWireStack()
