@@ -130,6 +130,9 @@ public struct CueLoader: Sendable {
             let want = min(Self.chunkFrames, limit + 1 - decoded)
             let n = Int(sf_readf_float(sndfile, chunk.base, sf_count_t(want)))
             if n <= 0 { break }
+            if let bad = Self.firstNonFinite(chunk.base, count: n * channels) {
+                throw fail("holds a sample that is not a number (\(bad.value)) in frame \(decoded + bad.index / channels + 1)")
+            }
             decoded += n
             guard decoded <= limit else {
                 throw fail("decodes to more than \(Self.number(maxSeconds)) s of audio (stopped there); at most \(Self.number(maxSeconds)) s")
@@ -152,6 +155,15 @@ public struct CueLoader: Sendable {
             guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
         }
         return Cue(name: name, adopting: out.take(), source: path)
+    }
+
+    /// A float or double file may hold NaN or ±infinity, which no mix can play
+    /// (`Int16(NaN)` traps): the first such value, if any.
+    static func firstNonFinite(_ p: UnsafePointer<Float>, count: Int) -> (index: Int, value: String)? {
+        for i in 0..<count where !p[i].isFinite {
+            return (i, p[i].isNaN ? "NaN" : (p[i] < 0 ? "-infinity" : "infinity"))
+        }
+        return nil
     }
 
     /// Mono is copied to both channels; stereo kept; more channels: the first two.

@@ -92,6 +92,25 @@ import TestSupport
         #expect(try CueLoader().load(path: p, name: "x").frames == 480_000)
     }
 
+    /// A float (or double) file can hold NaN or ±infinity: refused at load, naming the
+    /// value and the frame, in any chunk (the mixer only makes them silence, and a NaN
+    /// silences every other voice in its frames). Huge finite values still play (clipped).
+    @Test func samplesThatAreNotNumbersAreRefused() throws {
+        let p = dir.file("nan.wav")
+        let float = Int32(SF_FORMAT_WAV | SF_FORMAT_FLOAT), double = Int32(SF_FORMAT_WAV | SF_FORMAT_DOUBLE)
+        var samples = [Float](repeating: 0.25, count: 2 * 10_000)
+        samples[2 * 9_000 + 1] = .nan  // frame 9001, in the third 4096-frame chunk
+        try WAV.write(p, samples: samples, sampleRate: 48_000, channels: 2, format: float)
+        #expect(reason(p) == "holds a sample that is not a number (NaN) in frame 9001")
+        samples[2 * 9_000 + 1] = 0.25
+        samples[4] = -.infinity
+        try WAV.write(p, samples: samples, sampleRate: 44_100, channels: 2, format: double)  // resampled: checked before
+        #expect(reason(p) == "holds a sample that is not a number (-infinity) in frame 3")
+        samples[4] = 3e38
+        try WAV.write(p, samples: samples, sampleRate: 48_000, channels: 2, format: float)
+        #expect(try CueLoader().load(path: p, name: "loud").frames == 10_000)
+    }
+
     @Test func nineChannelsAtOneGigahertz() throws {
         let p = dir.file("9ch.wav")
         try CraftedWAV.write(p, CraftedWAV.wav(channels: 9, rate: 1_000_000_000, dataBytes: 18 * 100),
