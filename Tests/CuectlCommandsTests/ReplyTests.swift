@@ -37,6 +37,9 @@ import Testing
         s.sink.format = "S16_LE"
         s.sink.delayUs = 4321
         s.stalls = 3
+        s.devicesLost = 8
+        s.rewinds = 9
+        s.audioThread = "realtime"
         s.evictedIdle = 5
         s.rateLimited = 6
         s.refusedBusy = 7
@@ -50,11 +53,13 @@ import Testing
         s.latencyUs.p50 = 120
         let out = ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusTable)
         let table = out.stdout ?? ""
-        for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "5 idle evicted",
+        for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "5 idle evicted",
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
                       "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures] {
             #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
         }
+        #expect(table.split(separator: "\n").contains { $0.hasPrefix("audio thread ") && $0.hasSuffix(" realtime") },
+                "no audio thread row in:\n\(table)")
         #expect(ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusJSON).stdout == s.json.encoded)
     }
 }
