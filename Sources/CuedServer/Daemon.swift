@@ -244,7 +244,7 @@ public final class Daemon: @unchecked Sendable {
         let bankNames = runtime.bank.names
         let lookup = jobs.runIfActive(eventLoop: loop) { sounds.themeSound(name) }.map { result -> SoundLookup in
             guard case .notFound = result else { return result }
-            return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: cues theme)"))
+            return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: `cues theme`, or cuectl cues --theme)"))
         }
         return whenLoaded(lookup, name: name, gainDB: gainDB, wait: wait, conn)
     }

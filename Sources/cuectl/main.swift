@@ -147,7 +147,8 @@ case .request(let request, let render):
         reply = try client.readLine()
     } catch {
         if case .noDaemon = error {
-            die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal)", ExitCode.noDaemon)
+            die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal;"
+                + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE)", ExitCode.noDaemon)
         }
         die("\(error)", ExitCode.noDaemon)
     }

@@ -103,6 +103,7 @@ import TestSupport
         let r = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"])
         #expect(r.status == 69)
         #expect(r.err.contains("systemctl --user start cued.socket"))
+        #expect(r.err.contains("without a sound card: cued --sink null"))
     }
 
     @Test func socketFromEnvironment() throws {
