@@ -137,6 +137,7 @@ man-check:
 install: build
 	$(MAKE) --no-print-directory install-files
 	@echo "installed. Start on demand with:  systemctl --user daemon-reload && systemctl --user enable --now cued.socket"
+	@echo "  or in a terminal:  $(BINDIR)/cued   (without a sound card: cued --sink null, or --sink wav:FILE)"
 
 # What install copies, from the release build already there.
 install-files:
