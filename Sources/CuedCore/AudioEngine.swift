@@ -398,6 +398,8 @@ public final class AudioEngine: @unchecked Sendable {
     private static let maxAwaiting = 256
 
     private static let maxDeviceFDs = 15
+    /// The last sleep ended on the device's descriptors (see `run`).
+    private var deviceWoke = false
     private let pollFDs: UnsafeMutablePointer<pollfd>
 
     /// SCHED_FIFO if allowed (root, RLIMIT_RTPRIO, not under RestrictRealtime=), else a
@@ -423,14 +425,27 @@ public final class AudioEngine: @unchecked Sendable {
             let now = MonotonicClock.now()
             reportSounded(now: now)
             var wrote = false
-            let pacedUntil = machine.wantsToWrite ? pacer.blockedUntil(now: now) : nil
-            if machine.wantsToWrite, pacedUntil == nil, let format, sink.availableFrames() >= min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames) {
-                // Room now (a stream just started or resumed, or a self-clocked sink, whose
-                // write itself waits one period at most): write without polling. A plugin
-                // does not signal its descriptors for room it had before it started.
-                // Before the timer: a thread that woke late finds room, which is no stall.
-                writeOnce()
-                wrote = true
+            var pacedUntil = machine.wantsToWrite ? pacer.blockedUntil(now: now) : nil
+            let deviceWoke = self.deviceWoke
+            self.deviceWoke = false
+            if machine.wantsToWrite, pacedUntil == nil, let format {
+                let need = min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames)
+                let room = sink.availableFrames()
+                if room >= need {
+                    // Room now (a stream just started or resumed, or a self-clocked sink, whose
+                    // write itself waits one period at most): write without polling. A plugin
+                    // does not signal its descriptors for room it had before it started.
+                    // Before the timer: a thread that woke late finds room, which is no stall.
+                    writeOnce()
+                    wrote = true
+                } else if deviceWoke {
+                    // The device's descriptors woke the thread without room: a plugin may
+                    // leave them readable until it has room (PipeWire's eventfd is only
+                    // cleared by a poll_descriptors call), and polling them again would spin.
+                    // Sleep on a timer for the frames missing (at least half a millisecond).
+                    let missing = UInt64(need - max(0, room)) * 1_000_000_000 / UInt64(format.rate)
+                    pacedUntil = now &+ max(missing, 500_000)
+                }
             }
             if exited { break }
             if let d = machine.deadline, MonotonicClock.now() >= d {
@@ -487,6 +502,7 @@ public final class AudioEngine: @unchecked Sendable {
         var any = false
         for i in 0..<n { device[i].revents = pollFDs[1 + i].revents; any = any || pollFDs[1 + i].revents != 0 }
         guard any else { return }
+        deviceWoke = true
         do {
             _ = try sink.hasRoom()  // decodes the wake-up; the loop then checks the room itself
         } catch {

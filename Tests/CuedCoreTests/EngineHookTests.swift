@@ -232,3 +232,66 @@ final class ClocklessSink: Sink, @unchecked Sendable {
         #expect(total < 48_000 * 2 / 3, "wrote \(total) frames for a 14,400-frame cue and its tail")
     }
 }
+
+/// A clocked device whose poll descriptor stays readable whether or not it has room,
+/// as the PipeWire plugin's eventfd does until its poll_descriptors is called again.
+/// It takes frames at the sample rate through a buffer of two periods.
+final class LevelTriggeredSink: Sink, @unchecked Sendable {
+    let spec = "level-triggered"
+    let format = SinkFormat(rate: 48_000, channels: 2, sampleFormat: .s16, periodFrames: 480, bufferFrames: 960)
+    private var clock = DeviceClock(rate: 48_000, bufferFrames: 960)
+    private var fds: UnsafeMutableBufferPointer<pollfd>
+    private var pipeFDs: [Int32] = [-1, -1]
+    let roomChecks = Atomic<Int>(0)
+    let frames = Atomic<Int>(0)
+    init() {
+        _ = pipe(&pipeFDs)
+        var byte: UInt8 = 1
+        _ = Glibc.write(pipeFDs[1], &byte, 1)  // readable from the start, and never read
+        fds = .allocate(capacity: 1)
+        fds[0] = pollfd(fd: pipeFDs[0], events: Int16(POLLIN), revents: 0)
+    }
+    deinit {
+        for fd in pipeFDs { Glibc.close(fd) }
+        fds.deallocate()
+    }
+    func open() throws(SinkError) -> SinkFormat { format }
+    var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { fds }
+    func availableFrames() -> Int {
+        roomChecks.add(1, ordering: .relaxed)
+        return 960 - clock.delay()
+    }
+    func hasRoom() throws(SinkError) -> Bool { availableFrames() >= 480 }
+    func write(_ data: UnsafeRawPointer, frames n: Int) throws(SinkError) -> SinkWrite {
+        let n = min(n, max(0, 960 - clock.delay()))
+        clock.write(frames: n)
+        frames.add(n, ordering: .relaxed)
+        return SinkWrite(frames: n)
+    }
+    func delayFrames() -> Int { clock.delay() }
+    func stop() { clock.drop() }
+    func close() { clock.drop() }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct LevelTriggeredDeviceTests {
+    /// The audio thread sleeps until the device has room even when the device's
+    /// descriptor says "readable" all along: it asked the device for room ≈ 37,000
+    /// times a second on PipeWire (a core at 100 %, SCHED_FIFO) before.
+    @Test func aDescriptorThatStaysReadableDoesNotMakeTheThreadSpin() {
+        let sink = LevelTriggeredSink()
+        let engine = AudioEngine(sink: sink)
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        engine.submit(.play(Cue(name: "x", stereo: [Float](repeating: 0.1, count: 48_000 * 2)), gain: 1,
+                            requestTime: MonotonicClock.now(), owner: "", waitID: 0))
+        usleep(100_000)
+        let checks0 = sink.roomChecks.load(ordering: .relaxed), frames0 = sink.frames.load(ordering: .relaxed)
+        usleep(500_000)
+        let checks = sink.roomChecks.load(ordering: .relaxed) - checks0
+        let frames = sink.frames.load(ordering: .relaxed) - frames0
+        // Half a second is 50 periods: the writer kept up with the device…
+        #expect(frames >= 24_000 - 2 * 960, "wrote \(frames) frames in 0.5 s")
+        // …and looked for room a few times a period, not thousands.
+        #expect(checks < 1_000, "asked for room \(checks) times in 0.5 s (50 periods)")
+    }
+}
