@@ -702,14 +702,15 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Converts `frames` rendered frames into `output` as the next frames to write,
     /// and takes the mixer's report on them (voices that started and ended).
+    /// `counted`: clipped samples among these frames already counted (frames converted again).
     private func convert(_ mix: UnsafePointer<Float>, frames: Int, mixer: Mixer, format: SinkFormat,
-                         output: UnsafeMutableRawPointer) {
+                         output: UnsafeMutableRawPointer, counted: Int = 0) {
         let clipped: Int
         switch format.sampleFormat {
         case .s16: clipped = mixer.convert(frames: frames, from: mix, toS16: output.assumingMemoryBound(to: Int16.self))
         case .float: clipped = mixer.convert(frames: frames, from: mix, toFloat: output.assumingMemoryBound(to: Float.self))
         }
-        if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
+        if clipped > counted { stats.clipped.add(clipped - counted, ordering: .relaxed) }
         stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
         if mixer.startedCount > 0 {
             let now = MonotonicClock.now()
@@ -746,10 +747,12 @@ public final class AudioEngine: @unchecked Sendable {
             stats.rewinds.add(1, ordering: .relaxed)
         }
         historyTail(frames, scratch, copyOut: true)
+        // These frames were converted (and their clipping counted) before; count only what the new voice adds.
+        let counted = Mixer.clipped(UnsafePointer(scratch), frames: frames, format: format.sampleFormat)
         let stole = mixer.start(job.cue, gain: job.gain, requestTime: job.requestTime, owner: job.owner, waitID: job.waitID,
                                 mixedInto: scratch, frames: frames)
         historyTail(frames, scratch, copyOut: false)
-        convert(UnsafePointer(scratch), frames: frames, mixer: mixer, format: format, output: output)
+        convert(UnsafePointer(scratch), frames: frames, mixer: mixer, format: format, output: output, counted: counted)
         return stole
     }
 

@@ -247,6 +247,19 @@ public final class Mixer {
         }
     }
 
+    /// How many samples of `frames` frames of `source` a conversion to `format` clips
+    /// (what `convert` returns for them).
+    public static func clipped(_ source: UnsafePointer<Float>, frames: Int, format: SampleFormat) -> Int {
+        var n = 0
+        switch format {
+        case .s16:
+            for i in 0..<(frames * 2) { let v = source[i] * 32768; if v > 32767 || v < -32768 { n += 1 } }
+        case .float:
+            for i in 0..<(frames * 2) { let v = source[i]; if v > 1 || v < -1 { n += 1 } }
+        }
+        return n
+    }
+
     /// Converts the last `frames` mixed frames (or `frames` frames of `source`) to
     /// 16-bit, clipping; returns how many samples had to be clipped.
     public func convert(frames: Int, from source: UnsafePointer<Float>? = nil, toS16 out: UnsafeMutablePointer<Int16>) -> Int {

@@ -88,6 +88,29 @@ private func eventually(timeout: Double, _ condition: () -> Bool) -> Bool {
         #expect(wrong.isEmpty, "the beep should start at frame \(start): \(wrong)")
     }
 
+    /// Frames given back are converted again: their clipping is counted once. A bed
+    /// that clips every sample, with silent cues rewound into it many times, counts
+    /// exactly its own samples (it counted each rewound frame twice before).
+    @Test func clippingIsCountedOnceAcrossRewinds() throws {
+        let sink = RewindingSink()
+        let engine = AudioEngine(sink: sink)
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        let frames = 24_000
+        engine.submit(.play(Cue(name: "loud", stereo: [Float](repeating: 1.5, count: frames * 2)), gain: 1,
+                            requestTime: MonotonicClock.now(), owner: "", waitID: 0))
+        usleep(100_000)
+        let quiet = Cue(name: "quiet", stereo: [Float](repeating: 0, count: 480 * 2))
+        for _ in 0..<20 {
+            engine.submit(.play(quiet, gain: 1, requestTime: MonotonicClock.now(), owner: "", waitID: 0))
+            usleep(10_000)
+        }
+        #expect(eventually(timeout: 5) { sink.played.withLock { $0.stream.count / 2 } >= frames + 4_800 })
+        let rewinds = sink.played.withLock { $0.rewinds.count }
+        try #require(rewinds >= 10, "only \(rewinds) rewinds")
+        #expect(engine.stats.clipped.load(ordering: .relaxed) == frames * 2, "\(rewinds) rewinds")
+    }
+
     /// A device that cannot rewind: the cue starts after what was written (as before).
     @Test func withoutRewindingTheCueFollowsWhatIsQueued() throws {
         let sink = RewindingSink(margin: 1_000_000)
