@@ -30,8 +30,10 @@ public enum VoiceOutcome: String, Sendable {
     case played
     /// Faded out by `stop`, a mute, or stolen by a newer voice.
     case stopped
-    /// Never started (the 250 ms rule, shutdown) or cut off because the device went away.
+    /// Never started (the 250 ms rule, shutdown).
     case dropped
+    /// Started, then cut off because the device failed (it was not restarted: too late by the 250 ms rule).
+    case cut
 }
 
 /// What the audio thread reports (state changes, drops, stops, ends of waited-for
@@ -48,8 +50,9 @@ public enum EngineEvent: Sendable {
     /// Everything written has sounded and the stream stopped.
     case streamStopped
     case closed
-    /// A cue that did not play (counted in `dropped`).
-    case dropped(cue: String, owner: String, lateMs: Int)
+    /// A cue that did not play, or was cut off by a failed device (`cut`) and not
+    /// restarted (counted in `dropped`).
+    case dropped(cue: String, owner: String, lateMs: Int, cut: Bool)
     /// The answer to `Command.stop`: how many voices it faded out (0 is an answer too).
     case stopped(ticket: UInt64, count: Int)
     /// A voice whose `waitID` ≠ 0 ended.
@@ -820,14 +823,15 @@ public final class AudioEngine: @unchecked Sendable {
         if v.stopped {
             if v.waitID != 0 { onEvent(.voiceEnded(waitID: v.waitID, outcome: .stopped)) }
         } else {
-            drop(v.cue, v.owner, v.waitID, lateNs: v.requestTime == 0 ? 0 : MonotonicClock.now() &- v.requestTime)
+            drop(v.cue, v.owner, v.waitID, lateNs: v.requestTime == 0 ? 0 : MonotonicClock.now() &- v.requestTime,
+                 cut: v.started)
         }
     }
 
-    private func drop(_ cue: Cue, _ owner: String, _ waitID: UInt64, lateNs: UInt64) {
+    private func drop(_ cue: Cue, _ owner: String, _ waitID: UInt64, lateNs: UInt64, cut: Bool = false) {
         stats.dropped.add(1, ordering: .relaxed)
-        onEvent(.dropped(cue: cue.name, owner: owner, lateMs: Int(lateNs / 1_000_000)))
-        if waitID != 0 { onEvent(.voiceEnded(waitID: waitID, outcome: .dropped)) }
+        onEvent(.dropped(cue: cue.name, owner: owner, lateMs: Int(lateNs / 1_000_000), cut: cut))
+        if waitID != 0 { onEvent(.voiceEnded(waitID: waitID, outcome: cut ? .cut : .dropped)) }
     }
 
     private var published: DeviceMachine<Job>.State?

@@ -160,6 +160,8 @@ public final class Mixer {
         public var requestTime: UInt64
         /// Already stopped (faded by `stop` or stolen) when removed.
         public var stopped: Bool
+        /// Had started sounding (the device failed while it played).
+        public var started: Bool
     }
 
     /// Stops everything at once (shutdown, device lost); `each` sees every voice removed.
@@ -188,7 +190,8 @@ public final class Mixer {
     private func remove(_ slot: inout Voice?, _ each: (RemovedVoice) -> Void) {
         guard let v = slot else { return }
         slot = nil
-        each(RemovedVoice(cue: v.cue, owner: v.owner, waitID: v.waitID, requestTime: v.requestTime, stopped: v.stopped))
+        each(RemovedVoice(cue: v.cue, owner: v.owner, waitID: v.waitID, requestTime: v.requestTime, stopped: v.stopped,
+                          started: v.started))
     }
 
     private func noteEnded(_ v: Voice, _ how: Ending) {

@@ -326,13 +326,17 @@ public final class Daemon: @unchecked Sendable {
                 reply = .err(.notPlayed, Self.stoppingReason)
             case .dropped:
                 reply = .err(.notPlayed, "the device did not start it within 250 ms" + (engine.stats.sinkError.map { " (\($0))" } ?? ""))
+            case .cut:
+                reply = .err(.notPlayed, "the device failed while it played; too late to start it again" + (engine.stats.sinkError.map { " (\($0))" } ?? ""))
             }
             waiting.removeValue(forKey: id)?.succeed(reply)
         case .stopped(let id, let n):
             waiting.removeValue(forKey: id)?.succeed(.ok("\(n)"))
-        case .dropped(let cue, let owner, let late):
+        case .dropped(let cue, let owner, let late, let cut):
             if stopping.load(ordering: .relaxed) {
                 logger.info("cue not played: cued is stopping", metadata: ["cue.name": "\(cue)"])
+            } else if cut {
+                logger.warning("cue cut off: the device failed while it played", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
             } else {
                 logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
             }

@@ -130,7 +130,7 @@ import Glibc
         let pop = Cue(name: "pop", stereo: [Float](repeating: 0.1, count: 480 * 2))
         let longAgo = MonotonicClock.now() - 1_000_000_000
         engine.submit(.play(pop, gain: 1, requestTime: longAgo, owner: "mail", waitID: 4))
-        #expect(events.wait { $0.contains { if case .dropped("pop", "mail", let late) = $0 { return late >= 1000 }; return false } })
+        #expect(events.wait { $0.contains { if case .dropped("pop", "mail", let late, false) = $0 { return late >= 1000 }; return false } })
         #expect(events.wait { ended($0)[4] == .dropped })
         #expect(engine.stats.dropped.load(ordering: .relaxed) == 1)
     }

@@ -55,13 +55,18 @@ import TestSupport
         cues["long"] = Fixture.constant(100, frames: 24_000)  // 500 ms
         // From the 3rd write the device takes nothing until it is reopened.
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-3=once"])
-        #expect(try d.request("play long") == "ok")
+        // It had started sounding: the waiter hears that the device failed under it, not
+        // that it never started.
+        let r = try d.request("play long wait")
+        #expect(r.hasPrefix("err not-played the device failed while it played; too late to start it again"), "\(r)")
         #expect(eventually { (try? d.status()).map { s in s.stalls == 1 && s.sink.state == "idle" } ?? false })
         var s = try d.status()
         // Stalled ~10 ms after its request, found stalled 250 ms later: too late to start again, so dropped.
         #expect(s.dropped == 1)
         #expect(s.played == 1)
-        #expect(d.readStderr().contains("stalled"))
+        let log = d.readStderr()
+        #expect(log.contains("stalled"))
+        #expect(log.contains("cue cut off: the device failed while it played"))
         #expect(try d.request("play pop") == "ok")  // the reopened device works
         #expect(eventually { (try? d.status()).map { s in s.played == 2 && s.sink.state == "idle" } ?? false })
         s = try d.status()
