@@ -131,7 +131,7 @@ public struct CueLoader: Sendable {
             let n = Int(sf_readf_float(sndfile, chunk.base, sf_count_t(want)))
             if n <= 0 { break }
             if let bad = Self.firstNonFinite(chunk.base, count: n * channels) {
-                throw fail("holds a sample that is not a number (\(bad.value)) in frame \(decoded + bad.index / channels + 1)")
+                throw fail("holds a sample that \(bad.value) in frame \(decoded + bad.index / channels + 1)")
             }
             decoded += n
             guard decoded <= limit else {
@@ -157,11 +157,13 @@ public struct CueLoader: Sendable {
         return Cue(name: name, adopting: out.take(), source: path)
     }
 
-    /// A float or double file may hold NaN or ±infinity, which no mix can play
-    /// (`Int16(NaN)` traps): the first such value, if any.
+    /// A float or double file may hold NaN or ±infinity (a double beyond a float's
+    /// range reads as infinity), which no mix can play (`Int16(NaN)` traps): the
+    /// first such value, if any, and what it is.
     static func firstNonFinite(_ p: UnsafePointer<Float>, count: Int) -> (index: Int, value: String)? {
         for i in 0..<count where !p[i].isFinite {
-            return (i, p[i].isNaN ? "NaN" : (p[i] < 0 ? "-infinity" : "infinity"))
+            return (i, p[i].isNaN ? "is not a number (NaN)"
+                : "is infinite or beyond a float's range (\(p[i] < 0 ? "-" : "+")infinity when read)")
         }
         return nil
     }
