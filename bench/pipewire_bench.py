@@ -138,6 +138,19 @@ def ctx_switches(pid):
     return total
 
 
+def cpu_ticks(pid):
+    """utime + stime of every thread of a process, in clock ticks."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])
+        except FileNotFoundError:
+            pass
+    return total
+
+
 def server_wakeups(stack, seconds):
     """Context switches per second of pipewire + pipewire-pulse over `seconds`."""
     pids = [stack.pipewire.pid, stack.pulse.pid]
@@ -222,6 +235,13 @@ def run(trials=None, idle_s=None, quick=False):
 
             res["mid"]["cued `%s`" % sink] = measure(stream, lambda: c.send("play probe"), lambda _: c.reply(), trials,
                                                     gap_s=0.05, threshold=2000, before=bed)
+            # CPU while a cue plays: the whole daemon, 4 s into the 10 s bed.
+            bed()
+            time.sleep(0.5)
+            hz = os.sysconf("SC_CLK_TCK")
+            t0, w0 = cpu_ticks(cued.pid), time.monotonic()
+            time.sleep(4)
+            res.setdefault("playcpu", {})[sink] = (cpu_ticks(cued.pid) - t0) / hz / (time.monotonic() - w0) * 100
             c.request("mute")
             c.request("unmute")
             c.s.close()
@@ -286,6 +306,11 @@ def report(res):
             md.append("| %s | %d | %.0f | %.0f | %.0f | %.0f | %d |" % (name, len(v), pct(v, .5), pct(v, .9), pct(v, .99), max(v), misses))
         else:
             md.append("| %s | 0 | - | - | - | - | %d |" % (name, misses))
+    if res.get("playcpu"):
+        md += ["", "CPU of the whole cued process while a cue plays (4 s of the bed, one stream):", "",
+               "| cued on | % of one core |", "|---|---|"]
+        for sink, v in res["playcpu"].items():
+            md.append("| `%s` | %.2f |" % (sink, v))
     md += ["", "What cued reported (`status`) after its triggers:", "",
            "| sink | kind | period / buffer frames | device delay µs | inside cued p50 / p99 µs | stalls | xruns | dropped | audio thread |",
            "|---|---|---|---|---|---|---|---|---|"]
@@ -312,6 +337,9 @@ def report(res):
     if mid:
         m99 = pct(mid, .99)
         targets.append(("mid-stream p99 ≤ one quantum + one period (%.1f ms)" % (qms + pms), "%.0f µs" % m99, m99 <= (qms + pms) * 1000))
+    for sink, v in res.get("playcpu", {}).items():
+        targets.append(("the audio thread does not spin while a cue plays on `%s` (cued ≤ 5 %% of a core)" % sink,
+                        "%.2f %%" % v, v <= 5))
     total_misses = sum(m for _, (_, m) in lat.items()) + sum(m for _, (_, m) in res["mid"].items())
     cued_misses = sum(m for n, (_, m) in lat.items() if n.startswith(("cued", "`cuectl"))) + sum(m for _, (_, m) in res["mid"].items())
     targets.append(("0 misses for cued", "%d (all contenders: %d)" % (cued_misses, total_misses), cued_misses == 0))
