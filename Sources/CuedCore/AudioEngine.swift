@@ -401,8 +401,6 @@ public final class AudioEngine: @unchecked Sendable {
     private static let maxAwaiting = 256
 
     private static let maxDeviceFDs = 15
-    /// The last sleep ended on the device's descriptors (see `run`).
-    private var deviceWoke = false
     private let pollFDs: UnsafeMutablePointer<pollfd>
 
     /// SCHED_FIFO if allowed (root, RLIMIT_RTPRIO, not under RestrictRealtime=), else a
@@ -420,6 +418,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     private func run() {
         raisePriority()
+        var deviceWoke = false  // the last sleep ended on the device's descriptors
         while !exited {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
             while let command = queue.pop() { take(command) }
@@ -429,8 +428,8 @@ public final class AudioEngine: @unchecked Sendable {
             reportSounded(now: now)
             var wrote = false
             var pacedUntil = machine.wantsToWrite ? pacer.blockedUntil(now: now) : nil
-            let deviceWoke = self.deviceWoke
-            self.deviceWoke = false
+            let woke = deviceWoke
+            deviceWoke = false
             if machine.wantsToWrite, pacedUntil == nil, let format {
                 let need = min(outLeft > 0 ? outLeft : format.periodFrames, format.periodFrames)
                 let room = sink.availableFrames()
@@ -441,7 +440,7 @@ public final class AudioEngine: @unchecked Sendable {
                     // Before the timer: a thread that woke late finds room, which is no stall.
                     writeOnce()
                     wrote = true
-                } else if deviceWoke {
+                } else if woke {
                     // The device's descriptors woke the thread without room: a plugin may
                     // leave them readable until it has room (PipeWire's eventfd is only
                     // cleared by a poll_descriptors call), and polling them again would spin.
@@ -455,7 +454,7 @@ public final class AudioEngine: @unchecked Sendable {
                 feed(.timer)
                 continue
             }
-            if !wrote { sleep(pacedUntil: pacedUntil) }
+            if !wrote { deviceWoke = sleep(pacedUntil: pacedUntil) }
         }
         var one: UInt64 = 1
         _ = write(doneFD, &one, 8)
@@ -463,7 +462,8 @@ public final class AudioEngine: @unchecked Sendable {
 
     /// Sleeps until a command, the device's room (while streaming) or the next deadline;
     /// while the pacer holds the writer, until then (the device has room anyway).
-    private func sleep(pacedUntil: UInt64? = nil) {
+    /// Returns true if the device's descriptors woke it while streaming.
+    private func sleep(pacedUntil: UInt64? = nil) -> Bool {
         let watching: Bool
         if case .idle = machine.state { watching = true } else { watching = false }
         let device = pacedUntil != nil ? UnsafeMutableBufferPointer(start: nil, count: 0)
@@ -490,27 +490,27 @@ public final class AudioEngine: @unchecked Sendable {
             var value: UInt64 = 0
             _ = read(wakeFD, &value, 8)
         }
-        guard n > 0 else { return }
+        guard n > 0 else { return false }
         if watching {
             // The stream is stopped: a wake-up here can only be the device failing.
-            guard (0..<n).contains(where: { pollFDs[1 + $0].revents != 0 }) else { return }
+            guard (0..<n).contains(where: { pollFDs[1 + $0].revents != 0 }) else { return false }
             for i in 0..<n { device[i].revents = pollFDs[1 + i].revents }
             if sink.idleDeviceFailed() {
                 onEvent(.writeFailed("the idle device reported an error (its sound server went away?)"))
                 feed(.deviceError)
             }
-            return
+            return false
         }
-        guard machine.wantsToWrite else { return }
+        guard machine.wantsToWrite else { return false }
         var any = false
         for i in 0..<n { device[i].revents = pollFDs[1 + i].revents; any = any || pollFDs[1 + i].revents != 0 }
-        guard any else { return }
-        deviceWoke = true
+        guard any else { return false }
         do {
             _ = try sink.hasRoom()  // decodes the wake-up; the loop then checks the room itself
         } catch {
             deviceFailed(error)
         }
+        return true
     }
 
     private func take(_ command: Command) {
