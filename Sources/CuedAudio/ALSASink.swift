@@ -294,6 +294,15 @@ public final class ALSASink: Sink {
         kind == "pipewire" ? max(1, periodFrames) : 0
     }
 
+    /// A sound server's plugin (pipewire, pulse) is fed as far as it takes: its ring is
+    /// not the device, the server takes from it on its own cycle (and pipewire's can give
+    /// back what a new cue must be mixed into). The rest (hw, dmix, a file) is kept a
+    /// period and a margin ahead, so a cue that arrives mid-stream is written at once
+    /// behind little: see `OutputStream`.
+    public var writeAhead: WriteAhead {
+        kind == "pipewire" || kind == "pulse" ? .fill : .lowWater
+    }
+
     public func rewindableFrames() -> Int {
         guard rewindMargin > 0, let pcm else { return 0 }
         guard snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING else { return 0 }

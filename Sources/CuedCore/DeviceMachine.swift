@@ -60,14 +60,30 @@ public struct DeviceMachine<Job> {
         case finished
     }
 
+    /// What an opened device is like: its buffer, and what it asks of the machine.
+    public struct Device: Sendable, Equatable {
+        /// The buffer's duration.
+        public var bufferNs: UInt64
+        /// Its size (0: unknown, then any frame taken counts as the stream having started).
+        public var bufferFrames: Int
+        /// The longest it should stay open with its stream stopped (it costs the desktop
+        /// something even then); nil: `settings.idleCloseNs`.
+        public var idleCloseLimitNs: UInt64?
+        /// How long past its own delay figure to let it play before stopping it; nil: `settings.drainMarginNs`.
+        public var drainMarginNs: UInt64?
+        public init(bufferNs: UInt64, bufferFrames: Int = 0, idleCloseLimitNs: UInt64? = nil, drainMarginNs: UInt64? = nil) {
+            self.bufferNs = bufferNs; self.bufferFrames = bufferFrames
+            self.idleCloseLimitNs = idleCloseLimitNs; self.drainMarginNs = drainMarginNs
+        }
+    }
+
     public enum Event {
         /// A cue to play, requested at `requestTime` (0: never too late).
         case cue(Job, requestTime: UInt64)
         /// Open the device now so that the next cue starts warm.
         case prewarm
-        /// The device opened; `bufferNs` is its buffer's duration, `bufferFrames` its size
-        /// (0: unknown, then any frame taken counts as the stream having started).
-        case opened(bufferNs: UInt64, bufferFrames: Int = 0)
+        /// The device opened.
+        case opened(Device)
         case openFailed
         /// A write went through: `frames` taken (0 is no progress), `xruns`
         /// recovered on the way, whether any voice still sounds, and how long
@@ -108,8 +124,10 @@ public struct DeviceMachine<Job> {
         case exit
     }
 
-    /// The shell may lower `idleCloseNs` once it knows the device (see `Sink.idleCloseLimitSeconds`).
-    public var settings: Settings
+    public let settings: Settings
+    /// The open device's idle-close and drain margin (the settings', or what the device asks).
+    private var idleCloseNs: UInt64?
+    private var drainMarginNs: UInt64
     public private(set) var state: State = .closed
     /// Cues waiting for the device to open, oldest first.
     public private(set) var pending: [(job: Job, requestTime: UInt64)] = []
@@ -130,6 +148,8 @@ public struct DeviceMachine<Job> {
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
+        idleCloseNs = settings.idleCloseNs
+        drainMarginNs = settings.drainMarginNs
         retryDelay = settings.minRetryNs
         stallNs = settings.minStallNs
         pending.reserveCapacity(settings.maxPending)
@@ -174,10 +194,12 @@ public struct DeviceMachine<Job> {
         case .failed(let retryAt):
             if let first = pending.first {
                 earliest(retryAt)
-                if first.requestTime != 0 { earliest(first.requestTime &+ settings.maxStartDelayNs) }
+                // The first instant it is too late (`isTooLate` is strict): firing at the deadline
+                // itself would find nothing to do, and fire again.
+                if first.requestTime != 0 { earliest(first.requestTime &+ settings.maxStartDelayNs &+ 1) }
             }
         case .idle(let since):
-            earliest(settings.idleCloseNs.map { since &+ $0 })
+            earliest(idleCloseNs.map { since &+ $0 })
         case .streaming:
             earliest(lastProgress &+ currentStallNs)
         case .draining(let until):
@@ -200,7 +222,7 @@ public struct DeviceMachine<Job> {
         switch event {
         case .cue(let job, let requestTime): cue(job, requestTime, now, &out)
         case .prewarm: prewarm(now, &out)
-        case .opened(let bufferNs, let frames): opened(bufferNs, frames, now, &out)
+        case .opened(let device): opened(device, now, &out)
         case .openFailed: openFailed(now, &out)
         case .wrote(let frames, let xruns, let sounding, let delayNs): wrote(frames, xruns, sounding, delayNs, now, &out)
         case .writeFailed: writeFailed(now, &out)
@@ -271,11 +293,14 @@ public struct DeviceMachine<Job> {
         }
     }
 
-    private mutating func opened(_ bufferNs: UInt64, _ frames: Int, _ now: UInt64, _ out: inout [Action]) {
+    private mutating func opened(_ device: Device, _ now: UInt64, _ out: inout [Action]) {
         guard state == .opening else { return }
         retryDelay = settings.minRetryNs
-        stallNs = max(settings.minStallNs, 4 &* bufferNs)
-        bufferFrames = frames
+        stallNs = max(settings.minStallNs, 4 &* device.bufferNs)
+        bufferFrames = device.bufferFrames
+        idleCloseNs = settings.idleCloseNs
+        if let limit = device.idleCloseLimitNs { idleCloseNs = min(idleCloseNs ?? limit, limit) }
+        drainMarginNs = device.drainMarginNs ?? settings.drainMarginNs
         framesSinceStart = 0
         lastProgress = now
         recoveries = 0
@@ -327,7 +352,7 @@ public struct DeviceMachine<Job> {
         }
         switch state {
         case .streaming where !sounding:
-            state = .draining(until: now &+ delayNs &+ settings.drainMarginNs)
+            state = .draining(until: now &+ delayNs &+ drainMarginNs)
         case .draining where sounding:
             state = .streaming
         default:
@@ -372,7 +397,7 @@ public struct DeviceMachine<Job> {
             expire(now, &out)
             if !pending.isEmpty, now >= retryAt { beginOpen(now, &out) }
         case .idle(let since):
-            guard let idle = settings.idleCloseNs, now &- since >= idle else { return }
+            guard let idle = idleCloseNs, now &- since >= idle else { return }
             state = .closed
             out.append(.close)
         case .streaming:
@@ -398,7 +423,7 @@ public struct DeviceMachine<Job> {
             // What was written has sounded: stop the stream (the server's graph may suspend).
             out.append(.stopStream)
             state = .idle(since: now)
-            if settings.idleCloseNs == 0 {
+            if idleCloseNs == 0 {
                 state = .closed
                 out.append(.close)
             }
@@ -483,5 +508,12 @@ public struct DeviceMachine<Job> {
 
     private func late(_ requestTime: UInt64, _ now: UInt64) -> UInt64 {
         requestTime == 0 ? 0 : now &- requestTime
+    }
+}
+
+extension DeviceMachine.Event {
+    /// The device opened with a buffer of `bufferNs` (`bufferFrames` frames), asking nothing special.
+    public static func opened(bufferNs: UInt64, bufferFrames: Int = 0) -> Self {
+        .opened(DeviceMachine.Device(bufferNs: bufferNs, bufferFrames: bufferFrames))
     }
 }

@@ -1,31 +1,54 @@
 /// Float mixer for up to `maxVoices` concurrent voices. Pure and
 /// allocation-free after init. Owned by one thread (the audio thread): not Sendable.
+/// It knows voices by id only; who asked for them is the `VoiceLedger`'s business.
 public final class Mixer {
     struct Voice {
         var cue: Cue
+        var id: UInt64
         var position: Int
         var gain: Float
+        /// Plays still to come after the current one; -1: until stopped.
+        var loopsLeft: Int
+        /// Frames it may sound in all (`Int.max`: no limit); it fades out to end there.
+        var frameLimit: Int
+        /// Frames rendered so far, over every loop.
+        var played: Int
         /// Frames left in a fade-out, or -1 when not fading.
         var fadeLeft: Int
         var fadeLength: Int
         var serial: UInt64
+        var priority: Int
         var requestTime: UInt64
         var started: Bool
-        /// Who asked (an app name or a connection label), for `stop`.
-        var owner: String
-        /// Who waits for the end (0: nobody).
-        var waitID: UInt64
-        /// Faded out by `stop` (or stolen): ends as `.stopped`, not `.played`.
-        var stopped: Bool
+        /// Why it is fading out (stop, steal, mute); nil: it plays to its end.
+        var stopReason: VoiceEndReason?
     }
 
-    /// How a voice that somebody waits for ended.
-    public enum Ending: Sendable, Equatable { case played, stopped }
+    /// What `start` did.
+    public enum Start: Equatable, Sendable {
+        case started
+        /// Every slot was busy: the voice `id` (the lowest priority, then the oldest) fades out to make room.
+        case stole(id: UInt64)
+        /// Every slot is busy with voices of a higher priority: the new voice was not started.
+        case refused
+    }
+
+    /// A voice that ended in the last render (or mix-in).
+    public struct Ended: Sendable, Equatable {
+        public var id: UInt64
+        public var reason: VoiceEndReason
+        /// Index of its last frame in those frames; -1 if it ended without one there.
+        public var lastFrame: Int
+        public init(id: UInt64, reason: VoiceEndReason, lastFrame: Int) { self.id = id; self.reason = reason; self.lastFrame = lastFrame }
+    }
 
     public let maxVoices: Int
     public let maxFrames: Int
+    public let rate: Int
     /// Fade applied to a stolen voice: 96 frames = 2 ms at 48 kHz.
     public let stealFadeFrames: Int
+    /// Fade at the end of a time-limited loop: 4 ms.
+    public var limitFadeFrames: Int { stealFadeFrames * 2 }
     private var voices: [Voice?]
     /// Stolen voices fading out; they no longer count as active.
     private var tails: [Voice?]
@@ -33,30 +56,31 @@ public final class Mixer {
 
     /// The last rendered period, interleaved stereo (`maxFrames * 2` floats).
     public let mix: UnsafeMutablePointer<Float>
-    /// Request times of voices whose first frame is in the last rendered period.
+    /// Voices whose first frame is in the last rendered frames: ids and request times.
+    public private(set) var startedIDs: [UInt64]
     public private(set) var startedRequestTimes: [UInt64]
     public private(set) var startedCount = 0
-    /// Wait IDs (≠ 0) of voices that ended in the last rendered period, and how.
-    public private(set) var endedWaitIDs: [UInt64]
-    public private(set) var endedHow: [Ending]
+    /// Voices that ended in the last rendered frames.
+    public private(set) var ended: [Ended]
     public private(set) var endedCount = 0
-    /// Wait IDs of stolen voices pushed out of their fading slot by `start`
-    /// (between renders): `takeEvicted` hands them over, as `.stopped`.
-    private var evictedWaitIDs: [UInt64] = []
+    /// Stolen voices pushed out of their fading slot by `start` (between renders):
+    /// `takeEvicted` hands them over.
+    private var evicted: [(id: UInt64, reason: VoiceEndReason)] = []
 
-    public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96) {
+    public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96, rate: Int = 48_000) {
         precondition(maxVoices > 0 && maxFrames > 0)
         self.maxVoices = maxVoices
         self.maxFrames = maxFrames
         self.stealFadeFrames = stealFadeFrames
+        self.rate = max(1, rate)
         voices = Array(repeating: nil, count: maxVoices)
         tails = Array(repeating: nil, count: maxVoices)
         mix = .allocate(capacity: maxFrames * 2)
         mix.initialize(repeating: 0, count: maxFrames * 2)
+        startedIDs = Array(repeating: 0, count: maxVoices * 2)
         startedRequestTimes = Array(repeating: 0, count: maxVoices * 2)
-        endedWaitIDs = Array(repeating: 0, count: maxVoices * 2)
-        endedHow = Array(repeating: .played, count: maxVoices * 2)
-        evictedWaitIDs.reserveCapacity(maxVoices * 2)
+        ended = Array(repeating: Ended(id: 0, reason: .played, lastFrame: -1), count: maxVoices * 2)
+        evicted.reserveCapacity(maxVoices * 2)
     }
 
     deinit { mix.deallocate() }
@@ -65,102 +89,120 @@ public final class Mixer {
     public var activeVoices: Int { voices.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
     /// True while anything (including a fading tail) still makes sound.
     public var isSounding: Bool { voices.contains { $0 != nil } || tails.contains { $0 != nil } }
+    /// Whether voice `id` is in a slot (playing or fading).
+    public func contains(_ id: UInt64) -> Bool {
+        voices.contains { $0?.id == id } || tails.contains { $0?.id == id }
+    }
 
-    /// Starts a cue. When all voices are busy the oldest is faded out and
-    /// replaced; returns true in that case (a steal).
+    /// Starts a cue. When all voices are busy the one of lowest priority (the oldest
+    /// among equals) is faded out and replaced, unless it outranks the new one.
     @discardableResult
-    public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0, owner: String = "", waitID: UInt64 = 0) -> Bool {
-        start(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID).stole
+    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, loop: VoiceLoop = .once,
+                      requestTime: UInt64 = 0) -> Start {
+        place(cue, id: id, gain: gain, priority: priority, loop: loop, requestTime: requestTime).result
     }
 
     /// Starts a cue whose first frames are mixed at once into `frames` frames
     /// already rendered (`into`, interleaved stereo: audio the device gave back to be
     /// written again); it goes on from there at the next `render`. As after `render`,
-    /// `startedRequestTimes` and `endedWaitIDs` then say what started and ended in
-    /// those frames. Returns true on a steal (the stolen voice fades from the next render).
+    /// `started…` and `ended` then say what started and ended in those frames.
     @discardableResult
-    public func start(_ cue: Cue, gain: Float, requestTime: UInt64 = 0, owner: String = "", waitID: UInt64 = 0,
-                      mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Bool {
-        let (stole, slot) = start(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID)
+    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, loop: VoiceLoop = .once,
+                      requestTime: UInt64 = 0, mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
+        let (result, slot) = place(cue, id: id, gain: gain, priority: priority, loop: loop, requestTime: requestTime)
         startedCount = 0
         endedCount = 0
-        if frames > 0 { renderVoice(&voices[slot], frames: frames, into: rendered) }
-        return stole
+        if let slot, frames > 0 { renderVoice(&voices[slot], frames: frames, into: rendered) }
+        return result
     }
 
-    private func start(_ cue: Cue, gain: Float, requestTime: UInt64, owner: String, waitID: UInt64) -> (stole: Bool, slot: Int) {
+    private func place(_ cue: Cue, id: UInt64, gain: Float, priority: Int, loop: VoiceLoop,
+                       requestTime: UInt64) -> (result: Start, slot: Int?) {
+        var loopsLeft = 0, frameLimit = Int.max
+        switch loop {
+        case .once: break
+        case .times(let n): loopsLeft = max(0, n - 1)
+        case .forever: loopsLeft = -1
+        case .seconds(let s):
+            loopsLeft = -1
+            frameLimit = s.isFinite && s > 0 ? Int(min(s, VoiceLoop.maxSeconds) * Double(rate)) : 0
+        }
+        if cue.frames == 0 { loopsLeft = 0 }  // nothing to repeat
         serial &+= 1
-        let voice = Voice(cue: cue, position: 0, gain: gain, fadeLeft: -1, fadeLength: 0,
-                          serial: serial, requestTime: requestTime, started: false,
-                          owner: owner, waitID: waitID, stopped: false)
+        let voice = Voice(cue: cue, id: id, position: 0, gain: gain, loopsLeft: loopsLeft, frameLimit: frameLimit,
+                          played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority,
+                          requestTime: requestTime, started: false, stopReason: nil)
         if let free = voices.firstIndex(where: { $0 == nil }) {
             voices[free] = voice
-            return (false, free)
+            return (.started, free)
         }
-        var oldest = 0
-        for i in voices.indices where voices[i]!.serial < voices[oldest]!.serial { oldest = i }
-        var stolen = voices[oldest]!
+        // The lowest priority, then the oldest: Android SoundPool's rule.
+        var victim = 0
+        for i in voices.indices {
+            let v = voices[i]!, w = voices[victim]!
+            if v.priority < w.priority || (v.priority == w.priority && v.serial < w.serial) { victim = i }
+        }
+        if voices[victim]!.priority > priority { return (.refused, nil) }
+        var stolen = voices[victim]!
         if stolen.fadeLeft < 0 || stolen.fadeLeft > stealFadeFrames {
             stolen.fadeLeft = stealFadeFrames
             stolen.fadeLength = stealFadeFrames
         }
-        stolen.stopped = true
+        if stolen.stopReason == nil { stolen.stopReason = .stolen }
         // A tail slot: a free one, else the one closest to silence.
         var slot = 0
         for i in tails.indices {
             guard let t = tails[i] else { slot = i; break }
             if t.fadeLeft < tails[slot]!.fadeLeft { slot = i }
         }
-        // Noted apart from `ended`, which the next render starts afresh: a waiter
-        // must hear how its voice ended even when it ends between renders.
-        if let evicted = tails[slot], evicted.waitID != 0 { evictedWaitIDs.append(evicted.waitID) }
+        // Noted apart from `ended`, which the next render starts afresh: its end
+        // must be told even when it ends between renders.
+        if let out = tails[slot] { evicted.append((out.id, out.stopReason ?? .stolen)) }
         tails[slot] = stolen
-        voices[oldest] = voice
-        return (true, oldest)
+        voices[victim] = voice
+        return (.stole(id: stolen.id), victim)
     }
 
-    /// Hands over (and forgets) the wait IDs of voices `start` evicted; they ended `.stopped`.
-    public func takeEvicted(_ each: (UInt64) -> Void) {
-        guard !evictedWaitIDs.isEmpty else { return }
-        for id in evictedWaitIDs { each(id) }
-        evictedWaitIDs.removeAll(keepingCapacity: true)
+    /// Hands over (and forgets) the voices `start` pushed out of their fading slot.
+    public func takeEvicted(_ each: (UInt64, VoiceEndReason) -> Void) {
+        guard !evicted.isEmpty else { return }
+        for e in evicted { each(e.id, e.reason) }
+        evicted.removeAll(keepingCapacity: true)
     }
 
-    /// Fades every voice out over `frames` (mute).
-    public func fadeOutAll(frames: Int) {
-        func fade(_ v: inout Voice?) {
-            guard var x = v else { return }
-            if x.fadeLeft < 0 || x.fadeLeft > frames { x.fadeLeft = frames; x.fadeLength = max(frames, 1) }
-            x.stopped = true
-            v = x
-        }
-        for i in voices.indices { fade(&voices[i]) }
-        for i in tails.indices { fade(&tails[i]) }
-    }
-
-    /// Fades out, over `frames`, the playing voices `matches` selects (by cue
-    /// name and owner); returns how many. Their endings are `.stopped`.
-    public func stop(fadeFrames frames: Int, where matches: (_ cue: String, _ owner: String) -> Bool) -> Int {
+    /// Fades out, over `frames`, the playing voices `matches` selects (by id);
+    /// returns how many. They end with `reason`.
+    public func stop(fadeFrames frames: Int, reason: VoiceEndReason, where matches: (UInt64) -> Bool) -> Int {
         var count = 0
         for i in voices.indices {
-            guard var v = voices[i], !v.stopped, matches(v.cue.name, v.owner) else { continue }
+            guard var v = voices[i], v.stopReason == nil, matches(v.id) else { continue }
             if v.fadeLeft < 0 || v.fadeLeft > frames { v.fadeLeft = frames; v.fadeLength = max(frames, 1) }
-            v.stopped = true
+            v.stopReason = reason
             voices[i] = v
             count += 1
         }
         return count
     }
 
-    /// What a voice removed without sounding to its end was: for the shell's reports.
-    public struct RemovedVoice {
-        public var cue: Cue
-        public var owner: String
-        public var waitID: UInt64
+    /// Fades every voice out over `frames` (mute); fading tails keep their own reason.
+    public func fadeOutAll(frames: Int, reason: VoiceEndReason = .muted) {
+        func fade(_ v: inout Voice?) {
+            guard var x = v else { return }
+            if x.fadeLeft < 0 || x.fadeLeft > frames { x.fadeLeft = frames; x.fadeLength = max(frames, 1) }
+            if x.stopReason == nil { x.stopReason = reason }
+            v = x
+        }
+        for i in voices.indices { fade(&voices[i]) }
+        for i in tails.indices { fade(&tails[i]) }
+    }
+
+    /// What a voice removed before its end was: for the ledger.
+    public struct RemovedVoice: Sendable {
+        public var id: UInt64
         public var requestTime: UInt64
-        /// Already stopped (faded by `stop` or stolen) when removed.
-        public var stopped: Bool
-        /// Had started sounding (the device failed while it played).
+        /// Why it was fading when removed (nil: it was not).
+        public var stopReason: VoiceEndReason?
+        /// Had started sounding.
         public var started: Bool
     }
 
@@ -172,12 +214,13 @@ public final class Mixer {
 
     /// After the device was reopened under running voices: the voices requested
     /// at or after `since` (or with no request time) start again from their
-    /// first frame; the others, and fading tails, are removed and passed to `dropped`.
+    /// first frame; the others, and fading ones, are removed and passed to `dropped`.
     public func restart(requestedSince since: UInt64, dropped: (RemovedVoice) -> Void) {
         for i in voices.indices {
             guard var v = voices[i] else { continue }
-            if !v.stopped && (v.requestTime == 0 || v.requestTime >= since) {
+            if v.stopReason == nil && (v.requestTime == 0 || v.requestTime >= since) {
                 v.position = 0
+                v.played = 0
                 v.started = false
                 voices[i] = v
             } else {
@@ -190,14 +233,12 @@ public final class Mixer {
     private func remove(_ slot: inout Voice?, _ each: (RemovedVoice) -> Void) {
         guard let v = slot else { return }
         slot = nil
-        each(RemovedVoice(cue: v.cue, owner: v.owner, waitID: v.waitID, requestTime: v.requestTime, stopped: v.stopped,
-                          started: v.started))
+        each(RemovedVoice(id: v.id, requestTime: v.requestTime, stopReason: v.stopReason, started: v.started))
     }
 
-    private func noteEnded(_ v: Voice, _ how: Ending) {
-        guard v.waitID != 0, endedCount < endedWaitIDs.count else { return }
-        endedWaitIDs[endedCount] = v.waitID
-        endedHow[endedCount] = how
+    private func noteEnded(_ v: Voice, lastFrame: Int) {
+        guard endedCount < ended.count else { return }
+        ended[endedCount] = Ended(id: v.id, reason: v.stopReason ?? .played, lastFrame: lastFrame)
         endedCount += 1
     }
 
@@ -215,38 +256,66 @@ public final class Mixer {
         guard var v = slot else { return }
         if !v.started {
             v.started = true
-            if startedCount < startedRequestTimes.count {
+            if startedCount < startedIDs.count {
+                startedIDs[startedCount] = v.id
                 startedRequestTimes[startedCount] = v.requestTime
                 startedCount += 1
             }
         }
-        let remaining = v.cue.frames - v.position
-        var n = min(frames, remaining)
-        if v.fadeLeft >= 0 { n = min(n, v.fadeLeft) }
-        do {
-            let src = v.cue.samples
-            let base = v.position * 2
-            if v.fadeLeft < 0 {
-                for f in 0..<n {
-                    out[2 * f] += src[base + 2 * f] * v.gain
-                    out[2 * f + 1] += src[base + 2 * f + 1] * v.gain
+        var offset = 0
+        var done = false
+        while offset < frames && !done {
+            // A time limit ends in a fade, not a click.
+            let untilLimit = v.frameLimit == .max ? Int.max : v.frameLimit - v.played
+            if v.fadeLeft < 0 && untilLimit <= limitFadeFrames {
+                v.fadeLeft = max(0, untilLimit)
+                v.fadeLength = max(1, untilLimit)
+            }
+            var n = min(frames - offset, v.cue.frames - v.position)
+            if v.fadeLeft >= 0 { n = min(n, v.fadeLeft) } else if untilLimit != .max { n = min(n, untilLimit - limitFadeFrames) }
+            n = max(0, n)
+            mixFrames(v, n, into: out + offset * 2)
+            if v.fadeLeft >= 0 { v.fadeLeft -= n }
+            offset += n
+            v.position += n
+            v.played += n
+            if v.fadeLeft == 0 {
+                done = true
+            } else if v.position >= v.cue.frames {
+                if v.loopsLeft != 0 && v.cue.frames > 0 {
+                    v.position = 0
+                    if v.loopsLeft > 0 { v.loopsLeft -= 1 }
+                } else {
+                    done = true
                 }
-            } else {
-                let len = Float(v.fadeLength)
-                for f in 0..<n {
-                    let g = v.gain * Float(v.fadeLeft - f) / len
-                    out[2 * f] += src[base + 2 * f] * g
-                    out[2 * f + 1] += src[base + 2 * f + 1] * g
-                }
-                v.fadeLeft -= n
+            } else if n == 0 && v.fadeLeft < 0 && untilLimit == .max {
+                done = true  // cannot happen: no progress without an end; never loop forever
             }
         }
-        v.position += n
-        if v.position >= v.cue.frames || v.fadeLeft == 0 {
-            noteEnded(v, v.stopped ? .stopped : .played)
+        if done {
+            noteEnded(v, lastFrame: offset - 1)
             slot = nil
         } else {
             slot = v
+        }
+    }
+
+    private func mixFrames(_ v: Voice, _ n: Int, into out: UnsafeMutablePointer<Float>) {
+        guard n > 0 else { return }
+        let src = v.cue.samples
+        let base = v.position * 2
+        if v.fadeLeft < 0 {
+            for f in 0..<n {
+                out[2 * f] += src[base + 2 * f] * v.gain
+                out[2 * f + 1] += src[base + 2 * f + 1] * v.gain
+            }
+        } else {
+            let len = Float(v.fadeLength)
+            for f in 0..<n {
+                let g = v.gain * Float(v.fadeLeft - f) / len
+                out[2 * f] += src[base + 2 * f] * g
+                out[2 * f + 1] += src[base + 2 * f + 1] * g
+            }
         }
     }
 

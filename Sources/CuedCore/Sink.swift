@@ -91,6 +91,9 @@ public protocol Sink: AnyObject {
     /// written again); 0 if it cannot rewind. A cue that arrives mid-stream is mixed
     /// into those frames instead of being queued behind them.
     func rewindableFrames() -> Int
+    /// Once open: how far ahead to write (`.fill` for a sound server's plugin, whose
+    /// ring is not the device; `.lowWater`, the default, for the rest).
+    var writeAhead: WriteAhead { get }
     /// Gives back up to `frames` of the frames last written (the next write replaces
     /// them); returns how many it gave back.
     func rewind(frames: Int) -> Int
@@ -112,6 +115,7 @@ extension Sink {
     public var idleCloseLimitSeconds: Double? { nil }
     public var drainMarginSeconds: Double? { nil }
     public func rewindableFrames() -> Int { 0 }
+    public var writeAhead: WriteAhead { .lowWater }
     public func rewind(frames: Int) -> Int { 0 }
 }
 
@@ -134,7 +138,7 @@ public enum MonotonicClock {
 /// device with a clock has played of what it was given. A stream that ran dry
 /// starts again (as a device restarts after an underrun). The one piece of
 /// real-time accounting shared by `DeviceClock` (a clocked test device) and
-/// `WritePacer` (the engine's hold on a clockless one).
+/// `OutputStream` (the engine's hold on a clockless one).
 public struct FrameTimeline: Sendable {
     public let rate: Int
     private var startTime: UInt64 = 0
@@ -207,44 +211,6 @@ public struct DeviceClock: Sendable {
 
     /// Takes back up to `frames` of the last frames written, if not yet "played"; returns how many.
     public mutating func takeBack(_ frames: Int) -> Int { timeline.takeBack(frames, now: MonotonicClock.now()) }
-}
-
-/// Keeps a stream's writer within `limitFrames` of real time. A device paces its
-/// writer (its buffer has room only as fast as it plays), but one without a clock
-/// (ALSA's `null`, a `file` plugin over it) always has room: without this the
-/// engine would write seconds of audio in a tight loop, e.g. its silence tail.
-/// A real device never meets the limit (what it holds is at most its buffer, and
-/// the limit adds a period for clock drift), so it costs it nothing.
-public struct WritePacer: Sendable {
-    public let limitFrames: Int
-    private var timeline: FrameTimeline
-
-    public init(rate: Int, limitFrames: Int) {
-        self.limitFrames = max(1, limitFrames)
-        timeline = FrameTimeline(rate: rate)
-    }
-
-    public var rate: Int { timeline.rate }
-
-    /// Accounts for frames the device took. A writer that fell behind real time
-    /// (the device ran dry and restarted) starts counting afresh.
-    public mutating func wrote(frames: Int, now: UInt64) {
-        guard frames > 0 else { return }
-        timeline.restartIfDry(now: now)
-        timeline.add(frames)
-    }
-
-    /// The device gave back `frames` of those written (a rewind): they are written again.
-    public mutating func rewound(frames: Int, now: UInt64) { _ = timeline.takeBack(frames, now: now) }
-
-    /// When the writer may write again, or nil if it may now.
-    public func blockedUntil(now: UInt64) -> UInt64? {
-        guard timeline.queued(at: now) >= limitFrames else { return nil }
-        return timeline.time(ofFrame: timeline.written - limitFrames + 1)
-    }
-
-    /// The stream stopped (or the device was closed): the next write starts afresh.
-    public mutating func reset() { timeline.stop() }
 }
 
 /// Discards frames at the real sample rate (`--sink null`).

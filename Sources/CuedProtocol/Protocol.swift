@@ -23,13 +23,14 @@ public enum RefreshState: String, Sendable, CaseIterable {
 
 public enum Request: Equatable, Sendable {
     case ping
-    /// A cue of the bank, else a sound of the desktop's sound theme. `wait`:
-    /// reply only once it has sounded.
-    case play(cue: String, gainDB: Double, wait: Bool)
+    /// A cue of the bank, else a sound of the desktop's sound theme.
+    case play(cue: String, options: PlayOptions)
     /// A sound file by absolute path (decoded once, cached by identity).
-    case playFile(path: String, gainDB: Double, wait: Bool)
-    /// Fades out voices: this connection's app's, one cue of them, or all.
+    case playFile(path: String, options: PlayOptions)
+    /// Fades out voices: this connection's app's, one cue of them, one voice, or all.
     case stop(StopTarget)
+    /// Whether this connection gets an `end ID REASON` line when a voice it started ends.
+    case events(Bool)
     /// `quiet`: set the state without any cue (forced state).
     case state(RefreshState, quiet: Bool)
     /// Binds the connection to a named session; nil asks which session it is in.
@@ -53,12 +54,55 @@ public enum Request: Equatable, Sendable {
     case status
 }
 
+extension Request {
+    public static func play(cue: String, gainDB: Double, wait: Bool) -> Request {
+        .play(cue: cue, options: PlayOptions(gainDB: gainDB, wait: wait))
+    }
+    public static func playFile(path: String, gainDB: Double, wait: Bool) -> Request {
+        .playFile(path: path, options: PlayOptions(gainDB: gainDB, wait: wait))
+    }
+}
+
+/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [priority=P]`.
+public struct PlayOptions: Equatable, Sendable {
+    /// Added to the cue's, the app's and the master gain.
+    public var gainDB: Double = 0
+    /// Reply only once it has sounded (or how it ended).
+    public var wait = false
+    /// Reply `ok ID` at once: the voice's id, for `stop id ID` and `end ID REASON` lines.
+    public var wantsID = false
+    public var loop: Loop = .once
+    /// Higher wins a voice slot when all are busy (the lowest, then the oldest, is
+    /// taken); a voice finding only higher ones is not started.
+    public var priority: Int = 0
+
+    public enum Loop: Equatable, Sendable {
+        case once
+        /// N plays in all.
+        case times(Int)
+        /// Until stopped.
+        case forever
+        /// Until stopped, at most this many seconds.
+        case seconds(Double)
+    }
+
+    public static let priorityRange: ClosedRange<Int> = -100...100
+    public static let maxLoopTimes = 1_000
+    public static let maxLoopSeconds = 3_600.0
+
+    public init(gainDB: Double = 0, wait: Bool = false, wantsID: Bool = false, loop: Loop = .once, priority: Int = 0) {
+        self.gainDB = gainDB; self.wait = wait; self.wantsID = wantsID; self.loop = loop; self.priority = priority
+    }
+}
+
 /// What `stop` silences.
 public enum StopTarget: Equatable, Sendable {
     /// What this connection's app (or, without one, this connection) started.
     case mine
     /// One cue (or theme sound) of those.
     case cue(String)
+    /// One voice, by the id `play … id` gave (whoever started it).
+    case id(UInt64)
     /// Everything that plays.
     case all
 }
@@ -150,16 +194,21 @@ public enum RequestParser {
         Verb(name: "mute", minArgs: 0, maxArgs: 2, usage: "mute [app NAME]") { args throws(ProtocolError) in
             try appTarget(args, usage: "mute [app NAME]").map(Request.muteApp) ?? .mute
         },
-        Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
-        Verb(name: "play", minArgs: 1, maxArgs: 3, usage: "play CUE [GAIN_DB] [wait]") { args throws(ProtocolError) in
-            let cue = try label(args[0], what: "cue name")
-            let (gain, wait) = try playOptions(args.dropFirst(), usage: "play CUE [GAIN_DB] [wait]")
-            return .play(cue: cue, gainDB: gain, wait: wait)
+        Verb(name: "events", minArgs: 1, maxArgs: 1, usage: "events on|off") { args throws(ProtocolError) in
+            switch args[0] {
+            case "on": return .events(true)
+            case "off": return .events(false)
+            default: throw ProtocolError(.badArgument, "usage: events on|off")
+            }
         },
-        Verb(name: "play-file", minArgs: 1, maxArgs: 3, usage: "play-file PATH [GAIN_DB] [wait]") { args throws(ProtocolError) in
+        Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
+        Verb(name: "play", minArgs: 1, maxArgs: 6, usage: "play CUE \(playUsage)") { args throws(ProtocolError) in
+            let cue = try label(args[0], what: "cue name")
+            return .play(cue: cue, options: try playOptions(args.dropFirst(), usage: "play CUE \(playUsage)"))
+        },
+        Verb(name: "play-file", minArgs: 1, maxArgs: 6, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
             let path = try filePath(args[0])
-            let (gain, wait) = try playOptions(args.dropFirst(), usage: "play-file PATH [GAIN_DB] [wait]")
-            return .playFile(path: path, gainDB: gain, wait: wait)
+            return .playFile(path: path, options: try playOptions(args.dropFirst(), usage: "play-file PATH \(playUsage)"))
         },
         Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
         Verb(name: "session", minArgs: 0, maxArgs: 1, usage: "session [NAME]") { args throws(ProtocolError) in
@@ -176,8 +225,15 @@ public enum RequestParser {
             return .state(s, quiet: args.count == 2)
         },
         Verb(name: "status", minArgs: 0, maxArgs: 0, usage: "status") { _ in .status },
-        Verb(name: "stop", minArgs: 0, maxArgs: 1, usage: "stop [CUE|all]") { args throws(ProtocolError) in
+        Verb(name: "stop", minArgs: 0, maxArgs: 2, usage: "stop [CUE|all|id ID]") { args throws(ProtocolError) in
             guard let a = args.first else { return .stop(.mine) }
+            if args.count == 2 {
+                guard a == "id" else { throw ProtocolError(.badArgument, "usage: stop [CUE|all|id ID]") }
+                guard let id = voiceID(args[1]) else {
+                    throw ProtocolError(.badArgument, "voice id '\(args[1].prefix(32))' is not a number from 1 (what `play … id` answered)")
+                }
+                return .stop(.id(id))
+            }
             if a == "all" { return .stop(.all) }
             return .stop(.cue(try label(a, what: "cue name")))
         },
@@ -198,22 +254,67 @@ public enum RequestParser {
         return try label(args[1], what: "app name")
     }
 
-    /// `[GAIN_DB] [wait]` after a play's sound.
-    static func playOptions(_ args: ArraySlice<Substring>, usage: String) throws(ProtocolError) -> (gain: Double, wait: Bool) {
-        var gain = 0.0, wait = false, sawGain = false
-        for a in args {
-            if a == "wait", !wait { wait = true; continue }
-            guard !sawGain, !wait else { throw ProtocolError(.badArgument, "usage: \(usage)") }
-            guard let g = decimal(a) else {
-                throw ProtocolError(.badArgument, "gain '\(a.prefix(32))' is not a number of dB")
+    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [priority=P]"
+
+    /// What follows a play's sound: the gain first if any, then the words in any order, each once.
+    static func playOptions(_ args: ArraySlice<Substring>, usage: String) throws(ProtocolError) -> PlayOptions {
+        var o = PlayOptions()
+        var seen = Set<Substring>()
+        for (i, a) in args.enumerated() {
+            let key = a.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? a
+            guard ["wait", "id", "loop", "priority"].contains(key) else {
+                guard i == 0 else {
+                    throw ProtocolError(.badArgument, decimal(a) != nil ? "the gain comes right after the sound; usage: \(usage)"
+                                                                      : "unknown option '\(a.prefix(32))'; usage: \(usage)")
+                }
+                guard let g = decimal(a) else {
+                    throw ProtocolError(.badArgument, "gain '\(a.prefix(32))' is not a number of dB")
+                }
+                guard ProtocolLimits.gainRange.contains(g) else {
+                    throw ProtocolError(.badArgument, "gain \(a) dB is outside -60...12")
+                }
+                o.gainDB = g
+                continue
             }
-            guard ProtocolLimits.gainRange.contains(g) else {
-                throw ProtocolError(.badArgument, "gain \(a) dB is outside -60...12")
+            guard !seen.contains(key) else { throw ProtocolError(.badArgument, "'\(key.prefix(16))' given twice; usage: \(usage)") }
+            seen.insert(key)
+            let value = a.dropFirst(key.count + 1)
+            switch key {
+            case "wait" where a == key: o.wait = true
+            case "id" where a == key: o.wantsID = true
+            case "loop" where a == key: o.loop = .forever
+            case "loop": o.loop = try loop(value)
+            case "priority" where a != key:
+                guard let p = Int(value), PlayOptions.priorityRange.contains(p), value.utf8.count <= 4 else {
+                    throw ProtocolError(.badArgument, "priority '\(value.prefix(16))' is not a whole number in -100...100")
+                }
+                o.priority = p
+            default:
+                throw ProtocolError(.badArgument, "unknown option '\(a.prefix(32))'; usage: \(usage)")
             }
-            gain = g
-            sawGain = true
         }
-        return (gain, wait)
+        if o.wait && o.wantsID {
+            throw ProtocolError(.badArgument, "ask for wait or id, not both (with id, `events on` says how the voice ended)")
+        }
+        return o
+    }
+
+    /// `loop=N` (plays in all, 1…1000) or `loop=Ts` (seconds, > 0 and ≤ 3600).
+    static func loop(_ v: Substring) throws(ProtocolError) -> PlayOptions.Loop {
+        if v.hasSuffix("s"), let t = decimal(v.dropLast()), t > 0, t <= PlayOptions.maxLoopSeconds {
+            return .seconds(t)
+        }
+        if v.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), v.utf8.count <= 4, let n = Int(v), n >= 1, n <= PlayOptions.maxLoopTimes {
+            return .times(n)
+        }
+        throw ProtocolError(.badArgument, "loop '\(v.prefix(16))' is not a count (1...1000) or seconds (e.g. 2.5s, at most 3600s)")
+    }
+
+    /// A voice id: 1 to 2^53 in plain digits.
+    static func voiceID(_ s: Substring) -> UInt64? {
+        guard !s.isEmpty, s.utf8.count <= 16, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let v = UInt64(s), v >= 1, v <= 1 << 53 else { return nil }
+        return v
     }
 
     /// Cue, app and session names are labels, never paths (see `Label`).
@@ -345,13 +446,13 @@ extension Request {
     public var line: String {
         switch self {
         case .ping: return "ping"
-        case .play(let cue, let gain, let wait):
-            return "play \(cue)" + (gain == 0 ? "" : " \(Self.number(gain))") + (wait ? " wait" : "")
-        case .playFile(let path, let gain, let wait):
-            return "play-file \(FilePath.encode(path))" + (gain == 0 ? "" : " \(Self.number(gain))") + (wait ? " wait" : "")
+        case .play(let cue, let options): return "play \(cue)" + options.words
+        case .playFile(let path, let options): return "play-file \(FilePath.encode(path))" + options.words
         case .stop(.mine): return "stop"
         case .stop(.all): return "stop all"
         case .stop(.cue(let name)): return "stop \(name)"
+        case .stop(.id(let id)): return "stop id \(id)"
+        case .events(let on): return on ? "events on" : "events off"
         case .state(let s, let quiet): return "state \(s.rawValue)" + (quiet ? " quiet" : "")
         case .session(let name): return name.map { "session \($0)" } ?? "session"
         case .drag(let p): return "drag \(Self.number(p))"
@@ -366,6 +467,23 @@ extension Request {
         case .cues(let theme): return theme ? "cues theme" : "cues"
         case .status: return "status"
         }
+    }
+}
+
+extension PlayOptions {
+    /// The options as the words after a play's sound (with a leading space each).
+    public var words: String {
+        var s = gainDB == 0 ? "" : " \(Request.number(gainDB))"
+        if wait { s += " wait" }
+        if wantsID { s += " id" }
+        switch loop {
+        case .once: break
+        case .times(let n): s += " loop=\(n)"
+        case .forever: s += " loop"
+        case .seconds(let t): s += " loop=\(Request.number(t))s"
+        }
+        if priority != 0 { s += " priority=\(priority)" }
+        return s
     }
 }
 

@@ -161,6 +161,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
         }
         daemon.clients = table.count
         state.id = id
+        daemon.registerEvents(connection: id) { line in
+            guard self.active, !self.closing else { return }
+            self.send(.event(line), context: context)
+            context.flush()
+        }
         // SO_PEERCRED while the socket is surely open: who is on the other end.
         if let provider = context.channel as? SocketOptionProvider {
             let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
@@ -178,6 +183,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if active && id != 0 {
+            daemon.unregisterEvents(connection: id)
             table.remove(id)
             daemon.clients = table.count
         }
@@ -302,9 +308,16 @@ final class ConnectionHandler: ChannelDuplexHandler {
         context.close(promise: nil)
     }
 
-    private func send(_ reply: Reply, context: ChannelHandlerContext) {
+    private enum Line { case reply(Reply), event(String) }
+
+    private func send(_ reply: Reply, context: ChannelHandlerContext) { send(.reply(reply), context: context) }
+
+    private func send(_ line: Line, context: ChannelHandlerContext) {
         var buffer = context.channel.allocator.buffer(capacity: 64)
-        buffer.writeString(reply.line)
+        switch line {
+        case .reply(let reply): buffer.writeString(reply.line)
+        case .event(let text): buffer.writeString(text)
+        }
         buffer.writeInteger(UInt8(ascii: "\n"))
         context.write(Self.wrapOutboundOut(buffer), promise: nil)
     }

@@ -57,9 +57,13 @@ public final class Daemon: @unchecked Sendable {
     let stopping = Atomic<Bool>(false)
     static let stoppingReason = "cued is stopping"
 
-    /// Replies waiting on the audio thread: `play … wait` and `stop`.
+    /// Replies waiting on the audio thread: `play … wait` (by voice id) and `stop` (by ticket).
     private var nextTicket: UInt64 = 1
-    private var waiting: [UInt64: EventLoopPromise<Reply>] = [:]
+    private var nextVoiceID: UInt64 = 1
+    private var waitingForVoices: [UInt64: EventLoopPromise<Reply>] = [:]
+    private var waitingForStops: [UInt64: EventLoopPromise<Reply>] = [:]
+    /// How to write an event line to each connection (registered while it is open).
+    private var eventLines: [UInt64: (String) -> Void] = [:]
 
     /// Limits that keep one client from drowning the others.
     public struct Limits: Sendable {
@@ -105,6 +109,8 @@ public final class Daemon: @unchecked Sendable {
         public var plays: TokenBucket?
         /// State changes this connection may still make (nil: no limit).
         public var changes: TokenBucket?
+        /// `events on`: the voices it starts end with an `end ID REASON` line.
+        public var events = false
         public init(limits: Limits = Limits(), now: UInt64 = MonotonicClock.now()) {
             if limits.playsPerSecond > 0 { plays = TokenBucket(rate: limits.playsPerSecond, now: now) }
             if limits.changesPerSecond > 0 { changes = TokenBucket(rate: limits.changesPerSecond, now: now) }
@@ -130,15 +136,18 @@ public final class Daemon: @unchecked Sendable {
         switch request {
         case .ping:
             return .now(.ok("pong"))
-        case .play(let name, let gainDB, let wait):
+        case .play(let name, let options):
             if let cue = runtime.bank[name] {
-                return start(cue, name: name, requestGainDB: gainDB, wait: wait, &connection, requestTime: receivedAt)
+                return start(cue, name: name, options, &connection, requestTime: receivedAt)
             }
-            return playThemeSound(name, gainDB: gainDB, wait: wait, &connection)
-        case .playFile(let path, let gainDB, let wait):
-            return playFile(path, gainDB: gainDB, wait: wait, &connection)
+            return playThemeSound(name, options, &connection)
+        case .playFile(let path, let options):
+            return playFile(path, options, &connection)
         case .stop(let target):
             return stop(target, owner: connection.owner)
+        case .events(let on):
+            connection.events = on
+            return .now(.ok(on ? "events on" : "events off"))
         case .state(let target, let quiet):
             return .now(perform(withSession(&connection, now: receivedAt) { $0.set(target, quiet: quiet) }, &connection, receivedAt))
         case .drag(let points):
@@ -190,7 +199,7 @@ public final class Daemon: @unchecked Sendable {
             return .ok("-")
         }
         guard let cue = rt.bank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
-        switch start(cue, name: name, requestGainDB: 0, wait: false, &conn, requestTime: receivedAt) {
+        switch start(cue, name: name, PlayOptions(), &conn, requestTime: receivedAt) {
         case .now(.ok(nil)): return .ok(name)
         case .now(let reply): return reply
         default: return .err(.internal, "unexpected deferred reply")
@@ -202,10 +211,19 @@ public final class Daemon: @unchecked Sendable {
     /// Starts a decoded sound (a bank cue, a theme sound or a file): mute,
     /// rate limit, the audio queue; with `wait`, the reply comes when it has
     /// sounded.
-    private func start(_ cue: Cue, name: String, requestGainDB: Double, wait: Bool, _ conn: inout ConnectionState,
+    private func start(_ cue: Cue, name: String, _ options: PlayOptions, _ conn: inout ConnectionState,
                        requestTime: UInt64) -> Response {
         if let refused = admit(&conn, requestTime) { return .now(refused) }
-        return submit(cue, name: name, requestGainDB: requestGainDB, wait: wait, app: conn.app, owner: conn.owner, requestTime: requestTime)
+        return submit(cue, name: name, options, Asker(conn), requestTime: requestTime)
+    }
+
+    /// Who asked for a voice, as the audio thread needs it.
+    struct Asker {
+        var app: String?
+        var owner: String
+        var connection: UInt64
+        var events: Bool
+        init(_ c: ConnectionState) { app = c.app; owner = c.owner; connection = c.id; events = c.events }
     }
 
     /// Mute and the rate limit: nil if a cue may start, else the reply.
@@ -214,19 +232,30 @@ public final class Daemon: @unchecked Sendable {
         return allowPlay(&conn, now)
     }
 
-    private func submit(_ cue: Cue, name: String, requestGainDB: Double, wait: Bool, app: String?, owner: String,
-                        requestTime: UInt64) -> Response {
+    private func submit(_ cue: Cue, name: String, _ options: PlayOptions, _ asker: Asker, requestTime: UInt64) -> Response {
         // SIGTERM's grace is for cues already playing; a new one would be cut off.
         if stopping.load(ordering: .relaxed) { return .now(.err(.notPlayed, Self.stoppingReason)) }
-        let waitID = wait ? ticket() : 0
-        let gain = decibelsToGain(runtime.gainDB(request: requestGainDB, cue: name, app: app))
-        guard engine.submit(.play(cue, gain: gain, requestTime: requestTime, owner: owner, waitID: waitID)) else {
+        let id = nextVoiceID
+        nextVoiceID &+= 1
+        var notify: VoiceNotify = []
+        if options.wait { notify.insert(.wait) }
+        if asker.events { notify.insert(.events) }
+        let loops: VoiceLoop = switch options.loop {
+        case .once: .once
+        case .times(let n): .times(n)
+        case .forever: .forever
+        case .seconds(let t): .seconds(t)
+        }
+        let request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(runtime.gainDB(request: options.gainDB, cue: name, app: asker.app)),
+                                   requestTime: requestTime, owner: asker.owner, connection: asker.connection,
+                                   priority: options.priority, loop: loops, notify: notify)
+        guard engine.submit(.play(request)) else {
             return .now(.err(.internal, "audio queue is full; try again"))
         }
-        if let app { count(app) { $0.played += 1 } }
-        guard wait else { return .now(.ok(nil)) }
+        if let app = asker.app { count(app) { $0.played += 1 } }
+        guard options.wait else { return .now(.ok(options.wantsID ? "\(id)" : nil)) }
         let promise = loop.makePromise(of: Reply.self)
-        waiting[waitID] = promise
+        waitingForVoices[id] = promise
         return .later(promise.futureResult)
     }
 
@@ -234,11 +263,11 @@ public final class Daemon: @unchecked Sendable {
     /// sound decoded before plays at once; otherwise it is found and decoded
     /// off the loop, then played. Mute and the rate limit apply first, so a
     /// muted or flooding client costs no lookup.
-    private func playThemeSound(_ name: String, gainDB: Double, wait: Bool, _ conn: inout ConnectionState) -> Response {
+    private func playThemeSound(_ name: String, _ options: PlayOptions, _ conn: inout ConnectionState) -> Response {
         let now = MonotonicClock.now()
         if let refused = admit(&conn, now) { return .now(refused) }
         if let cue = sounds.cachedThemeSound(name) {
-            return submit(cue, name: name, requestGainDB: gainDB, wait: wait, app: conn.app, owner: conn.owner, requestTime: now)
+            return submit(cue, name: name, options, Asker(conn), requestTime: now)
         }
         let sounds = self.sounds
         let bankNames = runtime.bank.names
@@ -246,26 +275,25 @@ public final class Daemon: @unchecked Sendable {
             guard case .notFound = result else { return result }
             return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: `cues theme`, or cuectl cues --theme)"))
         }
-        return whenLoaded(lookup, name: name, gainDB: gainDB, wait: wait, conn)
+        return whenLoaded(lookup, name: name, options, conn)
     }
 
-    private func playFile(_ path: String, gainDB: Double, wait: Bool, _ conn: inout ConnectionState) -> Response {
+    private func playFile(_ path: String, _ options: PlayOptions, _ conn: inout ConnectionState) -> Response {
         if let refused = admit(&conn, MonotonicClock.now()) { return .now(refused) }
         let sounds = self.sounds
-        return whenLoaded(jobs.runIfActive(eventLoop: loop) { sounds.file(path) }, name: path, gainDB: gainDB, wait: wait, conn)
+        return whenLoaded(jobs.runIfActive(eventLoop: loop) { sounds.file(path) }, name: path, options, conn)
     }
 
     /// When a sound lookup finishes (back on the loop), plays it or says why not.
-    private func whenLoaded(_ lookup: EventLoopFuture<SoundLookup>, name: String, gainDB: Double, wait: Bool,
+    private func whenLoaded(_ lookup: EventLoopFuture<SoundLookup>, name: String, _ options: PlayOptions,
                             _ conn: ConnectionState) -> Response {
-        let app = conn.app, owner = conn.owner
+        let asker = Asker(conn)
         return .later(lookup.flatMap { result in
             switch result {
             case .cue(let cue):
                 // Timed from now: the decode is not the audio path's latency, and
                 // the 250 ms start deadline must not drop a sound that just loaded.
-                switch self.submit(cue, name: name, requestGainDB: gainDB, wait: wait, app: app, owner: owner,
-                                   requestTime: MonotonicClock.now()) {
+                switch self.submit(cue, name: name, options, asker, requestTime: MonotonicClock.now()) {
                 case .now(let r), .close(let r): return self.loop.makeSucceededFuture(r)
                 case .later(let f): return f
                 }
@@ -282,11 +310,12 @@ public final class Daemon: @unchecked Sendable {
         switch target {
         case .mine: scope = .owner(owner)
         case .cue(let name): scope = .cue(name: name, owner: owner)
+        case .id(let voice): scope = .id(voice)
         case .all: scope = .all
         }
         guard engine.submit(.stop(scope, ticket: id)) else { return .now(.err(.internal, "audio queue is full; try again")) }
         let promise = loop.makePromise(of: Reply.self)
-        waiting[id] = promise
+        waitingForStops[id] = promise
         return .later(promise.futureResult)
     }
 
@@ -317,36 +346,58 @@ public final class Daemon: @unchecked Sendable {
 
     func handle(_ event: EngineEvent) {
         switch event {
-        case .voiceEnded(let id, let outcome):
-            let reply: Reply
-            switch outcome {
-            case .played: reply = .ok(nil)
-            case .stopped: reply = .ok("stopped")
-            case .dropped where stopping.load(ordering: .relaxed):
-                reply = .err(.notPlayed, Self.stoppingReason)
-            case .dropped:
-                reply = .err(.notPlayed, "the device did not start it within 250 ms" + (engine.stats.sinkError.map { " (\($0))" } ?? ""))
-            case .cut:
-                reply = .err(.notPlayed, "the device failed while it played; too late to start it again" + (engine.stats.sinkError.map { " (\($0))" } ?? ""))
-            }
-            waiting.removeValue(forKey: id)?.succeed(reply)
+        case .voiceEnded(let end):
+            ended(end)
         case .stopped(let id, let n):
-            waiting.removeValue(forKey: id)?.succeed(.ok("\(n)"))
-        case .dropped(let cue, let owner, let late, let cut):
-            if stopping.load(ordering: .relaxed) {
-                logger.info("cue not played: cued is stopping", metadata: ["cue.name": "\(cue)"])
-            } else if cut {
-                logger.warning("cue cut off: the device failed while it played", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
-            } else {
-                logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(cue)", "late_ms": "\(late)"])
-            }
-            if !owner.hasPrefix("#"), appCounts[owner] != nil {
-                count(owner) { $0.played -= 1; $0.dropped += 1 }
-            }
+            waitingForStops.removeValue(forKey: id)?.succeed(.ok("\(n)"))
         default:
             break
         }
     }
+
+    /// A voice's one end, mapped in this one place to all it means: a log line and
+    /// the per-app counts for one that did not play, the `wait`er's reply, the
+    /// connection's `end ID REASON` line.
+    func ended(_ end: VoiceEnd) {
+        let neverPlayed = end.reason == .late || end.reason == .cut || (end.reason == .shutdown && !end.started)
+        if neverPlayed {
+            if stopping.load(ordering: .relaxed) {
+                logger.info("cue not played: cued is stopping", metadata: ["cue.name": "\(end.cue)"])
+            } else if end.reason == .cut {
+                logger.warning("cue cut off: the device failed while it played", metadata: ["cue.name": "\(end.cue)", "late_ms": "\(end.lateNs / 1_000_000)"])
+            } else {
+                logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(end.cue)", "late_ms": "\(end.lateNs / 1_000_000)"])
+            }
+            if !end.owner.hasPrefix("#"), appCounts[end.owner] != nil {
+                count(end.owner) { $0.played -= 1; $0.dropped += 1 }
+            }
+        }
+        if end.notify.contains(.wait) {
+            waitingForVoices.removeValue(forKey: end.id)?.succeed(reply(for: end))
+        }
+        if end.notify.contains(.events) {
+            eventLines[end.connection]?("end \(end.id) \(end.reason.rawValue)")
+        }
+    }
+
+    /// What `play … wait` answers for an end (protocol v1's replies).
+    func reply(for end: VoiceEnd) -> Reply {
+        let deviceError = engine.stats.sinkError.map { " (\($0))" } ?? ""
+        switch end.reason {
+        case .played: return .ok(nil)
+        case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted: return .ok("stopped")
+        case .shutdown where end.started: return .ok("stopped")
+        case .shutdown: return .err(.notPlayed, Self.stoppingReason)
+        case .late where stopping.load(ordering: .relaxed): return .err(.notPlayed, Self.stoppingReason)
+        case .late: return .err(.notPlayed, "the device did not start it within 250 ms" + deviceError)
+        case .cut: return .err(.notPlayed, "the device failed while it played; too late to start it again" + deviceError)
+        case .busy: return .err(.notPlayed, "every voice is taken by a cue of a higher priority")
+        }
+    }
+
+    /// While a connection is open: how to send it an event line (on the loop).
+    func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { eventLines[connection] = send }
+    func unregisterEvents(connection: UInt64) { eventLines.removeValue(forKey: connection) }
 
     // MARK: - Mute
 

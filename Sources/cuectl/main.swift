@@ -136,8 +136,16 @@ case .request(let request, let render):
         let client = try CueClient(path: path)
         // A waited-for cue replies once it has sounded: up to 10 s of sound,
         // plus the decoding of a theme sound or file on first use.
-        if case .play(_, _, true) = request { client.setTimeout(milliseconds: 30_000) }
-        if case .playFile(_, _, true) = request { client.setTimeout(milliseconds: 30_000) }
+        switch request {
+        case .play(_, let o) where o.wait, .playFile(_, let o) where o.wait:
+            switch o.loop {
+            case .once: client.setTimeout(milliseconds: 30_000)
+            case .times(let n): client.setTimeout(milliseconds: 30_000 * min(n, 1_000))
+            case .seconds(let t): client.setTimeout(milliseconds: 30_000 + Int(t * 1000))
+            case .forever: client.setTimeout(milliseconds: Int(Int32.max))  // until someone stops it
+            }
+        default: break
+        }
         // Preamble lines (app, session) go in the same write as the request.
         try client.send(Array((lines + [request.line]).map { $0 + "\n" }.joined().utf8))
         for p in lines {

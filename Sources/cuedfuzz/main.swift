@@ -31,6 +31,7 @@ let protocolSeeds = [
     "state idle", "drag 64.5", "drop", "threshold 65", "session feed", "session", "mute", "unmute", "mute app x",
     "unmute app mutt", "app dashboard", "reload", "cues", "status", "play pop wait", "play bell -3 wait",
     "play-file /tmp/a%20b.ogg -6 wait", "stop", "stop all", "stop pop", "cues theme",
+    "play ring id loop priority=5", "play ring loop=3 wait", "play ring -3 loop=2.5s", "stop id 42", "events on", "events off",
 ]
 let configSeeds = [
     "sink = \"alsa:default\"\nlatency_ms = 10\nvoices = 16\nidle_close_s = 30\nmaster_gain_db = -3\nmuted = false\n",

@@ -57,7 +57,7 @@ import Testing
         #expect(try line(["play-file", "a.wav"], cwd: "/") == "play-file /a.wav")
         #expect(try line(["play-file", "../b.wav"], cwd: "/w/x") == "play-file /w/x/../b.wav")
         #expect(try line(["play-file", "/abs.wav"], cwd: "/w") == "play-file /abs.wav")
-        guard case .request(.playFile(let path, _, _), let render) = try parse(["play-file", "a b.wav"], cwd: "/w").action else {
+        guard case .request(.playFile(let path, _), let render) = try parse(["play-file", "a b.wav"], cwd: "/w").action else {
             Issue.record("not play-file"); return
         }
         #expect(path == "/w/a b.wav")

@@ -44,7 +44,7 @@ import Testing
         let m = Mixer(maxVoices: 2, maxFrames: 200, stealFadeFrames: 96)
         m.start(cue(0.1, frames: 1000, name: "a"), gain: 1)
         m.start(cue(0.2, frames: 1000, name: "b"), gain: 1)
-        #expect(m.start(cue(0.0, frames: 10, name: "probe"), gain: 1))  // a is stolen
+        #expect(m.start(cue(0.0, frames: 10, name: "probe"), gain: 1) != .started)  // a is stolen
         #expect(m.activeVoices == 2)
         let out = rendered(m, frames: 200)
         // a fades linearly from 0.1 to 0 over 96 frames (2 ms at 48 kHz); b keeps playing.
@@ -59,7 +59,7 @@ import Testing
 
     @Test func stealCountsOnlyWhenFull() {
         let m = Mixer(maxVoices: 3, maxFrames: 16)
-        let steals = (0..<5).map { _ in m.start(cue(0.1, frames: 100), gain: 1) }
+        let steals = (0..<5).map { _ in m.start(cue(0.1, frames: 100), gain: 1) != .started }
         #expect(steals == [false, false, false, true, true])
     }
 
@@ -137,7 +137,7 @@ import Testing
         var given = [Float](repeating: 0.5, count: 6)  // 3 frames of the bed, given back
         let ramp = (1...10).flatMap { [Float($0) / 100, -Float($0) / 100] }
         _ = given.withUnsafeMutableBufferPointer {
-            m.start(Cue(name: "ramp", stereo: ramp), gain: 1, requestTime: 42, waitID: 9, mixedInto: $0.baseAddress!, frames: 3)
+            m.start(Cue(name: "ramp", stereo: ramp), id: 9, gain: 1, requestTime: 42, mixedInto: $0.baseAddress!, frames: 3)
         }
         #expect(given == [0.51, 0.49, 0.52, 0.48, 0.53, 0.47])
         #expect(m.startedCount == 1 && m.startedRequestTimes[0] == 42)
@@ -145,7 +145,7 @@ import Testing
         #expect(next == [0.54, 0.46, 0.55, 0.45, 0.56, 0.44, 0.57, 0.43])
         #expect(m.startedCount == 0)  // started once, in the frames given back
         _ = rendered(m, frames: 4)
-        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 9 && m.endedHow[0] == .played)
+        #expect(m.endedCount == 1 && m.ended[0].id == 9 && m.ended[0].reason == .played && m.ended[0].lastFrame == 2)
     }
 
     /// A cue shorter than the frames given back ends in them: reported there.
@@ -153,10 +153,10 @@ import Testing
         let m = Mixer(maxVoices: 2, maxFrames: 4)
         var given = [Float](repeating: 0, count: 8)
         _ = given.withUnsafeMutableBufferPointer {
-            m.start(cue(0.25, frames: 2), gain: 1, waitID: 5, mixedInto: $0.baseAddress!, frames: 4)
+            m.start(cue(0.25, frames: 2), id: 5, gain: 1, mixedInto: $0.baseAddress!, frames: 4)
         }
         #expect(given == [0.25, 0.25, 0.25, 0.25, 0, 0, 0, 0])
-        #expect(m.endedCount == 1 && m.endedWaitIDs[0] == 5)
+        #expect(m.endedCount == 1 && m.ended[0].id == 5 && m.ended[0].lastFrame == 1)
         #expect(!m.isSounding)
     }
 

@@ -13,7 +13,8 @@ import TestSupport
 ///   rest; `…` alone matches any output. A command without `# →` must print
 ///   nothing.
 /// - ```python blocks: the same, run with python3.
-/// - ```cued blocks: protocol dialogues, `REQUEST → REPLY  # comment`, sent on one connection.
+/// - ```cued blocks: protocol dialogues, `REQUEST → REPLY  # comment`, sent on one connection;
+///   `← LINE  # comment`: the next line cued sends on it by itself (an event).
 /// - ```sh skip and every other language (toml, text) are shown, not run.
 /// - No indented code blocks: each example is fenced, so none escapes the test.
 @Suite(.timeLimit(.minutes(3))) struct ReadmeTests {
@@ -174,7 +175,14 @@ import TestSupport
 
     func dialogue(_ b: Block, _ d: DaemonHarness) throws {
         let c = try d.client()
-        for (k, line) in b.lines.enumerated() where line.contains("→") {
+        for (k, line) in b.lines.enumerated() where line.contains("→") || line.hasPrefix("←") {
+            if line.hasPrefix("←") {
+                // A line cued sends on its own (an `end ID REASON` event), next on this connection.
+                let want = line.dropFirst().split(separator: "#", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
+                let got = try c.readLine()
+                #expect(got == want, "README.md:\(b.firstLine + k): expected the line «\(want)», got «\(got)»")
+                continue
+            }
             let parts = line.split(separator: "→", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             let request = parts[0]
             let reply = parts[1].split(separator: "#", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""

@@ -1,0 +1,104 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+public enum SinkState: String, Sendable {
+    case running, idle, closed, failed
+}
+
+/// Counters and state the audio thread publishes and the server reads.
+public final class EngineStats: Sendable {
+    public let played = Atomic<Int>(0)
+    public let stolen = Atomic<Int>(0)
+    public let clipped = Atomic<Int>(0)
+    public let xruns = Atomic<Int>(0)
+    public let dropped = Atomic<Int>(0)
+    public let voicesActive = Atomic<Int>(0)
+    /// Running devices that stopped taking frames (closed and reopened).
+    public let stalls = Atomic<Int>(0)
+    /// Cues mixed into frames the device gave back (started mid-stream on a device that rewinds).
+    public let rewinds = Atomic<Int>(0)
+    /// Devices given up after xruns recovered in a row without progress.
+    public let lost = Atomic<Int>(0)
+    /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
+    public let threadPriority = Atomic<Int>(0)
+    public var threadPriorityName: String {
+        switch threadPriority.load(ordering: .relaxed) {
+        case 2: return "realtime"
+        case 1: return "nice"
+        default: return "normal"
+        }
+    }
+    /// Frames written to the device and not yet sounded, after the last write
+    /// (`snd_pcm_delay`); 0 when the stream is stopped.
+    public let deviceDelayFrames = Atomic<Int>(0)
+    /// What the latency figures (`latencyPercentiles`) measure, for `status`.
+    /// (The latency is from reading the request to handing its first frame to the device;
+    /// time to sound adds `deviceDelayFrames`.)
+    public static let latencyMeasures = "handoff"
+    /// Monotonic ns of the audio thread's last loop turn.
+    public let heartbeat = Atomic<UInt64>(0)
+    /// True while the audio thread sleeps waiting for work (idle by design, not stuck).
+    public let waiting = Atomic<Bool>(false)
+
+    /// The audio thread is healthy if it is idle-waiting or turned its loop
+    /// within `maxStallNanoseconds` (a period is milliseconds).
+    public func audioThreadIsHealthy(now: UInt64 = MonotonicClock.now(), maxStallNanoseconds: UInt64) -> Bool {
+        waiting.load(ordering: .relaxed) || now &- heartbeat.load(ordering: .relaxed) < maxStallNanoseconds
+    }
+
+    struct SinkStatus { var state = SinkState.closed; var format: SinkFormat?; var error: String?; var kind: String? }
+    private let sink = Mutex(SinkStatus())
+
+    /// The most recent trigger-to-sink latencies, µs.
+    private let latencies = Mutex(LatencyRing())
+
+    public init() {}
+
+    public var sinkState: SinkState { sink.withLock { $0.state } }
+    public var sinkFormat: SinkFormat? { sink.withLock { $0.format } }
+    public var sinkError: String? { sink.withLock { $0.error } }
+    /// The output's kind (`hw`, `pipewire`, `pulse`, `dmix`, `null`, …), known once it opened.
+    public var sinkKind: String? { sink.withLock { $0.kind } }
+    /// The device delay in µs (from `deviceDelayFrames` and the rate), nil before the first open.
+    public var deviceDelayMicroseconds: Int? {
+        guard let rate = sinkFormat?.rate, rate > 0 else { return nil }
+        return deviceDelayFrames.load(ordering: .relaxed) * 1_000_000 / rate
+    }
+
+    func setSink(_ state: SinkState, format: SinkFormat? = nil, kind: String? = nil, error: String? = nil, keepError: Bool = false) {
+        sink.withLock {
+            $0.state = state
+            if let kind { $0.kind = kind }
+            if let format { $0.format = format }
+            if !keepError { $0.error = error }
+        }
+    }
+
+    func recordLatency(ns: UInt64) {
+        let us = UInt32(min(ns / 1000, UInt64(UInt32.max)))
+        latencies.withLock { $0.add(us) }
+    }
+
+    /// p50, p99 and max of the recent latencies in µs (nil when none yet).
+    public func latencyPercentiles() -> (p50: UInt32, p99: UInt32, max: UInt32)? {
+        var values = latencies.withLock { $0.snapshot() }
+        guard !values.isEmpty else { return nil }
+        values.sort()
+        func pct(_ p: Double) -> UInt32 { values[min(values.count - 1, Int(Double(values.count) * p))] }
+        return (pct(0.50), pct(0.99), values.last!)
+    }
+}
+
+struct LatencyRing {
+    private var values = [UInt32](repeating: 0, count: 4096)
+    private var next = 0
+    private var count = 0
+    mutating func add(_ v: UInt32) {
+        values[next] = v
+        next = (next + 1) % values.count
+        count = min(count + 1, values.count)
+    }
+    func snapshot() -> [UInt32] { Array(values[0..<count]) }
+}

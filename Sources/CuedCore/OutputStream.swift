@@ -1,0 +1,197 @@
+/// How a stream keeps its device fed.
+public enum WriteAhead: Sendable, Equatable {
+    /// Keep the device's buffer full: a sound server's plugin, whose ring is not the
+    /// device (the server takes from it on its own cycle). A cue that arrives
+    /// mid-stream is mixed into what the device gives back (`rewind`) if it can.
+    case fill
+    /// Keep about a period and a margin written ahead (hardware, dmix, a file, the
+    /// test devices), and write a cue that arrives mid-stream at once: it waits
+    /// behind that much at most, not behind a whole buffer.
+    case lowWater
+}
+
+/// The output stream's accounting, as one clocked value: what is rendered,
+/// written and heard, how far ahead to write, what a device can give back, and
+/// when a frame will have sounded. No I/O and no clock reads: the audio thread
+/// (`Playback`) tells it what it did and what the device said, with the time.
+///
+/// Positions count frames from the device's open (they never go back, but for
+/// a rewind): `written` frames were handed to the device, `unwritten` more are
+/// rendered and wait to be written, `history` frames of float mix (ending at
+/// `rendered`) are at hand to be mixed again.
+public struct OutputStream: Sendable {
+    public let format: SinkFormat
+    public let writeAhead: WriteAhead
+    /// Under `.lowWater`: write when less than this is queued ahead of the device.
+    public let lowWaterFrames: Int
+    /// The most ever queued ahead of real time on a device without a clock (ALSA's
+    /// `null`, a `file` over it): a buffer and a period.
+    public let limitFrames: Int
+    /// Frames of mix kept for a rewind: a buffer and a period.
+    public let historyCapacity: Int
+
+    public private(set) var written = 0
+    public private(set) var unwritten = 0
+    public var rendered: Int { written + unwritten }
+    public private(set) var history = 0
+    /// The device took frames faster than real time (it has no clock): it is paced by
+    /// `timeline`, and what is written has been heard.
+    public private(set) var clockless = false
+    private var timeline: FrameTimeline
+    /// The device delay after the last write, and when that was.
+    public private(set) var delay = 0
+    private var delayAt: UInt64 = 0
+    /// A voice started mid-stream: write it at once if the device has room.
+    private var urgent = false
+    /// The last write took nothing although the device said it had room: wait for its
+    /// descriptors (or a deadline), never try again at once (that spins).
+    private var starved = false
+
+    public init(format: SinkFormat, writeAhead: WriteAhead) {
+        self.format = format
+        self.writeAhead = writeAhead
+        let margin = max(format.rate / 500, format.periodFrames / 2)  // 2 ms, or half a period
+        lowWaterFrames = max(1, min(format.periodFrames + margin, format.bufferFrames - format.periodFrames))
+        limitFrames = format.bufferFrames + format.periodFrames
+        historyCapacity = format.bufferFrames + format.periodFrames
+        timeline = FrameTimeline(rate: format.rate)
+    }
+
+    public var period: Int { format.periodFrames }
+
+    /// What to do next.
+    public enum Next: Equatable, Sendable {
+        /// Render `render` frames (0: none, write the unwritten ones) and write.
+        case write(render: Int)
+        /// Nothing to write before `until` (monotonic ns).
+        case wait(until: UInt64)
+        /// Wait until the device's descriptors say it has room.
+        case waitForDevice
+    }
+
+    /// Frames queued ahead of the device's play position at `now`.
+    public func ahead(now: UInt64) -> Int {
+        if clockless { return timeline.queued(at: now) }
+        return max(0, delay - frames(in: now &- delayAt))
+    }
+
+    /// Decides the next step at `now`: `room` is what the device can take
+    /// (`Int.max`: unknown, a self-clocked device); `deviceWoke`: the device's
+    /// descriptors just woke the thread.
+    public func next(now: UInt64, room: Int, deviceWoke: Bool) -> Next {
+        let chunk = unwritten > 0 ? unwritten : period
+        let need = min(chunk, period)
+        if starved && !deviceWoke { return .waitForDevice }
+        if urgent && writeAhead == .lowWater && unwritten == 0 {
+            // Write the new voice now, as much as the device and the limit allow (a quarter period at least).
+            let n = min(period, room, limitFrames - timeline.queued(at: now))
+            if n >= max(1, period / 4) { return .write(render: n) }
+        }
+        if room < need {
+            guard deviceWoke else { return .waitForDevice }
+            // Woken without room: a plugin may keep its descriptor readable until it has
+            // room (PipeWire's eventfd), and polling it again would spin. A timer for the
+            // frames missing (at least half a millisecond).
+            return .wait(until: now &+ max(nanoseconds(need - max(0, room)), 500_000))
+        }
+        if timeline.queued(at: now) >= limitFrames {
+            // A device without a clock always has room: real time is the limit.
+            return .wait(until: timeline.time(ofFrame: timeline.written - limitFrames + 1))
+        }
+        if writeAhead == .lowWater && unwritten == 0 {
+            let a = ahead(now: now)
+            if a >= lowWaterFrames {
+                return .wait(until: clockless ? timeline.time(ofFrame: timeline.written - lowWaterFrames + 1)
+                                              : delayAt &+ nanoseconds(delay - lowWaterFrames + 1))
+            }
+        }
+        return .write(render: unwritten > 0 ? 0 : period)
+    }
+
+    /// `frames` more were rendered (after the unwritten ones).
+    public mutating func didRender(_ frames: Int) {
+        unwritten += frames
+        history = min(historyCapacity, history + frames)
+    }
+
+    /// The device took `frames` (`xruns` recovered on the way) and now holds `delay` frames unheard.
+    public mutating func didWrite(frames: Int, xruns: Int, delay: Int, now: UInt64) {
+        let n = max(0, min(frames, unwritten))
+        written += n
+        unwritten -= n
+        starved = n == 0 && xruns == 0
+        if n > 0 {
+            timeline.restartIfDry(now: now)
+            timeline.add(n)
+            urgent = false
+            // A device with a clock holds what it was just given; one that holds
+            // less than half of it took it faster than it can play.
+            if delay < n / 2 { clockless = true }
+        }
+        if xruns > 0 {
+            timeline.stop()
+            history = min(history, unwritten)  // the device dropped what it held
+        }
+        self.delay = max(0, delay)
+        delayAt = now
+    }
+
+    /// Of `deviceCan` frames the device could give back, how many have their mix at hand.
+    public func rewindable(deviceCan: Int) -> Int {
+        max(0, min(deviceCan, history - unwritten))
+    }
+
+    /// The device gave back `frames` of those last written: they are written again.
+    public mutating func didRewind(_ frames: Int, now: UInt64) {
+        let n = max(0, min(frames, written, history - unwritten))
+        written -= n
+        unwritten += n
+        _ = timeline.takeBack(n, now: now)
+        delay = max(0, delay - n)
+    }
+
+    /// A voice started while the stream runs: under `.lowWater` it is written at once.
+    public mutating func voiceStartedMidStream() {
+        urgent = true
+    }
+
+    /// Frames below this position have been heard at `now`.
+    public func heard(now: UInt64) -> Int {
+        if clockless { return written }
+        return written - ahead(now: now)
+    }
+
+    /// When the frame at `position` will have been heard (now or in the past: `now`).
+    public func timeHeard(_ position: Int, now: UInt64) -> UInt64 {
+        if clockless || position < heard(now: now) { return now }
+        let queuedBefore = position - (written - delay)  // frames queued at `delayAt` ahead of it, itself included
+        return delayAt &+ nanoseconds(queuedBefore + 1)
+    }
+
+    /// The stream stopped once it drained: everything written has been heard.
+    public mutating func stopped() {
+        starved = false
+        unwritten = 0
+        history = 0
+        delay = 0
+        urgent = false
+        timeline.stop()
+    }
+
+    /// The device was closed, or what it held thrown away: nothing is queued, nothing can be given back.
+    public mutating func reset() {
+        stopped()
+        clockless = false
+    }
+
+    private func frames(in ns: UInt64) -> Int {
+        Int(min(ns, 3_600_000_000_000) * UInt64(format.rate) / 1_000_000_000)
+    }
+
+    /// How long `frames` take to play, rounded up: by then they have (a timer set for
+    /// less would wake the thread to find nothing changed, and again).
+    private func nanoseconds(_ frames: Int) -> UInt64 {
+        let rate = UInt64(max(1, format.rate))
+        return (UInt64(max(0, frames)) * 1_000_000_000 + rate - 1) / rate
+    }
+}
