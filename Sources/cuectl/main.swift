@@ -134,10 +134,7 @@ case .request(let request, let render):
     let reply: String
     do {
         let client = try CueClient(path: path)
-        // A waited-for cue replies once it has sounded: up to 10 s of sound,
-        // plus the decoding of a theme sound or file on first use.
-        if case .play(_, _, true) = request { client.setTimeout(milliseconds: 30_000) }
-        if case .playFile(_, _, true) = request { client.setTimeout(milliseconds: 30_000) }
+        client.setTimeout(milliseconds: ReplyTimeout.milliseconds(for: request))
         // Preamble lines (app, session) go in the same write as the request.
         try client.send(Array((lines + [request.line]).map { $0 + "\n" }.joined().utf8))
         for p in lines {
@@ -149,6 +146,10 @@ case .request(let request, let render):
         if case .noDaemon = error {
             die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal;"
                 + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE)", ExitCode.noDaemon)
+        }
+        if case .timedOut = error {
+            let (message, code) = ReplyTimeout.outcome(for: request)
+            die(message, code)
         }
         die("\(error)", ExitCode.noDaemon)
     }

@@ -63,3 +63,18 @@ import Testing
         #expect(ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusJSON).stdout == s.json.encoded)
     }
 }
+
+/// A reload waits minutes, not seconds (a 28 s reload was reported as "did not
+/// reply in time", exit 69, though it succeeded); if even that passes, cuectl
+/// says the reload is still running, with its own exit status.
+@Suite struct ReplyTimeoutTests {
+    @Test func reloadWaitsLongAndSaysItIsStillRunning() {
+        #expect(ReplyTimeout.milliseconds(for: .reload) == 300_000)
+        #expect(ReplyTimeout.milliseconds(for: .ping) == 5_000)
+        #expect(ReplyTimeout.milliseconds(for: .play(cue: "pop", gainDB: 0, wait: true)) == 30_000)
+        let late = ReplyTimeout.outcome(for: .reload)
+        #expect(late.message.hasPrefix("cued is still reloading after 300 s; the reload goes on"))
+        #expect(late.exitCode == ExitCode.stillRunning && ExitCode.stillRunning == 75)
+        #expect(ReplyTimeout.outcome(for: .status) == ("cued did not reply in time (5 s)", ExitCode.noDaemon))
+    }
+}
