@@ -473,6 +473,8 @@ public final class Daemon: @unchecked Sendable {
         out.protocolVersion = ProtocolLimits.version
         out.pid = Int(getpid())
         out.muted = muted
+        out.stateSaved = saver?.saved ?? true
+        out.stateError = saver?.error
         out.config = runtime.config.path
         out.sink.spec = engine.sinkSpec
         out.sink.state = s.sinkState.rawValue

@@ -96,7 +96,7 @@ public final class Server: Sendable {
                 daemonBox.withLockedValue { $0 }?.handle(event)
             }
         }
-        let saver = StateSaver(path: statePath, pool: jobs, logger: logger)
+        let saver = StateSaver(path: statePath, pool: jobs, loop: loop, logger: logger)
         let opts = options
         let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
         let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, jobs: jobs,
