@@ -22,7 +22,7 @@ import TestSupport
             fill()
         }
         func fill() {
-            let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND, 0o600)
+            let fd = open(filler, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
             defer { close(fd) }
             let page = [UInt8](repeating: 7, count: 4096)
             while write(fd, page, page.count) > 0 {}
