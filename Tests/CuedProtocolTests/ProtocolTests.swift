@@ -243,7 +243,7 @@ import Testing
 @Suite struct StatusTests {
     @Test func roundTripsThroughJSON() throws {
         var s = Status()
-        s.version = "1.2.3"; s.protocolVersion = 1; s.pid = 42; s.muted = true; s.config = "/c.toml"
+        s.version = "1.2.3"; s.protocolVersion = 1; s.pid = 42; s.muted = true; s.config = "/c.toml"; s.stateSaved = false; s.stateError = "No space left on device"
         s.sink.spec = "alsa:default"; s.sink.state = "idle"; s.sink.kind = "ioplug"; s.sink.rate = 48_000
         s.sink.channels = 2; s.sink.format = "S16_LE"; s.sink.periodFrames = 240; s.sink.bufferFrames = 480
         s.sink.delayUs = 5000; s.sink.error = "x"
