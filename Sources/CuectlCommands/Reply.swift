@@ -17,7 +17,44 @@ public enum ExitCode {
     public static let errorReply: Int32 = 1
     public static let usage: Int32 = 64  // EX_USAGE
     public static let noDaemon: Int32 = 69  // EX_UNAVAILABLE
+    /// `reload` still running when cuectl stopped waiting.
+    public static let stillRunning: Int32 = 75  // EX_TEMPFAIL
     public static let config: Int32 = 78  // EX_CONFIG
+}
+
+/// How long cuectl waits for a reply, by request.
+public enum ReplyTimeout {
+    public static let defaultMilliseconds = 5_000
+    /// A waited cue replies once it has sounded: up to 10 s of sound, plus the
+    /// decoding of a theme sound or file on first use.
+    public static let waitedMilliseconds = 30_000
+    /// A reload re-reads the config, every cue file and the theme, one at a
+    /// time: hostile or slow files made one take 28 s.
+    public static let reloadMilliseconds = 300_000
+
+    public static func milliseconds(for request: Request) -> Int {
+        switch request {
+        case .play(_, let o) where o.wait, .playFile(_, let o) where o.wait:
+            switch o.loop {
+            case .once: return waitedMilliseconds
+            case .times(let n): return waitedMilliseconds * min(max(n, 1), 1_000)
+            case .seconds(let t): return waitedMilliseconds + Int(min(t, 3_600) * 1000)
+            case .forever: return Int(Int32.max)  // until something stops it
+            }
+        case .reload: return reloadMilliseconds
+        default: return defaultMilliseconds
+        }
+    }
+
+    /// What cuectl says, and its exit status, when no reply came in time.
+    public static func outcome(for request: Request) -> (message: String, exitCode: Int32) {
+        let seconds = milliseconds(for: request) / 1000
+        if case .reload = request {
+            return ("cued is still reloading after \(seconds) s; the reload goes on (the old configuration serves until it is done, and cued's log says how it ended)",
+                    ExitCode.stillRunning)
+        }
+        return ("cued did not reply in time (\(seconds) s)", ExitCode.noDaemon)
+    }
 }
 
 public enum ReplyInterpreter {

@@ -8,6 +8,7 @@ public enum StatusTable {
         var rows: [(String, String)] = []
         rows.append(("cued", "\(s.version) (protocol \(s.protocolVersion)), pid \(s.pid)"))
         rows.append(("muted", s.muted ? "yes" : "no"))
+        if !s.stateSaved { rows.append(("state", "not saved (retrying): \(s.stateError ?? "unknown error")")) }
         rows.append(("config", s.config ?? "-"))
         var sink = "\(s.sink.spec): \(s.sink.state)"
         if let kind = s.sink.kind { sink += " (\(kind))" }

@@ -91,21 +91,31 @@ public struct SoundTheme: Sendable {
         var themes: [Theme] = []
         var seen: Set<String> = []
         let bases = baseDirectories
+        // What each theme's Inherits named that was passed over, by that theme:
+        // one warning per broken index, however many names it lists.
+        var passedOver: [(parent: String, problems: Problems)] = []
+        func note(_ parent: String, _ change: (inout Problems) -> Void) {
+            if passedOver.last?.parent != parent { passedOver.append((parent, Problems())) }
+            change(&passedOver[passedOver.count - 1].problems)
+        }
+        let notFoundIn = "not found in " + (bases.isEmpty ? "(no base directories)" : bases.joined(separator: ", "))
         // Depth first through Inherits, each theme once (a loop is cut there).
         func visit(_ theme: String, from parent: String?) {
             guard !seen.contains(theme) else { return }
             seen.insert(theme)
             guard Self.isValidThemeName(theme) else {
-                warnings.append("sound theme name '\(theme)'\(parent.map { " (inherited by '\($0)')" } ?? "") is not valid; passed over")
+                if let parent { note(parent) { $0.invalid.append(theme) } }
+                else { warnings.append("sound theme name '\(theme)' is not valid; passed over") }
                 return
             }
             guard themes.count < Self.maxChain else {
-                warnings.append("sound theme '\(theme)' passed over: more than \(Self.maxChain) themes in the chain")
+                if let parent { note(parent) { $0.overLimit.append(theme) } }
+                else { warnings.append("sound theme '\(theme)' passed over: more than \(Self.maxChain) themes in the chain") }
                 return
             }
             guard let index = Self.readIndex(theme, bases: bases, warnings: &warnings) else {
-                warnings.append("sound theme '\(theme)'\(parent.map { " (inherited by '\($0)')" } ?? "") not found in "
-                                + (bases.isEmpty ? "(no base directories)" : bases.joined(separator: ", ")))
+                if let parent { note(parent) { $0.notFound.append(theme) } }
+                else { warnings.append("sound theme '\(theme)' \(notFoundIn)") }
                 return
             }
             themes.append(Theme(name: theme, directories: index.directories(for: profile)))
@@ -113,8 +123,30 @@ public struct SoundTheme: Sendable {
         }
         visit(name, from: nil)
         visit(Self.defaultName, from: nil)
+        for (parent, problems) in passedOver {
+            warnings.append("sound theme '\(parent)' inherits themes that are passed over: " + problems.description(notFoundIn: notFoundIn))
+        }
         self.themes = themes
         self.warnings = warnings
+    }
+
+    /// Names one theme's `Inherits` lists that are passed over, for its one warning.
+    struct Problems {
+        var invalid: [String] = []
+        var notFound: [String] = []
+        var overLimit: [String] = []
+        /// A few names of each kind, and how many more.
+        func description(notFoundIn: String) -> String {
+            func few(_ names: [String]) -> String {
+                let shown = names.prefix(5).map { "'\($0.prefix(64))'" }.joined(separator: ", ")
+                return names.count > 5 ? shown + " and \(names.count - 5) more" : shown
+            }
+            var parts: [String] = []
+            if !notFound.isEmpty { parts.append(few(notFound) + " " + notFoundIn) }
+            if !invalid.isEmpty { parts.append(few(invalid) + (invalid.count == 1 ? " is" : " are") + " not a valid theme name") }
+            if !overLimit.isEmpty { parts.append(few(overLimit) + ": more than \(SoundTheme.maxChain) themes in the chain") }
+            return parts.joined(separator: "; ")
+        }
     }
 
     /// Where `sound` is: a file, switched off, or nowhere.

@@ -8,12 +8,15 @@ public enum ClientError: Error, CustomStringConvertible {
     /// Nobody answers on the socket (missing, refused).
     case noDaemon(path: String, reason: String)
     case io(String)
+    /// No reply within the read timeout.
+    case timedOut
     case closed
 
     public var description: String {
         switch self {
         case .noDaemon(let path, let reason): return "no cued answers on \(path) (\(reason))"
         case .io(let m): return m
+        case .timedOut: return "cued did not reply in time"
         case .closed: return "cued closed the connection without replying"
         }
     }
@@ -93,7 +96,7 @@ public final class CueClient {
             if n == 0 { throw .closed }
             if n < 0 {
                 if errno == EINTR { continue }
-                if errno == EAGAIN || errno == EWOULDBLOCK { throw .io("cued did not reply in time") }
+                if errno == EAGAIN || errno == EWOULDBLOCK { throw .timedOut }
                 throw .io("recv: \(errnoString())")
             }
             pending += buf[0..<n]

@@ -45,6 +45,10 @@ public enum JSON: Equatable, Sendable {
         }
     }
 
+    /// Every control character is escaped: C0, DEL and C1 (and U+2028/2029,
+    /// which JavaScript reads as line ends), so the text has no byte that a
+    /// line protocol or a terminal would rewrite (a raw DEL became `\x7F`
+    /// in the reply line: an invalid JSON escape).
     static func quote(_ s: String, into out: inout String) {
         out += "\""
         for u in s.unicodeScalars {
@@ -55,7 +59,7 @@ public enum JSON: Equatable, Sendable {
             case "\r": out += "\\r"
             case "\t": out += "\\t"
             default:
-                if u.value < 0x20 {
+                if u.value < 0x20 || (0x7F...0x9F).contains(u.value) || u.value == 0x2028 || u.value == 0x2029 {
                     let hex = String(u.value, radix: 16)
                     out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
                 } else { out.unicodeScalars.append(u) }
@@ -140,6 +144,8 @@ public enum JSON: Equatable, Sendable {
             while i < bytes.count {
                 let c = bytes[i]
                 if c == UInt8(ascii: "\"") { i += 1; flush(); return String(scalars) }
+                // RFC 8259: control characters must be escaped.
+                if c < 0x20 { throw ParseError(offset: i) }
                 if c == UInt8(ascii: "\\") {
                     flush()
                     i += 1
@@ -151,11 +157,18 @@ public enum JSON: Equatable, Sendable {
                     case UInt8(ascii: "b"): scalars.append("\u{8}")
                     case UInt8(ascii: "f"): scalars.append("\u{C}")
                     case UInt8(ascii: "u"):
-                        guard i + 4 < bytes.count, let v = UInt32(String(decoding: bytes[(i + 1)...(i + 4)], as: UTF8.self), radix: 16)
-                        else { throw ParseError(offset: i) }
+                        var v = try hex4()
+                        // A surrogate pair is one scalar; a lone surrogate becomes U+FFFD.
+                        if (0xD800..<0xDC00).contains(v), i + 2 < bytes.count, bytes[i + 1] == UInt8(ascii: "\\"),
+                           bytes[i + 2] == UInt8(ascii: "u") {
+                            let mark = i
+                            i += 2
+                            let low = try hex4()
+                            if (0xDC00..<0xE000).contains(low) { v = 0x10000 + ((v - 0xD800) << 10) + (low - 0xDC00) } else { i = mark }
+                        }
                         scalars.append(Unicode.Scalar(v) ?? "\u{FFFD}")
-                        i += 4
-                    default: scalars.append(Unicode.Scalar(bytes[i]))
+                    case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): scalars.append(Unicode.Scalar(bytes[i]))
+                    default: throw ParseError(offset: i)
                     }
                     i += 1
                     continue
@@ -164,6 +177,16 @@ public enum JSON: Equatable, Sendable {
                 i += 1
             }
             throw ParseError(offset: i)
+        }
+
+        /// The 4 hex digits after `\u` (at `i`); leaves `i` on the last digit.
+        mutating func hex4() throws(ParseError) -> UInt32 {
+            guard i + 4 < bytes.count, bytes[(i + 1)...(i + 4)].allSatisfy({ UInt8(ascii: "0")...UInt8(ascii: "9") ~= $0
+                || UInt8(ascii: "a")...UInt8(ascii: "f") ~= $0 || UInt8(ascii: "A")...UInt8(ascii: "F") ~= $0 }),
+                let v = UInt32(String(decoding: bytes[(i + 1)...(i + 4)], as: UTF8.self), radix: 16)
+            else { throw ParseError(offset: i) }
+            i += 4
+            return v
         }
     }
 }

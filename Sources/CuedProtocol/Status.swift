@@ -59,6 +59,10 @@ public struct Status: Sendable, Equatable {
     public var protocolVersion = 0
     public var pid = 0
     public var muted = false
+    /// False while the mute state could not be written (a full disk…): cued retries.
+    public var stateSaved = true
+    /// Why the last save failed, while `stateSaved` is false.
+    public var stateError: String?
     public var config: String?
     public var sink = Sink()
     public var cues: [String: Cue] = [:]
@@ -91,7 +95,7 @@ public struct Status: Sendable, Equatable {
 
     /// The JSON keys, spelled once.
     enum Key: String {
-        case version, `protocol`, pid, muted, config, sink, cues, played, voicesActive = "voices_active"
+        case version, `protocol`, pid, muted, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
@@ -130,7 +134,7 @@ public struct Status: Sendable, Equatable {
                              (.cacheLimitBytes, n(theme.cacheLimitBytes))])
         return obj([
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
-            (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
+            (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
@@ -150,6 +154,8 @@ public struct Status: Sendable, Equatable {
         protocolVersion = int(v(json, .protocol)) ?? 0
         pid = int(v(json, .pid)) ?? 0
         muted = bool(v(json, .muted)) ?? false
+        stateSaved = bool(v(json, .stateSaved)) ?? true
+        stateError = str(v(json, .stateError))
         config = str(v(json, .config))
         let sk = v(json, .sink)
         sink.spec = str(v(sk, .spec)) ?? ""

@@ -70,7 +70,8 @@ final class ConnectionTable: @unchecked Sendable {
         let evict: (Reply) -> Void
     }
 
-    let capacity: Int
+    /// Set once at start (lowered to fit the descriptor limit once cued listens).
+    var capacity: Int
     /// A connection silent for less than this is never evicted (it is in use).
     let minIdleNanoseconds: UInt64 = 500_000_000
     private var entries: [UInt64: Entry] = [:]
@@ -122,6 +123,8 @@ final class ConnectionHandler: ChannelDuplexHandler {
     static let maxQueuedLines = 1024
     /// How long a closing connection is drained (so its last line is not lost to a reset).
     static let drainNanoseconds: Int64 = 2_000_000_000
+    /// The same for a refused newcomer that sends nothing: short, as descriptors are scarce then.
+    static let refusedDrainNanoseconds: Int64 = 250_000_000
 
     private let daemon: Daemon
     private let table: ConnectionTable
@@ -138,6 +141,12 @@ final class ConnectionHandler: ChannelDuplexHandler {
     private var active = false
     /// The client half-closed: close once every line it sent is answered.
     private var inputClosed = false
+    /// A refused newcomer: closed as soon as its last line is written and what
+    /// it had sent is read (nothing unread, so the client reads the line, not
+    /// a reset), instead of draining it for 2 s: at the cap, descriptors are short.
+    private var closeOnceRead = false
+    private var lastLineWritten = false
+    private var readWhileClosing = false
 
     init(daemon: Daemon, table: ConnectionTable) {
         self.daemon = daemon
@@ -150,6 +159,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
         switch table.admit(now: MonotonicClock.now(), evict: { reply in self.closeGracefully(context, with: reply) }) {
         case .refused:
             daemon.refusedBusy += 1
+            closeOnceRead = true
             closeGracefully(context, with: .err(.busy, "too many connections (\(table.capacity)), none of them idle; try again later"))
             context.fireChannelActive()
             return
@@ -192,7 +202,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !closing else { return }
+        guard !closing else { readWhileClosing = true; return }
         queue.append(Self.unwrapInboundIn(data))
         if !busy && !scheduled { process(context) }
     }
@@ -200,6 +210,7 @@ final class ConnectionHandler: ChannelDuplexHandler {
     func channelReadComplete(context: ChannelHandlerContext) {
         // A new read is a new turn, unless lines of this one still wait for theirs.
         if !scheduled { budget = Self.linesPerTurn }
+        if closing && closeOnceRead && lastLineWritten && readWhileClosing { context.close(promise: nil) }
         context.fireChannelReadComplete()
     }
 
@@ -332,10 +343,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
         let channel = context.channel
         let inputDone = inputClosed
         context.writeAndFlush(Self.wrapOutboundOut(channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
-            channel.close(mode: inputDone ? .all : .output, promise: nil)
+            self.lastLineWritten = true
+            channel.close(mode: inputDone || (self.closeOnceRead && self.readWhileClosing) ? .all : .output, promise: nil)
         }
         context.read()  // keep reading, to discard
-        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(Self.drainNanoseconds)) {
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(closeOnceRead ? Self.refusedDrainNanoseconds : Self.drainNanoseconds)) {
             channel.close(promise: nil)
         }
     }

@@ -502,6 +502,21 @@ public final class Daemon: @unchecked Sendable {
             + (s.sinkError.map { " (\($0))" } ?? "") + (muted ? ", muted" : ", unmuted")
     }
 
+    /// At most `maxTrackedApps` apps (RELIABILITY.md's bound): the run-time
+    /// mutes first, then the config's apps, then those that only played, each
+    /// group by name.
+    func statusApps() -> [String: Status.App] {
+        var apps: [String: Status.App] = [:]
+        let groups = [appMutes.keys.sorted(), runtime.config.apps.keys.sorted(), appCounts.keys.sorted()]
+        for name in groups.joined() where apps[name] == nil {
+            guard apps.count < Self.maxTrackedApps else { break }
+            var a = appCounts[name] ?? Status.App()
+            a.muted = appMuted(name)
+            apps[name] = a
+        }
+        return apps
+    }
+
     public func status() -> Status {
         let s = engine.stats
         var out = Status()
@@ -509,6 +524,8 @@ public final class Daemon: @unchecked Sendable {
         out.protocolVersion = ProtocolLimits.version
         out.pid = Int(getpid())
         out.muted = muted
+        out.stateSaved = saver?.saved ?? true
+        out.stateError = saver?.error
         out.config = runtime.config.path
         out.sink.spec = engine.sinkSpec
         out.sink.state = s.sinkState.rawValue
@@ -541,11 +558,7 @@ public final class Daemon: @unchecked Sendable {
         out.refusedBusy = refusedBusy
         out.evictedIdle = evictedIdle
         out.sessions = sessions.count(now: MonotonicClock.now())
-        var apps = appCounts
-        for name in runtime.config.apps.keys { apps[name, default: Status.App()].muted = appMuted(name) }
-        for name in appMutes.keys { apps[name, default: Status.App()].muted = appMuted(name) }
-        for name in apps.keys { apps[name]!.muted = appMuted(name) }
-        out.apps = apps
+        out.apps = statusApps()
         if let l = s.latencyPercentiles() {
             out.latencyUs.p50 = Int(l.p50)
             out.latencyUs.p99 = Int(l.p99)

@@ -1,6 +1,8 @@
 import CuedClient
 import CuedProtocol
 import CuedSystem
+import Logging
+import NIOCore
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -74,12 +76,15 @@ enum SocketFile {
 }
 
 /// Descriptors: the soft RLIMIT_NOFILE is raised to the hard one, and the
-/// connection cap kept below it with room for the device, files and jobs.
+/// connection cap kept below it: the limit, less what is open once cued
+/// listens (about 10: standard streams, event loop, listening socket, log),
+/// less `reserve` for what cued opens later.
 enum DescriptorLimit {
-    /// Descriptors kept free of connections: the listening socket, the event
-    /// loop, the audio device (a sound server's plugin uses several), sound
-    /// files being decoded, the state file, a config probe.
-    static let reserve = 64
+    /// Descriptors kept free of connections, besides those open once cued
+    /// listens: the audio device (a sound server's ALSA plugin takes up to 6),
+    /// 2 sound files being decoded, 2 for a state save (temp file, directory),
+    /// and 1 to accept a newcomer at the cap and tell it `err busy`.
+    static let reserve = 11
 
     /// Raises the soft limit to the hard limit; returns the soft limit in force.
     static func raise() -> Int {
@@ -93,6 +98,50 @@ enum DescriptorLimit {
         return lim.rlim_cur > rlim_t(Int32.max) ? Int(Int32.max) : Int(lim.rlim_cur)
     }
 
-    /// The most connections `limit` descriptors allow.
-    static func maxClients(for limit: Int) -> Int { max(1, limit - reserve) }
+    /// Descriptors open now (the listing's own excluded).
+    static func inUse() -> Int { max(0, FileSystem.list("/proc/self/fd").count - 1) }
+
+    /// The most connections `limit` descriptors allow when `inUse` are open.
+    static func maxClients(for limit: Int, inUse: Int) -> Int { max(1, limit - inUse - reserve) }
+}
+
+/// Out of descriptors (EMFILE, ENFILE), accepting stops for `pause` and
+/// newcomers wait in the listen queue. NIO's `AcceptBackoffHandler` does not
+/// do this when the first accept of a wake-up fails (the channel stays
+/// registered for reading, and epoll wakes it at once: 17,752 failed accept4
+/// calls in 3 s): here reading is switched off (autoRead) and on again.
+final class AcceptPauseHandler: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = Channel
+    typealias InboundOut = Channel
+
+    static let pause = TimeAmount.milliseconds(100)
+    private let logger: Logger
+    private var paused = false
+    /// Pauses so far (the first of a run is logged).
+    private(set) var pauses = 0
+
+    init(logger: Logger) { self.logger = logger }
+
+    func errorCaught(context: ChannelHandlerContext, error: Error) {
+        guard let e = error as? IOError, [EMFILE, ENFILE, ENOBUFS, ENOMEM].contains(e.errnoCode) else {
+            context.fireErrorCaught(error)
+            return
+        }
+        guard !paused else { return }
+        paused = true
+        pauses += 1
+        if pauses == 1 || pauses % 100 == 0 {
+            logger.warning("out of descriptors: accepting paused", metadata: ["error": "\(e)", "pause_ms": "100", "pauses": "\(pauses)"])
+        }
+        let channel = context.channel
+        try? channel.syncOptions?.setOption(.autoRead, value: false)
+        context.eventLoop.assumeIsolated().scheduleTask(in: Self.pause) {
+            self.paused = false
+            try? channel.syncOptions?.setOption(.autoRead, value: true)
+        }
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        context.fireChannelRead(data)
+    }
 }

@@ -69,13 +69,8 @@ public final class Server: Sendable {
         let notifier = SystemdNotifier(environment: env)
         let activated = SocketActivation.inheritedSocket(environment: env)
         if activated == nil { try SocketFile.prepare(options.socketPath) }
-        var limits = options.limits
+        let limits = options.limits
         let fdLimit = DescriptorLimit.raise()
-        if limits.maxClients > DescriptorLimit.maxClients(for: fdLimit) {
-            limits.maxClients = DescriptorLimit.maxClients(for: fdLimit)
-            logger.warning("connection cap lowered to fit the descriptor limit",
-                           metadata: ["max_clients": "\(limits.maxClients)", "nofile": "\(fdLimit)"])
-        }
 
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
@@ -96,7 +91,7 @@ public final class Server: Sendable {
                 daemonBox.withLockedValue { $0 }?.handle(event)
             }
         }
-        let saver = StateSaver(path: statePath, pool: jobs, logger: logger)
+        let saver = StateSaver(path: statePath, pool: jobs, loop: loop, logger: logger)
         let opts = options
         let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
         let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, jobs: jobs,
@@ -112,9 +107,9 @@ public final class Server: Sendable {
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
             // Out of descriptors (EMFILE/ENFILE): stop accepting for a moment instead of spinning.
-            .serverChannelInitializer { channel in
+            .serverChannelInitializer { [logger] channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(AcceptBackoffHandler(backoffProvider: { _ in .milliseconds(100) }))
+                    try channel.pipeline.syncOperations.addHandler(AcceptPauseHandler(logger: logger))
                 }
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
@@ -139,6 +134,15 @@ public final class Server: Sendable {
         } catch {
             try? group.syncShutdownGracefully()
             throw StartupError("cannot listen on \(activated == nil ? options.socketPath : "the inherited socket"): \(error)", exitCode: 1)
+        }
+        // The cap fits the descriptors left now that cued is up (event loop,
+        // listening socket, log, device if open), less the reserve.
+        let fdsInUse = DescriptorLimit.inUse()
+        let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse)
+        if limits.maxClients > fdCap {
+            try? loop.submit { table.capacity = fdCap }.wait()
+            logger.warning("connection cap lowered to fit the descriptor limit", metadata: [
+                "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve)"])
         }
         // Only a socket cued created itself is chmod'ed and, at exit, unlinked.
         var socketInode: UInt64?

@@ -26,7 +26,21 @@ public final class SoundLibrary: Sendable {
     private struct State {
         var theme: SoundTheme
         var cache: SoundCache<SoundKey>
+        /// Names the theme was searched for and does not have, oldest first:
+        /// a search can stat thousands of paths (a legal theme of 16 themes ×
+        /// 64 directories × locales × truncations took 3.4 s), so a miss is
+        /// not searched again until the next reload. Bounded: the oldest go.
+        var misses: [String] = []
+        var missSet: Set<String> = []
+
+        mutating func noteMiss(_ name: String) {
+            guard missSet.insert(name).inserted else { return }
+            misses.append(name)
+            if misses.count > SoundLibrary.maxMisses { missSet.remove(misses.removeFirst()) }
+        }
     }
+    /// Theme misses remembered at most.
+    public static let maxMisses = 1024
     private let state: NIOLockedValueBox<State>
     private let loader = CueLoader()
 
@@ -45,9 +59,15 @@ public final class SoundLibrary: Sendable {
     public func themeSound(_ name: String) -> SoundLookup {
         let theme = self.theme
         let key = SoundKey.theme(theme: theme.name, sound: name)
-        if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .cue(cue) }
+        let known = state.withLockedValue { s -> SoundLookup? in
+            if let cue = s.cache.get(key) { return .cue(cue) }
+            return s.theme.name == theme.name && s.missSet.contains(name) ? .notFound : nil
+        }
+        if let known { return known }
         switch theme.lookup(name) {
-        case .notFound: return .notFound
+        case .notFound:
+            state.withLockedValue { s in if s.theme.name == theme.name && s.theme.chain == theme.chain { s.noteMiss(name) } }
+            return .notFound
         case .disabled: return .disabled
         case .file(let path):
             do {
@@ -83,6 +103,7 @@ public final class SoundLibrary: Sendable {
 
     /// After a reload: the new theme and cache size. Sounds of another theme
     /// are dropped; files stay cached (their identity still says what they are).
+    /// Misses are forgotten: a sound added to the theme is found from the reload on.
     public func reconfigure(theme: SoundTheme, cacheLimitBytes: Int) {
         state.withLockedValue { s in
             let themeChanged = s.theme.name != theme.name || s.theme.chain != theme.chain

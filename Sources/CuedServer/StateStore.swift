@@ -3,6 +3,7 @@ import CuedProtocol
 import CuedSystem
 import Logging
 import NIOConcurrencyHelpers
+import NIOCore
 import NIOPosix
 #if canImport(Glibc)
 import Glibc
@@ -91,21 +92,49 @@ public enum StateFile {
 
 /// Saves the state off the event loop, coalesced: the latest state wins, at
 /// most one write is in flight, and `flush` (at exit) writes what is pending.
+/// A write that fails (a full disk, a read-only mount) is retried with back-off
+/// — 0.5 s, doubling to at most 10 s — so the state reaches the disk once
+/// space returns; `flush` tries once more at SIGTERM. Until a write succeeds,
+/// `saved` is false and `error` says why (`status`: `state_saved`, `state_error`).
 public final class StateSaver: Sendable {
     public let path: String
     private let pool: NIOThreadPool
+    private let loop: any EventLoop
     private let logger: Logger
-    private struct Pending { var state: SavedState?; var scheduled = false; var writes = 0 }
-    private let pending = NIOLockedValueBox(Pending(state: nil))
+    private struct Pending {
+        /// The next state to write.
+        var state: SavedState?
+        /// A drain is queued or running.
+        var scheduled = false
+        var writes = 0
+        /// The state the last failed write could not save (nil once one succeeds).
+        var unsaved: SavedState?
+        var error: String?
+        /// Failed writes in a row (the back-off's exponent).
+        var failures = 0
+        var retryArmed = false
+        /// Set by `flush`: no more retries (the loop is going away).
+        var stopped = false
+    }
+    private let pending = NIOLockedValueBox(Pending())
     /// Held while a write runs: `flush` waits on it.
     private let writing = NIOLock()
 
-    public init(path: String, pool: NIOThreadPool, logger: Logger) {
-        self.path = path; self.pool = pool; self.logger = logger
+    static let firstRetry = TimeAmount.milliseconds(500)
+    static let maxRetry = TimeAmount.seconds(10)
+
+    public init(path: String, pool: NIOThreadPool, loop: any EventLoop, logger: Logger) {
+        self.path = path; self.pool = pool; self.loop = loop; self.logger = logger
     }
 
     /// Files written so far (for tests and status).
     public var writes: Int { pending.withLockedValue { $0.writes } }
+
+    /// False from a failed write until one succeeds.
+    public var saved: Bool { pending.withLockedValue { $0.unsaved == nil } }
+
+    /// Why the last write failed, while the state is not saved.
+    public var error: String? { pending.withLockedValue { $0.unsaved == nil ? nil : $0.error } }
 
     public func save(_ state: SavedState) {
         let start = pending.withLockedValue { p -> Bool in
@@ -128,20 +157,59 @@ public final class StateSaver: Sendable {
         }
     }
 
+    /// The delay before retry number `failures` (1, 2, …).
+    static func backoff(failures: Int) -> TimeAmount {
+        let ns = firstRetry.nanoseconds << Int64(min(max(failures - 1, 0), 16))
+        return .nanoseconds(min(ns, maxRetry.nanoseconds))
+    }
+
     private func write(_ state: SavedState) {
         do {
             try StateFile.save(state, to: path)
-            pending.withLockedValue { $0.writes += 1 }
+            let recovered = pending.withLockedValue { p -> Int in
+                defer { p.writes += 1; p.failures = 0; p.error = nil; p.unsaved = nil }
+                return p.unsaved == nil ? 0 : p.failures
+            }
+            if recovered > 0 { logger.notice("state saved after \(recovered) failed attempts", metadata: ["file": "\(path)"]) }
         } catch {
-            logger.error("cannot save state", metadata: ["file": "\(path)", "error": "\(error.reason)"])
+            let (first, retryIn) = pending.withLockedValue { p -> (Bool, TimeAmount?) in
+                p.failures += 1
+                p.error = error.reason
+                p.unsaved = state
+                // A newer state pending is written next anyway; else retry later.
+                guard p.state == nil, !p.retryArmed, !p.stopped else { return (p.failures == 1, nil) }
+                p.retryArmed = true
+                return (p.failures == 1, Self.backoff(failures: p.failures))
+            }
+            if first {
+                logger.error("cannot save state; retrying until it can", metadata: ["file": "\(path)", "error": "\(error.reason)"])
+            } else {
+                logger.debug("cannot save state", metadata: ["file": "\(path)", "error": "\(error.reason)"])
+            }
+            if let retryIn { loop.scheduleTask(in: retryIn) { self.retry() } }
         }
     }
 
-    /// Waits for a write in flight, then writes what is still pending. At exit.
+    /// The back-off ran out: write the unsaved state again (unless a newer one is queued).
+    private func retry() {
+        let start = pending.withLockedValue { p -> Bool in
+            p.retryArmed = false
+            guard !p.stopped, let unsaved = p.unsaved else { return false }
+            if p.state == nil { p.state = unsaved }
+            defer { p.scheduled = true }
+            return !p.scheduled
+        }
+        if start { pool.submit { _ in self.drain() } }
+    }
+
+    /// Waits for a write in flight, then writes what is still pending or
+    /// still unsaved after failing. At exit: no retry is armed after it.
     public func flush() {
+        pending.withLockedValue { $0.stopped = true }
         writing.withLock {
-            let next = pending.withLockedValue { p -> SavedState? in defer { p.state = nil }; return p.state }
+            let next = pending.withLockedValue { p -> SavedState? in defer { p.state = nil }; return p.state ?? p.unsaved }
             if let next { write(next) }
         }
+        if let error { logger.error("state not saved at exit", metadata: ["file": "\(path)", "error": "\(error)"]) }
     }
 }

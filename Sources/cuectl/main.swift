@@ -134,18 +134,7 @@ case .request(let request, let render):
     let reply: String
     do {
         let client = try CueClient(path: path)
-        // A waited-for cue replies once it has sounded: up to 10 s of sound,
-        // plus the decoding of a theme sound or file on first use.
-        switch request {
-        case .play(_, let o) where o.wait, .playFile(_, let o) where o.wait:
-            switch o.loop {
-            case .once: client.setTimeout(milliseconds: 30_000)
-            case .times(let n): client.setTimeout(milliseconds: 30_000 * min(n, 1_000))
-            case .seconds(let t): client.setTimeout(milliseconds: 30_000 + Int(t * 1000))
-            case .forever: client.setTimeout(milliseconds: Int(Int32.max))  // until someone stops it
-            }
-        default: break
-        }
+        client.setTimeout(milliseconds: ReplyTimeout.milliseconds(for: request))
         // Preamble lines (app, session) go in the same write as the request.
         try client.send(Array((lines + [request.line]).map { $0 + "\n" }.joined().utf8))
         for p in lines {
@@ -157,6 +146,10 @@ case .request(let request, let render):
         if case .noDaemon = error {
             die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal;"
                 + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE)", ExitCode.noDaemon)
+        }
+        if case .timedOut = error {
+            let (message, code) = ReplyTimeout.outcome(for: request)
+            die(message, code)
         }
         die("\(error)", ExitCode.noDaemon)
     }

@@ -3,7 +3,10 @@
 // seed, so a crash is reproducible. A crash ends the process (that is the
 // finding); properties that must hold for every input are checked too.
 //
-//   cuedfuzz protocol|config|toml [-n INPUTS] [--seed S]
+//   cuedfuzz protocol|config|toml|status [-n INPUTS] [--seed S]
+//
+// `status` builds a status whose cue, app, config and error names are random
+// bytes and checks that the reply line is JSON that reads back to the same names.
 //
 // `toml` is differential: every input is parsed by cued's TOML parser and by
 // Python's tomllib (fuzz/toml_oracle.py, in batches); they must agree on
@@ -160,8 +163,8 @@ func fail(_ message: String) -> Never {
 }
 
 var args = CommandLine.arguments.dropFirst()
-guard let target = args.popFirst(), ["protocol", "config", "toml"].contains(target) else {
-    print("usage: cuedfuzz protocol|config|toml [-n INPUTS] [--seed S]")
+guard let target = args.popFirst(), ["protocol", "config", "toml", "status"].contains(target) else {
+    print("usage: cuedfuzz protocol|config|toml|status [-n INPUTS] [--seed S]")
     exit(64)
 }
 var n = 100_000
@@ -215,6 +218,28 @@ if target == "protocol" {
         if batch.count == 5000 { check() }
     }
     check()
+} else if target == "status" {
+    // Names as a file system or a client could give them: any bytes, biased to controls.
+    let corpus: [[UInt8]] = [Array("pop".utf8), [0x7F], Array("a\u{1B}[31mb".utf8), [0xC2, 0x85], Array("\u{2028}\"\\/".utf8)]
+    func name() -> String {
+        var b = mutate(corpus[rng.below(corpus.count)], corpus, &rng)
+        for _ in 0..<rng.below(3) { b.insert(UInt8(rng.below(0x21)) | (rng.below(2) == 0 ? 0 : 0x60), at: rng.below(b.count + 1)) }
+        return String(decoding: b.prefix(300), as: UTF8.self)
+    }
+    for _ in 0..<n {
+        var s = Status()
+        for _ in 0..<rng.below(4) { s.cues[name()] = Status.Cue(frames: rng.below(1000)) }
+        for _ in 0..<rng.below(4) { s.apps[name()] = Status.App(played: rng.below(9)) }
+        s.config = name()
+        s.sink.error = name()
+        let line = Reply.ok(s.json.encoded).line
+        guard line.hasPrefix("ok "), let back = Status.parse(String(line.dropFirst(3))) else { fail("status is not JSON: \(line)") }
+        if back.cues.keys.sorted() != s.cues.keys.sorted() || back.apps.keys.sorted() != s.apps.keys.sorted()
+            || back.config != s.config || back.sink.error != s.sink.error {
+            fail("status names changed on the way: \(line)")
+        }
+        accepted += 1
+    }
 } else {
     // cued's own TOML parser runs in-process: a crash here is a bug in it.
     let corpus = configSeeds.map { Array($0.utf8) }

@@ -51,15 +51,33 @@ import Testing
         s.theme.cacheBytes = 3 * 1_048_576
         s.theme.cacheLimitBytes = 16 * 1_048_576
         s.latencyUs.p50 = 120
+        s.stateSaved = false
+        s.stateError = "No space left on device"
         let out = ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusTable)
         let table = out.stdout ?? ""
         for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "5 idle evicted",
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
-                      "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures] {
+                      "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures,
+                      "not saved (retrying): No space left on device"] {
             #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
         }
         #expect(table.split(separator: "\n").contains { $0.hasPrefix("audio thread ") && $0.hasSuffix(" realtime") },
                 "no audio thread row in:\n\(table)")
         #expect(ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusJSON).stdout == s.json.encoded)
+    }
+}
+
+/// A reload waits minutes, not seconds (a 28 s reload was reported as "did not
+/// reply in time", exit 69, though it succeeded); if even that passes, cuectl
+/// says the reload is still running, with its own exit status.
+@Suite struct ReplyTimeoutTests {
+    @Test func reloadWaitsLongAndSaysItIsStillRunning() {
+        #expect(ReplyTimeout.milliseconds(for: .reload) == 300_000)
+        #expect(ReplyTimeout.milliseconds(for: .ping) == 5_000)
+        #expect(ReplyTimeout.milliseconds(for: .play(cue: "pop", gainDB: 0, wait: true)) == 30_000)
+        let late = ReplyTimeout.outcome(for: .reload)
+        #expect(late.message.hasPrefix("cued is still reloading after 300 s; the reload goes on"))
+        #expect(late.exitCode == ExitCode.stillRunning && ExitCode.stillRunning == 75)
+        #expect(ReplyTimeout.outcome(for: .status) == ("cued did not reply in time (5 s)", ExitCode.noDaemon))
     }
 }

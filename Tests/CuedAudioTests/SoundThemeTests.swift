@@ -281,13 +281,33 @@ final class ThemeTree: @unchecked Sendable {
         try t.index(t.sys1, "orphan", "[Sound Theme]\nInherits=ghost,../../etc\nDirectories=stereo,/etc,../up,a/../b\n[stereo]\nOutputProfile=stereo\n")
         let theme = SoundTheme(name: "orphan", environment: t.env())
         #expect(theme.chain == ["orphan", "freedesktop"])
-        #expect(theme.warnings.count == 2, "\(theme.warnings)")
-        #expect(theme.warnings.contains { $0.contains("'ghost' (inherited by 'orphan') not found") })
-        #expect(theme.warnings.contains { $0.contains("'../../etc'") && $0.contains("not valid") })
+        // One warning for orphan's index, naming both.
+        #expect(theme.warnings.count == 1, "\(theme.warnings)")
+        #expect(theme.warnings.first?.hasPrefix("sound theme 'orphan' inherits themes that are passed over: 'ghost' not found in ") == true)
+        #expect(theme.warnings.first?.hasSuffix("; '../../etc' is not a valid theme name") == true, "\(theme.warnings)")
         #expect(theme.themes[0].directories == ["stereo", ""])
         let none = SoundTheme(name: "nope", environment: t.env())
         #expect(none.chain == ["freedesktop"])
         #expect(none.warnings == ["sound theme 'nope' not found in \(t.user)/sounds, \(t.sys1)/sounds, \(t.sys2)/sounds"])
+    }
+
+    /// A theme inheriting 5,000 themes (most missing, some invalid, the rest
+    /// beyond the chain's bound): one warning for its index, not one per name.
+    @Test func aThemeInheritingThousandsWarnsOnce() throws {
+        let t = try ThemeTree()
+        for i in 0..<20 { try t.index(t.sys1, "real\(i)", "[Sound Theme]\nDirectories=stereo\n") }
+        let inherits = (0..<4_970).map { "ghost\($0)" } + (0..<10).map { "bad/\($0)" } + (0..<20).map { "real\($0)" }
+        try t.index(t.sys2, "many", "[Sound Theme]\nInherits=" + inherits.joined(separator: ",") + "\nDirectories=stereo\n")
+        let theme = SoundTheme(name: "many", environment: t.env())
+        #expect(theme.chain.count == SoundTheme.maxChain)
+        // many's one warning, and freedesktop's: no room left for it either.
+        #expect(theme.warnings.count == 2, "\(theme.warnings.prefix(3))")
+        #expect(theme.warnings.contains("sound theme 'freedesktop' passed over: more than 16 themes in the chain"))
+        let w = try #require(theme.warnings.first { $0.hasPrefix("sound theme 'many' inherits themes that are passed over: ") })
+        #expect(w.contains("'ghost0', 'ghost1', 'ghost2', 'ghost3', 'ghost4' and 4965 more not found in"), "\(w)")
+        #expect(w.contains("'bad/0', 'bad/1', 'bad/2', 'bad/3', 'bad/4' and 5 more are not a valid theme name"), "\(w)")
+        #expect(w.contains("'real15', 'real16', 'real17', 'real18', 'real19': more than 16 themes in the chain"), "\(w)")
+        #expect(w.utf8.count < 1_000)
     }
 
     @Test func anIndexThatIsNotAFileIsPassedOver() throws {

@@ -211,7 +211,44 @@ import Testing
         #expect(try JSON.parse(" [ 1 , -2e3 ] ") == .array([.number(1), .number(-2000)]))
     }
 
-    @Test(arguments: ["", "{", "[1,", "{\"a\" 1}", "tru", "\"abc", "1 2"])
+    /// Every control character (C0, DEL, C1) is a `\u` escape: the reply line
+    /// keeps the JSON as it is (a raw DEL became `\x7F` there, an invalid escape).
+    @Test func escapesEveryControlCharacter() throws {
+        for v in Array(0..<0x20) + Array(0x7F...0x9F) + [0x2028, 0x2029] {
+            let s = String(Unicode.Scalar(UInt32(v))!)
+            let text = JSON.string("a" + s + "b").encoded
+            let hex = String(v, radix: 16)
+            let escape = [0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"][v] ?? "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            #expect(text == "\"a" + escape + "b\"")
+            #expect(Reply.ok(text).line == "ok " + text)
+            #expect(try JSON.parse(text) == .string("a" + s + "b"))
+        }
+    }
+
+    /// For any names (random scalars, controls likely), `status` sent as a reply line is JSON that reads back the same.
+    @Test func statusLineAlwaysParses() throws {
+        var rng = SystemRandomNumberGenerator()
+        func name() -> String {
+            String(String.UnicodeScalarView((0..<Int.random(in: 0...12, using: &rng)).map { _ in
+                let pick = Int.random(in: 0..<4, using: &rng)
+                let v = pick == 0 ? UInt32.random(in: 0...0x20, using: &rng) : pick == 1 ? UInt32.random(in: 0x7F...0xA0, using: &rng)
+                    : pick == 2 ? UInt32.random(in: 0x21...0x7E, using: &rng) : UInt32.random(in: 0xA1...0x10FFFF, using: &rng)
+                return Unicode.Scalar(v) ?? "\u{FFFD}"
+            }))
+        }
+        for _ in 0..<2000 {
+            var s = Status()
+            for _ in 0..<3 { s.cues[name()] = .init(frames: 1); s.apps[name()] = .init(played: 1) }
+            s.sink.error = name()
+            let line = Reply.ok(s.json.encoded).line
+            let back = try #require(Status.parse(String(line.dropFirst(3))), "\(line)")
+            #expect(back.cues.keys.sorted() == s.cues.keys.sorted())
+            #expect(back.apps.keys.sorted() == s.apps.keys.sorted())
+            #expect(back.sink.error == s.sink.error)
+        }
+    }
+
+    @Test(arguments: ["", "{", "[1,", "{\"a\" 1}", "tru", "\"abc", "1 2", "\"a\u{7}b\"", "\"\\x7F\"", "\"\\u12\""])
     func rejectsMalformed(text: String) {
         #expect(throws: JSON.ParseError.self) { try JSON.parse(text) }
     }
@@ -244,7 +281,7 @@ import Testing
 @Suite struct StatusTests {
     @Test func roundTripsThroughJSON() throws {
         var s = Status()
-        s.version = "1.2.3"; s.protocolVersion = 1; s.pid = 42; s.muted = true; s.config = "/c.toml"
+        s.version = "1.2.3"; s.protocolVersion = 1; s.pid = 42; s.muted = true; s.config = "/c.toml"; s.stateSaved = false; s.stateError = "No space left on device"
         s.sink.spec = "alsa:default"; s.sink.state = "idle"; s.sink.kind = "ioplug"; s.sink.rate = 48_000
         s.sink.channels = 2; s.sink.format = "S16_LE"; s.sink.periodFrames = 240; s.sink.bufferFrames = 480
         s.sink.delayUs = 5000; s.sink.error = "x"

@@ -82,6 +82,39 @@ import TestSupport
         #expect(pty.waitFor("ints=1"), "\(pty.text)")
     }
 
+    /// The command's death signal is cuectl's own (as with `time` and `nice`),
+    /// not an exit status 128+N: a shell sees the signal.
+    static let deaths: [([String], Int32)] = [
+        (["sh", "-c", "kill -INT $$"], SIGINT), (["sh", "-c", "kill -TERM $$"], SIGTERM),
+        (["sh", "-c", "kill -SEGV $$"], SIGSEGV), (["sh", "-c", "trap 'exit 130' INT; kill -INT $$; exit 3"], 0),
+    ]
+
+    @Test(arguments: deaths)
+    func cuectlDiesOfTheSignalTheCommandDiedOf(command: [String], signal: Int32) throws {
+        let dir = TempDir()
+        // Python's subprocess says how a child ended: -N for death by signal N.
+        let r = try runProcess("/usr/bin/python3", ["-c", "import subprocess, sys; print(subprocess.run(sys.argv[1:]).returncode)",
+                                                    TestPaths.binary("cuectl"), "--socket", dir.file("none.sock"), "run", "--"] + command)
+        // signal 0: the command caught SIGINT (its own: cuectl got none) and exited 130 by choice; the status stands.
+        #expect(r.out == (signal == 0 ? "130\n" : "-\(signal)\n"), "\(r)")
+    }
+
+    /// ^C in a shell loop over `cuectl run` stops the loop, as it does without
+    /// cuectl: bash ends a loop when its child dies of SIGINT (cuectl exited
+    /// 130 before, and the loop went on). Also when the command catches SIGINT
+    /// and exits 130 to say so.
+    @Test(arguments: ["sleep 20", "trap 'exit 130' INT; while :; do sleep 0.05; done"])
+    func controlCStopsAShellLoop(command: String) throws {
+        let cuectl = TestPaths.binary("cuectl")
+        let dir = TempDir()
+        let script = "for i in 1 2; do '\(cuectl)' --socket '\(dir.file("none.sock"))' run -- sh -c \"echo ready$i; \(command)\"; done; echo finished"
+        let pty = try PTY("/bin/bash", ["-c", script], env: ProcessInfo.processInfo.environment)
+        #expect(pty.waitFor("ready1"))
+        pty.type("\u{3}")
+        #expect(pty.wait() == 128 + SIGINT)
+        #expect(!pty.text.contains("ready2") && !pty.text.contains("finished"), "\(pty.text)")
+    }
+
     @Test func withoutADaemonTheCommandRunsSilently() throws {
         let dir = TempDir()
         #expect(try cuectl(dir.file("none.sock"), ["run", "--", "sh", "-c", "echo ran"]) == (0, "ran\n", ""))
@@ -175,5 +208,25 @@ import TestSupport
         #expect(p.wait(timeout: 10) == 0)
         #expect(waitForFrames(second, 960))
         #expect(try order(second) == [300])
+    }
+
+    /// The same with a named session: the new daemon never heard of it, so
+    /// cuectl declares it loading again (quietly) and ends it: the pop sounds.
+    @Test(arguments: [(true, [Int16(300)]), (false, [Int16(400)])])
+    func namedSessionSurvivesADaemonRestart(success: Bool, cues: [Int16]) throws {
+        let dir = TempDir()
+        let first = try DaemonHarness(cues: Self.cues, args: ["--sink", "null"])
+        let script = "echo ready; while [ ! -e \(dir.file("go")) ]; do sleep 0.05; done; exit \(success ? 0 : 2)"
+        let p = try Subprocess(TestPaths.binary("cuectl"), ["--socket", first.socketPath, "--session", "build", "run", "--", "sh", "-c", script],
+                               stdout: dir.file("out"))
+        #expect(eventually { ((try? String(contentsOfFile: dir.file("out"), encoding: .utf8)) ?? "") == "ready\n" })
+        #expect(eventually { (try? first.status())?.cues["psst2"]?.played == 1 })
+        first.stop()
+        let second = try DaemonHarness(cues: Self.cues, args: ["--sink", "wav:%DIR%/capture.wav", "--socket", first.socketPath])
+        _ = FileManager.default.createFile(atPath: dir.file("go"), contents: nil)
+        #expect(p.wait(timeout: 10) == (success ? 0 : 2))
+        #expect(waitForFrames(second, 960))
+        #expect(try order(second) == cues)
+        #expect(try second.request("session build") == "ok build idle 65")
     }
 }

@@ -83,6 +83,19 @@ import TestSupport
         #expect(try d.request("play bell") == "ok")
     }
 
+    /// A miss is remembered until the next reload (a search can stat thousands
+    /// of paths): a sound added meanwhile is found from the reload on.
+    @Test func aThemeMissIsCachedUntilReload() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"], config: "theme = \"ocean\"\n")
+        try makeTheme(d, bell: Fixture.samples(seed: 44, frames: 100))
+        #expect(try d.request("reload") == "ok reloaded")
+        #expect(try d.request("play gong").hasPrefix("err unknown-cue no cue or theme sound named 'gong'"))
+        try WAV.write(d.dir.file("data/sounds/ocean/stereo/gong.wav"), int16: Fixture.samples(seed: 45, frames: 100), sampleRate: 48_000, channels: 1)
+        #expect(try d.request("play gong").hasPrefix("err unknown-cue "))  // not searched again
+        #expect(try d.request("reload") == "ok reloaded")
+        #expect(try d.request("play gong") == "ok")
+    }
+
     @Test func aBrokenThemeFileIsAnErrorNamingIt() throws {
         let d = try DaemonHarness(args: ["--sink", "null"], config: "theme = \"ocean\"\n")
         try makeTheme(d, bell: Fixture.samples(seed: 43, frames: 100))
