@@ -115,6 +115,9 @@ public final class ALSASink: Sink {
     }
 
     /// The PCM's kind from `snd_pcm_type`; an external (ioplug) PCM is named by its plugin.
+    /// A `file` plugin over a sound server's PCM (how a user, or a test, records exactly
+    /// what cued hands the server) is that server's kind: it passes every write, the room
+    /// and the delay through, so it must be fed the same way.
     static func kind(of pcm: OpaquePointer) -> String {
         let type = snd_pcm_type(pcm)
         switch type {
@@ -122,23 +125,42 @@ public final class ALSASink: Sink {
         case SND_PCM_TYPE_DMIX: return "dmix"
         case SND_PCM_TYPE_PLUG: return "plug"
         case SND_PCM_TYPE_NULL: return "null"
-        case SND_PCM_TYPE_FILE: return "file"
+        case SND_PCM_TYPE_FILE:
+            // "File PCM (file=…)", its setup, then "Slave: " and the slave's own dump.
+            guard let dump = dump(pcm), let slave = text(of: dump, after: "\nSlave: ") else { return "file" }
+            return serverKind(slave.prefix(200)) ?? "file"
         case SND_PCM_TYPE_IOPLUG:
             // The plugin's name is the first line of its dump ("ALSA <-> PipeWire PCM I/O Plugin").
-            var out: OpaquePointer?
-            guard snd_output_buffer_open(&out) >= 0, let out else { return "ioplug" }
-            defer { snd_output_close(out) }
-            snd_pcm_dump(pcm, out)
-            var text: UnsafeMutablePointer<CChar>?
-            let n = snd_output_buffer_string(out, &text)
-            guard n > 0, let text else { return "ioplug" }
-            let dump = String(cString: text).prefix(200)
-            if dump.includes("PipeWire") { return "pipewire" }
-            if dump.includes("PulseAudio") { return "pulse" }
-            return "ioplug"
+            guard let dump = dump(pcm) else { return "ioplug" }
+            return serverKind(dump.prefix(200)) ?? "ioplug"
         default:
             return String(cString: snd_pcm_type_name(type)).lowercased()
         }
+    }
+
+    static func serverKind(_ text: Substring) -> String? {
+        if text.includes("PipeWire") { return "pipewire" }
+        if text.includes("PulseAudio") { return "pulse" }
+        return nil
+    }
+
+    /// What follows the first `marker` in `text` (no Foundation here for `range(of:)`).
+    static func text(of text: String, after marker: String) -> Substring? {
+        let hay = Array(text.utf8), m = Array(marker.utf8)
+        guard !m.isEmpty, m.count <= hay.count,
+              let i = (0...(hay.count - m.count)).first(where: { hay[$0..<($0 + m.count)].elementsEqual(m) }) else { return nil }
+        return Substring(decoding: hay[(i + m.count)...], as: UTF8.self)
+    }
+
+    private static func dump(_ pcm: OpaquePointer) -> String? {
+        var out: OpaquePointer?
+        guard snd_output_buffer_open(&out) >= 0, let out else { return nil }
+        defer { snd_output_close(out) }
+        snd_pcm_dump(pcm, out)
+        var text: UnsafeMutablePointer<CChar>?
+        let n = snd_output_buffer_string(out, &text)
+        guard n > 0, let text else { return nil }
+        return String(cString: text)
     }
 
     /// Buffer and period asked of the device.

@@ -100,6 +100,33 @@ final class PipeWireStack: @unchecked Sendable {
         return p
     }
 
+    /// A second recorder of the same monitor, independent of the first: PipeWire's own
+    /// `pw-record` (a native stream, not through pipewire-pulse), into a WAV at `path`.
+    func recordNatively(to path: String) throws -> Subprocess {
+        let args = ["--target", "nul", "-P", "{ stream.capture.sink = true }", "--format", "s16", "--rate", "48000",
+                    "--channels", "2", "--latency", "1024", path]
+        let chrt = "/usr/bin/chrt"
+        let rt = FileManager.default.isExecutableFile(atPath: chrt) && (try? runProcess(chrt, ["-f", "10", "/bin/true"]))?.status == 0
+        let p = try Subprocess(rt ? chrt : "/usr/bin/pw-record", rt ? ["-f", "10", "/usr/bin/pw-record"] + args : args,
+                               env: environment, stderr: dir.file("pw-record.log"))
+        recorders.append(p)
+        _ = wait(until: { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 4_096 })
+        return p
+    }
+
+    /// An ALSA PCM `pulsecap`: libasound2-plugins' `pulse` behind a `file` plugin that
+    /// writes to `path` exactly the frames cued hands it (cued's own capture). With it
+    /// in `ALSA_CONFIG_PATH`, the returned environment runs cued with `--sink alsa:pulsecap`.
+    func captureEnvironment(to path: String) throws -> [String: String] {
+        let conf = dir.file("capture.conf")
+        try """
+            pcm.pulsecap { type file slave.pcm "pulse" file "\(path)" format "raw" }
+            """.write(toFile: conf, atomically: true, encoding: .utf8)
+        var env = environment
+        env["ALSA_CONFIG_PATH"] = "/usr/share/alsa/alsa.conf:" + conf
+        return env
+    }
+
     func pactl(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
         try runProcess("/usr/bin/pactl", args, env: environment, timeout: 10)
     }
@@ -138,6 +165,26 @@ final class PipeWireStack: @unchecked Sendable {
 /// A raw S16_LE stereo recording, cut into the sounds it holds.
 struct Recording {
     let samples: [Int16]
+
+    /// A WAV file's S16 samples (the "data" chunk; a size left unset by a killed writer is taken as "to the end").
+    init(wav path: String) throws {
+        let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+        var i = 12
+        var data: ArraySlice<UInt8> = []
+        while i + 8 <= bytes.count {
+            let id = String(decoding: bytes[i..<(i + 4)], as: UTF8.self)
+            let size = Int(bytes[i + 4]) | Int(bytes[i + 5]) << 8 | Int(bytes[i + 6]) << 16 | Int(bytes[i + 7]) << 24
+            if id == "data" {
+                let end = size == 0 || size == 0xFFFF_FFFF || i + 8 + size > bytes.count ? bytes.count : i + 8 + size
+                data = bytes[(i + 8)..<end]
+                break
+            }
+            i += 8 + size + (size & 1)
+        }
+        var out = [Int16](repeating: 0, count: data.count / 2)
+        for k in out.indices { out[k] = Int16(bitPattern: UInt16(data[data.startIndex + 2 * k]) | UInt16(data[data.startIndex + 2 * k + 1]) << 8) }
+        samples = out
+    }
 
     init(path: String) throws {
         let data = try Data(contentsOf: URL(fileURLWithPath: path))
