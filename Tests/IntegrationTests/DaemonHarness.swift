@@ -124,16 +124,6 @@ enum HarnessError: Error {
     case badStatus(String)
 }
 
-/// Polls `condition` until true or the time limit passes.
-func eventually(timeout: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return try condition()
-}
-
 extension Array where Element == Int16 {
     /// Mono → interleaved stereo, as cued plays it.
     var stereo: [Int16] { flatMap { [$0, $0] } }
