@@ -15,13 +15,9 @@ import TestSupport
 
     /// The line that loads the snippet, as the help tells users to write it.
     static func load(_ shell: String) -> String {
-        let cuectl = quoted(TestPaths.binary("cuectl"))
+        let cuectl = shellQuoted(TestPaths.binary("cuectl"))
         return shell == "fish" ? "\(cuectl) shell-init fish | source\n" : "eval \"$(\(cuectl) shell-init \(shell))\"\n"
     }
-
-    /// Single-quoted, a `'` as `'\''`: the same word in sh, bash, zsh and fish
-    /// (the checkout's path may hold a space).
-    static func quoted(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
 
     /// A fixed prompt and no title, autosuggestion or right prompt: in fish these
     /// show the working directory and history, which differ between two runs.
@@ -165,8 +161,8 @@ import TestSupport
         let cuectl = TestPaths.binary("cuectl")
         let quoted = "\"it's/c.sock\""  // double quotes: the same in all three shells
         #expect(run(pty, "cd '\(dir.path)'", 1), "\(pty.text)")
-        let load = shell == "fish" ? "\(Self.quoted(cuectl)) --socket \(quoted) --app term shell-init fish | source"
-                                   : "eval \"$(\(Self.quoted(cuectl)) --socket \(quoted) --app term shell-init \(shell))\""
+        let load = shell == "fish" ? "\(shellQuoted(cuectl)) --socket \(quoted) --app term shell-init fish | source"
+                                   : "eval \"$(\(shellQuoted(cuectl)) --socket \(quoted) --app term shell-init \(shell))\""
         #expect(run(pty, load, 2), "\(pty.text)")
         #expect(run(pty, "cd /", 3), "\(pty.text)")
         #expect(run(pty, "sleep 1.5", 4), "\(pty.text)")

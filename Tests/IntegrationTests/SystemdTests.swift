@@ -70,7 +70,7 @@ final class NotifyListener: @unchecked Sendable {
             #expect(readme.contains("exposure \(score)"), "README.md does not state exposure \(score)")
         }
         let service = try String(contentsOfFile: units + "/cued.service", encoding: .utf8)
-        #expect(service.contains("ExecStart=" + TestPaths.binDir.path + "/cued\n"))
+        #expect(service.contains("ExecStart=\"" + TestPaths.binDir.path + "/cued\"\n"))
         #expect(service.contains("DeviceAllow=char-alsa"))
         #expect(!service.split(separator: "\n").contains { $0.hasPrefix("PrivateDevices=") })
     }

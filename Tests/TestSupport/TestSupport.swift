@@ -205,6 +205,10 @@ public func eventually(timeout: Double = 10, interval: Double = 0.01, _ conditio
     return try condition()
 }
 
+/// `s` single-quoted, a `'` as `'\''`: one word in sh, bash, zsh and fish
+/// (a checkout's path may hold a space).
+public func shellQuoted(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+
 /// nil when equal; else where and how two sample arrays first differ (keeps
 /// test failures short instead of printing a million samples).
 public func sampleDifference(_ got: [Int16], _ expected: [Int16]) -> String? {
