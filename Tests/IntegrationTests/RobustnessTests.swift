@@ -296,7 +296,8 @@ import TestSupport
         let stray: [Int32] = [SIGUSR1, SIGUSR2, SIGALRM, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, 34 + 3 /* SIGRTMIN+3 */]
         for s in stray {
             d.process.signal(s)
-            usleep(50_000)
+            // Handled (not merely pending) before cued is asked whether it lives.
+            #expect(eventually { d.readStderr().contains("ignored signal signal=\(s)\n") }, "signal \(s) was not handled")
             #expect(d.process.isRunning, "signal \(s) killed cued")
             #expect(try d.request("ping") == "ok pong")
         }
@@ -330,15 +331,21 @@ import TestSupport
         let fifo = dir.file("log")
         mkfifo(fifo, 0o600)
         let reader = open(fifo, O_RDONLY | O_NONBLOCK)
-        let d = try DaemonHarness(args: ["--sink", "null", "--log-level", "debug", "--rate-limit", "0"], stderrPath: fifo)
+        let listener = try NotifyListener(path: dir.file("notify.sock"))
+        let d = try DaemonHarness(args: ["--sink", "null", "--log-level", "debug", "--rate-limit", "0"],
+                                  extraEnv: ["NOTIFY_SOCKET": listener.path], stderrPath: fifo)
         close(reader)  // the terminal or journal pipe is gone: every log write now gets EPIPE
+        #expect(listener.wait(for: "READY=1") != nil)
         let c = try d.client()
         for _ in 0..<50 {
             #expect(try c.request("mute") == "ok muted")      // each logs a line
             #expect(try c.request("unmute") == "ok unmuted")
+            listener.drain()  // each sends a STATUS= too, and cued's sendto waits while the queue (10) is full
         }
         d.process.signal(SIGHUP)  // what a terminal hangup sends: a reload, logged
-        usleep(300_000)
+        // The reload ran (and logged "reloaded" into the broken pipe) before cued is checked.
+        let reload = listener.wait(for: "READY=1")
+        #expect(reload?.contains { $0.contains("RELOADING=1") } == true, "the SIGHUP reload did not run")
         #expect(d.process.isRunning)
         #expect(try d.request("ping") == "ok pong")
         #expect(d.stop() == 0)
