@@ -143,7 +143,7 @@ import TestSupport
         env["TERM"] = "xterm"
         env["PS1"] = "$ "
         let pty = try PTY("/usr/bin/zsh", ["-f", "-i"], env: env)
-        pty.type("fpath=(\(Self.root)/completions $fpath); autoload -Uz compinit; compinit -u -d \(dir.file("zcompdump")); printf 'MARK%s\\n' 1\n")
+        pty.type("fpath=(\(shellQuoted(Self.root + "/completions")) $fpath); autoload -Uz compinit; compinit -u -d \(dir.file("zcompdump")); printf 'MARK%s\\n' 1\n")
         #expect(pty.waitFor("MARK1\r\n"), "\(pty.text)")
         // A cue name from the daemon: the completed command plays it.
         pty.type("cuectl --socket \(d.socketPath) play zz\t")
