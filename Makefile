@@ -97,11 +97,12 @@ run: build
 # The debug build with the tests, plus the release build installed into a
 # scratch prefix that the install tests run (with the toolchain hidden).
 TEST_PREFIX := $(CURDIR)/.build/test-install
-TEST_DIRS    = PREFIX=$(TEST_PREFIX) BINDIR=$(TEST_PREFIX)/bin DATADIR=$(TEST_PREFIX)/share \
-               SOUNDDIR=$(TEST_PREFIX)/share/cued/sounds MANDIR=$(TEST_PREFIX)/share/man \
-               BASHCOMPDIR=$(TEST_PREFIX)/share/bash-completion/completions \
-               ZSHCOMPDIR=$(TEST_PREFIX)/share/zsh/site-functions \
-               FISHCOMPDIR=$(TEST_PREFIX)/share/fish/vendor_completions.d UNITDIR=$(TEST_PREFIX)/units
+# Paths are single-quoted in recipes: a checkout's path may hold a space.
+TEST_DIRS    = PREFIX='$(TEST_PREFIX)' BINDIR='$(TEST_PREFIX)/bin' DATADIR='$(TEST_PREFIX)/share' \
+               SOUNDDIR='$(TEST_PREFIX)/share/cued/sounds' MANDIR='$(TEST_PREFIX)/share/man' \
+               BASHCOMPDIR='$(TEST_PREFIX)/share/bash-completion/completions' \
+               ZSHCOMPDIR='$(TEST_PREFIX)/share/zsh/site-functions' \
+               FISHCOMPDIR='$(TEST_PREFIX)/share/fish/vendor_completions.d' UNITDIR='$(TEST_PREFIX)/units'
 # The tests are synchronous, so at most one runs per core; Swift Testing starts every
 # test case at once and a case's time limit counts from there, so once a run took over
 # a minute, a 1-minute case still queued behind the others failed without having run
@@ -109,13 +110,13 @@ TEST_DIRS    = PREFIX=$(TEST_PREFIX) BINDIR=$(TEST_PREFIX)/bin DATADIR=$(TEST_PR
 TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/dev/null || echo 2)
 test: deps build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
-	rm -rf $(TEST_PREFIX)
+	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	$(TEST_WIDTH) CUED_BIN_DIR=$(BIN_DEBUG) CUED_TEST_PREFIX=$(TEST_PREFIX) $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
+	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued).
-	$(TEST_WIDTH) CUED_BIN_DIR=$(BIN_DEBUG) $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
+	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
 
 sounds: deps
 	$(RELEASE) --product cuesynth
@@ -141,34 +142,34 @@ install: build
 
 # What install copies, from the release build already there.
 install-files:
-	install -d $(BINDIR) $(SOUNDDIR) $(MANDIR)/man1 $(MANDIR)/man5 $(BASHCOMPDIR) $(ZSHCOMPDIR) $(FISHCOMPDIR)
-	install -m 0755 -s --strip-program=$(STRIP) .build/release/cued .build/release/cuectl $(BINDIR)/
-	install -m 0644 Sounds/*.wav $(SOUNDDIR)/
-	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 $(MANDIR)/man1/
-	install -m 0644 docs/man/cued.toml.5 $(MANDIR)/man5/
-	install -m 0644 completions/cuectl.bash $(BASHCOMPDIR)/cuectl
-	install -m 0644 completions/cued.bash $(BASHCOMPDIR)/cued
-	install -m 0644 completions/_cuectl completions/_cued $(ZSHCOMPDIR)/
-	install -m 0644 completions/cuectl.fish completions/cued.fish $(FISHCOMPDIR)/
-	$(MAKE) --no-print-directory install-units BINDIR=$(BINDIR) UNITDIR=$(UNITDIR)
+	install -d '$(BINDIR)' '$(SOUNDDIR)' '$(MANDIR)/man1' '$(MANDIR)/man5' '$(BASHCOMPDIR)' '$(ZSHCOMPDIR)' '$(FISHCOMPDIR)'
+	install -m 0755 -s --strip-program='$(STRIP)' .build/release/cued .build/release/cuectl '$(BINDIR)/'
+	install -m 0644 Sounds/*.wav '$(SOUNDDIR)/'
+	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 '$(MANDIR)/man1/'
+	install -m 0644 docs/man/cued.toml.5 '$(MANDIR)/man5/'
+	install -m 0644 completions/cuectl.bash '$(BASHCOMPDIR)/cuectl'
+	install -m 0644 completions/cued.bash '$(BASHCOMPDIR)/cued'
+	install -m 0644 completions/_cuectl completions/_cued '$(ZSHCOMPDIR)/'
+	install -m 0644 completions/cuectl.fish completions/cued.fish '$(FISHCOMPDIR)/'
+	$(MAKE) --no-print-directory install-units BINDIR='$(BINDIR)' UNITDIR='$(UNITDIR)'
 
-# The units with the real ExecStart path written in.
+# The units with the real ExecStart path written in (double-quoted for systemd).
 install-units:
-	install -d $(UNITDIR)
-	sed 's|^ExecStart=.*|ExecStart=$(BINDIR)/cued|' systemd/cued.service > $(UNITDIR)/cued.service
-	install -m 0644 systemd/cued.socket $(UNITDIR)/cued.socket
+	install -d '$(UNITDIR)'
+	sed 's|^ExecStart=.*|ExecStart="$(BINDIR)/cued"|' systemd/cued.service > '$(UNITDIR)/cued.service'
+	install -m 0644 systemd/cued.socket '$(UNITDIR)/cued.socket'
 
 # Stops the units only where they are installed and systemctl can reach a user manager.
 uninstall:
-	@if [ -e $(UNITDIR)/cued.socket ] && command -v $(SYSTEMCTL) >/dev/null 2>&1; then \
+	@if [ -e '$(UNITDIR)/cued.socket' ] && command -v $(SYSTEMCTL) >/dev/null 2>&1; then \
 	  $(SYSTEMCTL) --user disable --now cued.socket cued.service >/dev/null 2>&1 || true; \
 	fi
-	rm -f $(BINDIR)/cued $(BINDIR)/cuectl $(UNITDIR)/cued.service $(UNITDIR)/cued.socket \
-	  $(MANDIR)/man1/cued.1 $(MANDIR)/man1/cuectl.1 $(MANDIR)/man5/cued.toml.5 \
-	  $(BASHCOMPDIR)/cuectl $(BASHCOMPDIR)/cued $(ZSHCOMPDIR)/_cuectl $(ZSHCOMPDIR)/_cued \
-	  $(FISHCOMPDIR)/cuectl.fish $(FISHCOMPDIR)/cued.fish
-	rm -rf $(SOUNDDIR)
-	@rmdir $(DATADIR)/cued 2>/dev/null || true
+	rm -f '$(BINDIR)/cued' '$(BINDIR)/cuectl' '$(UNITDIR)/cued.service' '$(UNITDIR)/cued.socket' \
+	  '$(MANDIR)/man1/cued.1' '$(MANDIR)/man1/cuectl.1' '$(MANDIR)/man5/cued.toml.5' \
+	  '$(BASHCOMPDIR)/cuectl' '$(BASHCOMPDIR)/cued' '$(ZSHCOMPDIR)/_cuectl' '$(ZSHCOMPDIR)/_cued' \
+	  '$(FISHCOMPDIR)/cuectl.fish' '$(FISHCOMPDIR)/cued.fish'
+	rm -rf '$(SOUNDDIR)'
+	@rmdir '$(DATADIR)/cued' 2>/dev/null || true
 
 clean:
 	rm -rf .build

@@ -108,8 +108,9 @@ public enum ShellInit {
             if test -n "$CMD_DURATION"; and test $CMD_DURATION -ge (math $limit \\* 1000)
                 set -l cue pop
                 test $s -eq 0; or set cue fail
-                command \(exe) play $cue >/dev/null 2>&1 &
-                disown
+                # A job of fish's own would be announced, and `disown` loses the race
+                # against a cuectl that has already exited: sh starts it and returns.
+                command /bin/sh -c '"$@" </dev/null >/dev/null 2>&1 &' __cued_play \(exe) play $cue
             end
         end
 

@@ -58,7 +58,7 @@ import TestSupport
         let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
         #expect(s.apps.isEmpty && s.sessions == 0 && s.played == 0)
         // Derived from the parent's name, which the user did not type to cuectl: sanitized.
-        let script = "printf 'My Tool' > /proc/$$/comm; \(TestPaths.binary("cuectl")) --socket \(d.socketPath) play pop; true"
+        let script = "printf 'My Tool' > /proc/$$/comm; \(shellQuoted(TestPaths.binary("cuectl"))) --socket \(d.socketPath) play pop; true"
         let derived = try runProcess("/bin/sh", ["-c", script])
         #expect(derived.status == 0, "\(derived.err)")
         let after = try #require(Status.parse(String(try d.request("status").dropFirst(3))))

@@ -111,6 +111,20 @@ final class DaemonHarness: @unchecked Sendable {
     /// Waits for the process to exit by itself.
     func waitForExit(timeout: Double = 15) -> Int32? { process.wait(timeout: timeout) }
 
+    /// After a SIGTERM: cued exits 0 having run its whole stop ("stopped"), not
+    /// ended by its exit deadline, and it left the audio thread behind only if
+    /// `leavesAudioThread`. How long that takes is for `make bench`. Returns the log.
+    @discardableResult
+    func expectStopsByItself(leavesAudioThread: Bool = false, sourceLocation: SourceLocation = #_sourceLocation) -> String {
+        #expect(waitForExit(timeout: 60) == 0, sourceLocation: sourceLocation)
+        let log = readStderr()
+        #expect(log.contains("info cued: stopped"), "\(log)", sourceLocation: sourceLocation)
+        #expect(!log.contains("stopping took longer"), "\(log)", sourceLocation: sourceLocation)
+        #expect(log.contains("the audio thread did not stop in time (a stuck device?); exiting without it") == leavesAudioThread,
+                "\(log)", sourceLocation: sourceLocation)
+        return log
+    }
+
     var pid: pid_t { process.pid }
 
     func readStderr() -> String { (try? String(contentsOfFile: dir.file("stderr.log"), encoding: .utf8)) ?? "" }
@@ -122,16 +136,6 @@ enum HarnessError: Error {
     case exited(Int32, String)
     case timeout(String)
     case badStatus(String)
-}
-
-/// Polls `condition` until true or the time limit passes.
-func eventually(timeout: Double = 10, _ condition: () throws -> Bool) rethrows -> Bool {
-    let deadline = Date().addingTimeInterval(timeout)
-    while Date() < deadline {
-        if try condition() { return true }
-        usleep(10_000)
-    }
-    return try condition()
 }
 
 extension Array where Element == Int16 {

@@ -90,14 +90,14 @@ import TestSupport
 
     func bash(_ file: String, _ function: String, _ words: [String]) throws -> [String] {
         let quoted = words.map { "'" + $0 + "'" }.joined(separator: " ")
-        let script = "source \(Self.root)/completions/\(file); COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1); \(function); printf '%s\\n' \"${COMPREPLY[@]}\""
+        let script = "source \(shellQuoted(Self.root + "/completions/" + file)); COMP_WORDS=(\(quoted)); COMP_CWORD=\(words.count - 1); \(function); printf '%s\\n' \"${COMPREPLY[@]}\""
         let r = try runProcess("/bin/bash", ["--norc", "--noprofile", "-c", script], env: environment)
         #expect(r.err == "", "\(r.err)")
         return r.out.split(separator: "\n").map(String.init)
     }
 
     func fish(_ file: String, _ line: String) throws -> [String] {
-        let r = try runProcess("/usr/bin/fish", ["--no-config", "-c", "source \(Self.root)/completions/\(file); complete -C '\(line)'"], env: environment)
+        let r = try runProcess("/usr/bin/fish", ["--no-config", "-c", "source \(shellQuoted(Self.root + "/completions/" + file)); complete -C '\(line)'"], env: environment)
         #expect(r.err == "", "\(r.err)")
         return r.out.split(separator: "\n").map { String($0.prefix { $0 != "\t" }) }
     }
@@ -143,7 +143,7 @@ import TestSupport
         env["TERM"] = "xterm"
         env["PS1"] = "$ "
         let pty = try PTY("/usr/bin/zsh", ["-f", "-i"], env: env)
-        pty.type("fpath=(\(Self.root)/completions $fpath); autoload -Uz compinit; compinit -u -d \(dir.file("zcompdump")); printf 'MARK%s\\n' 1\n")
+        pty.type("fpath=(\(shellQuoted(Self.root + "/completions")) $fpath); autoload -Uz compinit; compinit -u -d \(dir.file("zcompdump")); printf 'MARK%s\\n' 1\n")
         #expect(pty.waitFor("MARK1\r\n"), "\(pty.text)")
         // A cue name from the daemon: the completed command plays it.
         pty.type("cuectl --socket \(d.socketPath) play zz\t")

@@ -55,12 +55,12 @@ final class PipeWireStack: @unchecked Sendable {
         let rt = environment["XDG_RUNTIME_DIR"]!
         let pw = try Subprocess("/usr/bin/pipewire", [], env: environment, stderr: dir.file("pipewire.log"))
         servers.append(pw)
-        guard wait(until: { FileManager.default.fileExists(atPath: rt + "/pipewire-0") }) else {
+        guard eventually(interval: 0.02, { FileManager.default.fileExists(atPath: rt + "/pipewire-0") }) else {
             throw HarnessError.timeout("pipewire did not start: \(log("pipewire.log"))")
         }
         servers.append(try Subprocess("/usr/bin/wireplumber", [], env: environment, stderr: dir.file("wireplumber.log")))
         servers.append(try Subprocess("/usr/bin/pipewire-pulse", [], env: environment, stderr: dir.file("pipewire-pulse.log")))
-        guard wait(until: { (try? self.pactl(["get-default-sink"]))?.out == "nul\n" }) else {
+        guard eventually(interval: 0.02, { (try? self.pactl(["get-default-sink"]))?.out == "nul\n" }) else {
             throw HarnessError.timeout("the null sink did not become the default: \(log("wireplumber.log")) \(log("pipewire-pulse.log"))")
         }
         // Unity gain end to end, so the monitor carries exactly the samples played.
@@ -96,7 +96,7 @@ final class PipeWireStack: @unchecked Sendable {
                                env: environment, stdout: path, stderr: dir.file("parec.log"))
         recorders.append(p)
         // Recording once the stream is linked: some audio (zeros) has arrived.
-        _ = wait(until: { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 0 })
+        _ = eventually(interval: 0.02) { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 0 }
         return p
     }
 
@@ -143,15 +143,6 @@ final class PipeWireStack: @unchecked Sendable {
     }
 
     func log(_ name: String) -> String { (try? String(contentsOfFile: dir.file(name), encoding: .utf8))?.suffix(400).description ?? "" }
-
-    private func wait(until condition: () -> Bool, timeout: Double = 10) -> Bool {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if condition() { return true }
-            usleep(20_000)
-        }
-        return condition()
-    }
 
     deinit {
         for p in recorders { p.signal(SIGKILL); p.wait(timeout: 5) }

@@ -15,8 +15,16 @@ import TestSupport
 
     /// The line that loads the snippet, as the help tells users to write it.
     static func load(_ shell: String) -> String {
-        let cuectl = TestPaths.binary("cuectl")
+        let cuectl = shellQuoted(TestPaths.binary("cuectl"))
         return shell == "fish" ? "\(cuectl) shell-init fish | source\n" : "eval \"$(\(cuectl) shell-init \(shell))\"\n"
+    }
+
+    /// A fixed prompt and no title, autosuggestion or right prompt: in fish these
+    /// show the working directory and history, which differ between two runs.
+    static func plainPrompt(_ shell: String) -> String {
+        shell == "fish"
+            ? "function fish_prompt; printf '$ '; end; function fish_right_prompt; end; function fish_title; end; set -g fish_autosuggestion_enabled 0"
+            : "true"
     }
 
     func environment(_ dir: TempDir, socket: String) -> [String: String] {
@@ -62,7 +70,7 @@ import TestSupport
         let start = pty.count
         pty.type("sh -c 'exit 7'\n")
         #expect(run(pty, shell == "fish" ? "echo \"st=$status\"" : "echo \"st=$?\"", 6))
-        #expect(String(pty.text.dropFirst(start)).contains("st=7\r\n"), "\(pty.text)")
+        #expect(pty.text(from: start).contains("st=7\r\n"), "\(pty.text)")
         let s = try #require(status(d))
         #expect(s.played == 2, "cues: \(s.cues)")
         #expect(s.apps[shell]?.played == 2)
@@ -70,21 +78,72 @@ import TestSupport
         #expect(pty.wait() != nil)
     }
 
+    /// The same commands, on the same terminal, as the same shell shows them with
+    /// `setup` run first: the run after `sleep 1.5` (a cue without a daemon) and `false`.
+    func transcript(_ sh: (name: String, path: String, args: [String]), setup: String) throws -> String {
+        let dir = TempDir()
+        let pty = try PTY(sh.path, sh.args, env: environment(dir, socket: dir.file("none.sock")))
+        #expect(run(pty, Self.plainPrompt(sh.name), 1), "\(pty.text)")
+        #expect(run(pty, setup, 2), "\(pty.text)")
+        let start = pty.count
+        #expect(run(pty, "sleep 1.5", 3), "\(pty.text)")
+        #expect(run(pty, "false", 4), "\(pty.text)")
+        pty.type("exit\n")
+        #expect(pty.wait() != nil)
+        return pty.text(from: start)
+    }
+
+    /// Without a daemon the snippet shows nothing at all: every piece of text the
+    /// terminal shows is one the same shell shows without the snippet, or part of
+    /// a line typed or printed by the test. Not a word list: any message counts
+    /// (`disown: There are no suitable jobs`, a job's end, cuectl's error).
     @Test(arguments: shells.map(\.name))
     func withoutADaemonNothingShows(shell: String) throws {
         let sh = try #require(Self.shells.first { $0.name == shell })
-        let dir = TempDir()
-        let pty = try PTY(sh.path, sh.args, env: environment(dir, socket: dir.file("none.sock")))
-        #expect(run(pty, Self.load(shell).dropLast().description, 1), "\(pty.text)")
-        let start = pty.count
-        #expect(run(pty, "sleep 1.5", 2), "\(pty.text)")
-        #expect(run(pty, "false", 3), "\(pty.text)")
-        pty.type("exit\n")
-        #expect(pty.wait() != nil)
-        let after = String(pty.text.dropFirst(start))
-        for word in ["cuectl", "cued", "Done", "Job", "ended", "error"] {
-            #expect(!after.contains(word), "'\(word)' on the terminal:\n\(after)")
+        let baseline = Set(Self.fragments(try transcript(sh, setup: "true")))
+        let shown = try transcript(sh, setup: Self.load(shell).dropLast().description)
+        let typed = ["sleep 1.5", "false", "exit"] + (3...4).flatMap { ["printf 'MARK%s\\n' \($0)", "MARK\($0)"] }
+        let lines = typed + typed.map { "$ " + $0 }
+        let extra = Self.fragments(shown).filter { f in !baseline.contains(f) && !lines.contains { $0.contains(f) } }
+        #expect(extra.isEmpty, "not shown without the snippet: \(extra)\n\(shown.debugDescription)")
+    }
+
+    /// The text pieces a terminal transcript draws: split at every control
+    /// character and escape sequence (CSI, OSC, charset), spaces trimmed. A
+    /// redrawn line or a cursor move cuts a line into pieces, never joins two.
+    static func fragments(_ text: String) -> [String] {
+        var out: [String] = [], current: [UInt8] = []
+        func cut() {
+            let s = String(decoding: current, as: UTF8.self).trimmingCharacters(in: .whitespaces)
+            if !s.isEmpty { out.append(s) }
+            current = []
         }
+        let b = Array(text.utf8)
+        var i = 0
+        while i < b.count {
+            let c = b[i]
+            if c == 0x1B, i + 1 < b.count {
+                cut()
+                switch b[i + 1] {
+                case UInt8(ascii: "["):  // CSI: parameters, then a final byte in @…~
+                    i += 2
+                    while i < b.count, !(0x40...0x7E).contains(b[i]) { i += 1 }
+                    i += 1
+                case UInt8(ascii: "]"), UInt8(ascii: "P"), UInt8(ascii: "_"), UInt8(ascii: "^"):  // OSC, DCS…: up to BEL or ESC \\
+                    i += 2
+                    while i < b.count, b[i] != 0x07, !(b[i] == 0x1B && i + 1 < b.count && b[i + 1] == UInt8(ascii: "\\")) { i += 1 }
+                    i += b.count > i && b[i] == 0x1B ? 2 : 1
+                case UInt8(ascii: "("), UInt8(ascii: ")"): i += 3  // charset designation
+                default: i += 2
+                }
+            } else if c < 0x20 || c == 0x7F {
+                cut(); i += 1
+            } else {
+                current.append(c); i += 1
+            }
+        }
+        cut()
+        return out
     }
 
     /// `cuectl --socket PATH --app NAME shell-init SHELL` writes both into the
@@ -102,8 +161,8 @@ import TestSupport
         let cuectl = TestPaths.binary("cuectl")
         let quoted = "\"it's/c.sock\""  // double quotes: the same in all three shells
         #expect(run(pty, "cd '\(dir.path)'", 1), "\(pty.text)")
-        let load = shell == "fish" ? "\(cuectl) --socket \(quoted) --app term shell-init fish | source"
-                                   : "eval \"$(\(cuectl) --socket \(quoted) --app term shell-init \(shell))\""
+        let load = shell == "fish" ? "\(shellQuoted(cuectl)) --socket \(quoted) --app term shell-init fish | source"
+                                   : "eval \"$(\(shellQuoted(cuectl)) --socket \(quoted) --app term shell-init \(shell))\""
         #expect(run(pty, load, 2), "\(pty.text)")
         #expect(run(pty, "cd /", 3), "\(pty.text)")
         #expect(run(pty, "sleep 1.5", 4), "\(pty.text)")

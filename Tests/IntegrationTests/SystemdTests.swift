@@ -70,7 +70,7 @@ final class NotifyListener: @unchecked Sendable {
             #expect(readme.contains("exposure \(score)"), "README.md does not state exposure \(score)")
         }
         let service = try String(contentsOfFile: units + "/cued.service", encoding: .utf8)
-        #expect(service.contains("ExecStart=" + TestPaths.binDir.path + "/cued\n"))
+        #expect(service.contains("ExecStart=\"" + TestPaths.binDir.path + "/cued\"\n"))
         #expect(service.contains("DeviceAllow=char-alsa"))
         #expect(!service.split(separator: "\n").contains { $0.hasPrefix("PrivateDevices=") })
     }
@@ -132,18 +132,22 @@ final class NotifyListener: @unchecked Sendable {
         kill(d.pid, SIGKILL)
     }
 
-    @Test func sigtermDuringPlaybackExitsCleanlyWithinASecond() throws {
+    /// SIGTERM while a 3 s cue plays: cued stops on its own (not by its exit
+    /// deadline, nor abandoning the audio thread), without playing the cue out,
+    /// and leaves a complete capture. How long it takes: `make bench`.
+    @Test func sigtermDuringPlaybackExitsCleanlyWithoutPlayingTheCueOut() throws {
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(1000, frames: 48_000 * 3)
         let d = try DaemonHarness(cues: cues, args: ["--sink", "wav:%DIR%/capture.wav"])
         #expect(try d.request("play long") == "ok")
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 0 })
-        let start = Date()
         d.process.signal(SIGTERM)
-        let status = d.waitForExit(timeout: 5)
-        #expect(status == 0)
-        #expect(Date().timeIntervalSince(start) < 1.0)
+        d.expectStopsByItself()
         #expect(!FileManager.default.fileExists(atPath: d.socketPath))
+        // The capture (a device clocked in real time) ends well before the cue would have.
+        let cap = try WAV.read(d.capturePath)
+        #expect(cap.frames > 0 && cap.frames < 48_000 * 3, "\(cap.frames) frames")
+        #expect(cap.samples.allSatisfy { $0 >= 0 && $0 <= 1000 })  // the cue, faded out, then silence
     }
 
     @Test func sighupReloadsCuesAllOrNothing() throws {
@@ -152,7 +156,7 @@ final class NotifyListener: @unchecked Sendable {
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: d.soundsDir + "/pop.wav"))
         try WAV.write(d.soundsDir + "/extra.wav", int16: Fixture.constant(5, frames: 100), sampleRate: 48_000, channels: 1)
         kill(d.pid, SIGHUP)
-        usleep(300_000)
+        #expect(eventually { d.readStderr().contains("reload failed") }, "the SIGHUP reload did not run")
         #expect(try d.request("cues") == "ok pop psst1 psst2")
         #expect(try d.request("play pop") == "ok")
         // Fixed: the new bank, with the new cue, is swapped in.
@@ -162,6 +166,6 @@ final class NotifyListener: @unchecked Sendable {
         let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
         #expect(s.cues["pop"]?.frames == 480)
         d.stop()
-        #expect(d.readStderr().contains("reload failed"))
+        #expect(d.readStderr().components(separatedBy: "reload failed").count == 2, "only the first reload fails")
     }
 }

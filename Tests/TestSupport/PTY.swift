@@ -73,6 +73,9 @@ public final class PTY: @unchecked Sendable {
         }
     }
 
+    /// What the terminal showed from byte `from` on (a `count` taken earlier).
+    public func text(from: Int) -> String { String(decoding: bytes.dropFirst(from), as: UTF8.self) }
+
     /// How many bytes the terminal has shown (a starting point for `waitFor(from:)`).
     public var count: Int { bytes.count }
 

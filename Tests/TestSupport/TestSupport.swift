@@ -193,6 +193,22 @@ public func runProcess(_ path: String, _ args: [String], env: [String: String]? 
     return (p.terminationStatus, out, err)
 }
 
+/// Polls `condition` every `interval` seconds until it is true or `timeout`
+/// seconds have passed; the last answer after the time is up. For waiting on an
+/// event; the time limit only bounds a failure.
+public func eventually(timeout: Double = 10, interval: Double = 0.01, _ condition: () throws -> Bool) rethrows -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while Date() < deadline {
+        if try condition() { return true }
+        usleep(useconds_t(interval * 1_000_000))
+    }
+    return try condition()
+}
+
+/// `s` single-quoted, a `'` as `'\''`: one word in sh, bash, zsh and fish
+/// (a checkout's path may hold a space).
+public func shellQuoted(_ s: String) -> String { "'" + s.replacingOccurrences(of: "'", with: "'\\''") + "'" }
+
 /// nil when equal; else where and how two sample arrays first differ (keeps
 /// test failures short instead of printing a million samples).
 public func sampleDifference(_ got: [Int16], _ expected: [Int16]) -> String? {
