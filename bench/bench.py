@@ -29,11 +29,11 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipewire_bench  # noqa: E402
-from benchlib import Client, Stream, cue_set, log, noise, pct, square, wait_answering, write_wav  # noqa: E402,F401
+from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REL = os.path.join(ROOT, ".build", "release")
+REL = release_dir(ROOT)
 CUED, CUECTL = os.path.join(REL, "cued"), os.path.join(REL, "cuectl")
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 TRIALS = int(os.environ.get("BENCH_TRIALS", "30" if QUICK else "200"))
@@ -141,7 +141,52 @@ def proc_rss_kib(pid):
 
 # ---------------------------------------------------------------- sections
 
-def latency_alsa(sounds, probe_wav, probe_raw, results):
+MIDSTREAM = "cued, mid-stream (a bed playing)"
+LOUD = 8000  # the probe (±16384) over the bed (noise within ±1000)
+
+
+def midstream_alsa(sounds, stream, env, results):
+    """A cue while another plays, on plain ALSA (the file PCM): a quiet 10 s bed (noise
+    within ±1000, played again every 8 s) keeps the stream running; each trigger comes a
+    random 0–1 period after the last probe has passed (not in step with cued's writer);
+    latency = trigger -> the first sample louder than the bed arriving at the FIFO. A
+    daemon of its own, so its `status` latency covers these cues (and the beds) only."""
+    import random
+    rng = random.Random(18)
+    p, sock = start_cued("mid", "alsa:benchsink", sounds, ["--idle-close-s", "3600"], env)
+    c = Client(sock)
+    sink = json.loads(c.request("status")[3:]).get("sink", {})
+    period_s = int(sink.get("period_frames", 240)) / 48000.0
+    out, misses, dry, bed_at = [], 0, 0, None
+    for i in range(TRIALS + 3):
+        if bed_at is None or time.monotonic() - bed_at > 8.0:
+            c.request("play long")
+            bed_at = time.monotonic()
+            stream.drain(quiet_ms=30, threshold=LOUD)
+        stream.drain(quiet_ms=15, threshold=LOUD)  # the last probe has passed
+        time.sleep(rng.uniform(0, period_s))
+        flowing = stream.last_data is not None and time.monotonic() - stream.last_data < 0.02
+        t0 = time.monotonic_ns()
+        c.send("play probe")
+        t1 = stream.wait_loud(threshold=LOUD)
+        c.reply()
+        if i < 3:
+            continue
+        if not flowing:
+            dry += 1  # no bed data in the last 20 ms: not a mid-stream trigger; counted, kept
+        if t1 is None:
+            misses += 1
+        else:
+            out.append((t1 - t0) / 1000.0)
+    st = json.loads(c.request("status")[3:])
+    results[MIDSTREAM] = (out, misses)
+    results["_midstream"] = {"inside": st.get("latency_us", {}), "dry": dry, "sink": st.get("sink", {}),
+                             "xruns": st.get("xruns"), "period_s": period_s}
+    p.terminate()
+    p.wait()
+
+
+def latency_alsa(sounds, probe_wav, probe_raw, results, cued_only=False):
     fifo = os.path.join(TMP, "alsa.fifo")
     os.mkfifo(fifo)
     conf = os.path.join(TMP, "bench-alsa.conf")
@@ -198,6 +243,13 @@ def latency_alsa(sounds, probe_wav, probe_raw, results):
             else:
                 pre.append((t1 - t0) / 1000.0)
     results["cued, kept connection (pre-warmed)"] = (pre, misses)
+    log("latency: cued mid-stream (a bed playing)")
+    midstream_alsa(sounds, stream, env, results)
+    if cued_only:
+        for p in (warm, cold):
+            p.terminate()
+            p.wait()
+        return
 
     line = os.path.join(TMP, "line.txt")
     with open(line, "w") as f:
@@ -494,14 +546,32 @@ def plot(results, path):
     return True
 
 
+def lat_row(name, v, misses, base):
+    """One row of a trigger -> first sample table (µs)."""
+    if not v:
+        return "| %s | 0 | - | - | - | - | - | %d |" % (name, misses)
+    p50 = pct(v, .5)
+    return "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× | %d |" % (
+        name, len(v), p50, pct(v, .9), pct(v, .99), max(v), p50 / base if base else float("nan"), misses)
+
+
+def midstream_note(lat):
+    m = lat.get("_midstream")
+    if not m:
+        return []
+    i = m["inside"]
+    return ["", "*mid-stream*: a quiet 10 s bed plays (cued's own daemon, the same file PCM); each probe is",
+            "triggered a random 0–1 period (%.1f ms) after the last one has passed, so triggers fall at every" % (m["period_s"] * 1000),
+            "phase of cued's writer; latency = trigger → the first sample louder than the bed at the FIFO.",
+            "Triggers with no bed data in the 20 ms before them: %d; device xruns: %s. cued's own figure for" % (m["dry"], m["xruns"]),
+            "that daemon (request read → first frame handed to ALSA): p50 %s µs, p99 %s µs." % (i.get("p50"), i.get("p99")),
+            "What the FIFO shows of it depends on the file plugin: see *The file plugin mid-stream* in the notes."]
+
+
 def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
     def row(name, base):
         v, misses = lat[name]
-        if not v:
-            return "| %s | 0 | - | - | - | - | - | %d |" % (name, misses)
-        p50 = pct(v, .5)
-        return "| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× | %d |" % (
-            name, len(v), p50, pct(v, .9), pct(v, .99), max(v), p50 / base if base else float("nan"), misses)
+        return lat_row(name, v, misses, base)
 
     ref = "cued, kept connection (warm)"
     base = pct(lat[ref][0], .5) if lat.get(ref, ([], 0))[0] else None
@@ -515,8 +585,8 @@ def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
           "arriving. Every contender plays the same 20 ms probe (first sample non-zero). *warm*: the PCM",
           "is open and prepared; *cold*: closed (`--idle-close-s 0`), cued opens it for the cue;",
           "*pre-warmed*: cold, but a `drag 5` opened it 50 ms before the `drag 80` that plays the cue.",
-          "The file plugin only passes data on once more than a buffer is queued (or at drain), the",
-          "same for every ALSA contender.", "",
+          "The file plugin holds the last buffer it was given and writes on to the FIFO only what is",
+          "queued beyond it (all of it at drain or close), the same for every ALSA contender.", "",
           "| contender | n | p50 µs | p90 µs | p99 µs | max µs | p50 ÷ cued warm | misses |", "|---|---|---|---|---|---|---|---|"]
     for name in lat:
         if not name.startswith(("PA:", "_")):
@@ -525,6 +595,7 @@ def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
         i = lat["_inside_cued"]
         md += ["", "Of cued's warm latency, the part inside cued (its own `status` figure: request line read →",
                "first frame handed to ALSA) was p50 %s µs, p99 %s µs over the same triggers." % (i["p50"], i["p99"])]
+    md += midstream_note(lat)
     if any(n.startswith("PA:") for n in lat):
         pa_ref = "PA: cued (alsa:pulse), kept connection"
         pbase = pct(lat[pa_ref][0], .5) if lat.get(pa_ref, ([], 0))[0] else None
@@ -580,6 +651,10 @@ def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
     targets = []
     if lb and cp99:
         targets.append(("cued kept connection p99 ≤ 2 × C lower bound p99", "%.0f µs vs 2 × %.0f µs" % (cp99, lb), cp99 <= 2 * lb))
+    if lat.get(MIDSTREAM, ([], 0))[0]:
+        m99 = pct(lat[MIDSTREAM][0], .99)
+        targets.append(("mid-stream on plain ALSA (file PCM, a bed playing): p99 ≤ 1.5 ms", "%.2f ms (p50 %.2f ms, %d misses)"
+                        % (m99 / 1000, pct(lat[MIDSTREAM][0], .5) / 1000, lat[MIDSTREAM][1]), m99 <= 1500))
     targets.append(("`cuectl play` p50 ≤ 0.6 × aplay p50", "%.0f µs vs 0.6 × %.0f µs" % (cuectl50, aplay50), cuectl50 <= 0.6 * aplay50))
     if "PA: pactl play-sample" in lat and lat["PA: pactl play-sample"][0] and lat.get("PA: cued (alsa:pulse), kept connection", ([], 0))[0]:
         a, b = pct(lat["PA: cued (alsa:pulse), kept connection"][0], .5), pct(lat["PA: pactl play-sample"][0], .5)
@@ -605,6 +680,21 @@ def main():
     os.chdir(ROOT)
     sounds, probe_wav, probe_raw = make_fixtures()
     only = os.environ.get("BENCH_ONLY")
+    if only in ("alsa", "alsa-cued"):
+        # The trigger -> first sample table (alsa-cued: cued's rows only, warm, cold,
+        # pre-warmed and mid-stream), printed; with BENCH_BIN_DIR, to A/B two builds.
+        log("cued: %s" % CUED)
+        if only == "alsa":
+            subprocess.run(["gcc", "-O2", "-o", os.path.join(TMP, "lowerbound"), "bench/lowerbound.c", "-lasound"], check=True)
+        lat = {}
+        latency_alsa(sounds, probe_wav, probe_raw, lat, cued_only=only == "alsa-cued")
+        lat.pop("_theme", None)
+        ref = "cued, kept connection (warm)"
+        base = pct(lat[ref][0], .5) if lat.get(ref, ([], 0))[0] else None
+        print("\n".join(["| contender | n | p50 µs | p90 µs | p99 µs | max µs | p50 ÷ cued warm | misses |", "|---|---|---|---|---|---|---|---|"]
+                        + [lat_row(n, lat[n][0], lat[n][1], base) for n in lat if not n.startswith("_")] + midstream_note(lat)))
+        print(json.dumps({n: v for n, v in lat.items() if n.startswith("_")}))
+        return
     if only:  # run one section, print its figures (for working on the harness)
         print({"idle": lambda: idle_cost(sounds), "throughput": lambda: throughput(sounds),
                "eventloop": lambda: daemon_bench.event_loop(), "footprint": lambda: daemon_bench.footprint(sounds),

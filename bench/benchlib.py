@@ -14,6 +14,12 @@ def log(*a):
     print(*a, file=sys.stderr, flush=True)
 
 
+def release_dir(root):
+    """Where the cued and cuectl to measure are: $BENCH_BIN_DIR if set (to measure another
+    build, e.g. an older commit's worktree, with this harness), else root/.build/release."""
+    return os.environ.get("BENCH_BIN_DIR") or os.path.join(root, ".build", "release")
+
+
 def pct(values, q):
     v = sorted(values)
     return v[min(len(v) - 1, int(len(v) * q))] if v else float("nan")
@@ -56,12 +62,16 @@ class Stream:
         self.fd = fd
         os.set_blocking(fd, False)
         self.carry = b""
+        self.last_data = None  # monotonic s of the last read that returned any bytes
 
     def _read(self, timeout):
         r, _, _ = select.select([self.fd], [], [], timeout)
         if not r:
             return None
-        return os.read(self.fd, 1 << 16)
+        data = os.read(self.fd, 1 << 16)
+        if data:
+            self.last_data = time.monotonic()
+        return data
 
     def drain(self, quiet_ms=40, limit_s=3.0, threshold=0):
         end = time.monotonic() + limit_s

@@ -20,10 +20,10 @@ import tempfile
 import time
 import wave
 
-from benchlib import Client, Stream, cue_set, log, noise, pct, square, wait_answering, write_wav  # noqa: F401
+from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: F401
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REL = os.path.join(ROOT, ".build", "release")
+REL = release_dir(ROOT)
 CUED, CUECTL = os.path.join(REL, "cued"), os.path.join(REL, "cuectl")
 HEADING = "## Through PipeWire"
 TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "parec", "pw-dump", "pw-play", "paplay", "aplay"]

@@ -110,7 +110,7 @@ final class PipeWireStack: @unchecked Sendable {
         let p = try Subprocess(rt ? chrt : "/usr/bin/pw-record", rt ? ["-f", "10", "/usr/bin/pw-record"] + args : args,
                                env: environment, stderr: dir.file("pw-record.log"))
         recorders.append(p)
-        _ = wait(until: { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 4_096 })
+        _ = eventually { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 4_096 }
         return p
     }
 
