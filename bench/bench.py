@@ -142,6 +142,7 @@ def proc_rss_kib(pid):
 # ---------------------------------------------------------------- sections
 
 MIDSTREAM = "cued, mid-stream (a bed playing)"
+MIDSTREAM_HANDED = "cued, mid-stream: its write to ALSA (from the FIFO)"
 LOUD = 8000  # the probe (±16384) over the bed (noise within ±1000)
 
 
@@ -155,11 +156,14 @@ def midstream_alsa(sounds, stream, env, results):
     rng = random.Random(18)
     p, sock = start_cued("mid", "alsa:benchsink", sounds, ["--idle-close-s", "3600"], env)
     c = Client(sock)
-    sink = json.loads(c.request("status")[3:]).get("sink", {})
-    period_s = int(sink.get("period_frames", 240)) / 48000.0
-    out, misses, dry, bed_at = [], 0, 0, None
+    c.request("play long")
+    bed_at = time.monotonic()
+    stream.drain(quiet_ms=30, threshold=LOUD)
+    sink = json.loads(c.request("status")[3:])["sink"]  # open now: the sizes cued got
+    period_s, buffer = sink["period_frames"] / sink["rate"], sink["buffer_frames"]
+    out, handed, misses, dry = [], [], 0, 0
     for i in range(TRIALS + 3):
-        if bed_at is None or time.monotonic() - bed_at > 8.0:
+        if time.monotonic() - bed_at > 8.0:
             c.request("play long")
             bed_at = time.monotonic()
             stream.drain(quiet_ms=30, threshold=LOUD)
@@ -168,18 +172,24 @@ def midstream_alsa(sounds, stream, env, results):
         flowing = stream.last_data is not None and time.monotonic() - stream.last_data < 0.02
         t0 = time.monotonic_ns()
         c.send("play probe")
-        t1 = stream.wait_loud(threshold=LOUD)
+        got = stream.wait_loud_at(LOUD)
         c.reply()
         if i < 3:
             continue
         if not flowing:
             dry += 1  # no bed data in the last 20 ms: not a mid-stream trigger; counted, kept
-        if t1 is None:
+        if got is None:
             misses += 1
-        else:
-            out.append((t1 - t0) / 1000.0)
+            continue
+        t1, first, reads = got
+        out.append((t1 - t0) / 1000.0)
+        # The file plugin keeps the last `buffer` frames it was given and passes on the rest,
+        # so the write that carried frame `first` is the first read to reach past first - buffer.
+        t_w = next((t for t, upto in reads if upto > first - buffer), t1)
+        handed.append((t_w - t0) / 1000.0)
     st = json.loads(c.request("status")[3:])
     results[MIDSTREAM] = (out, misses)
+    results[MIDSTREAM_HANDED] = (handed, misses)
     results["_midstream"] = {"inside": st.get("latency_us", {}), "dry": dry, "sink": st.get("sink", {}),
                              "xruns": st.get("xruns"), "period_s": period_s}
     p.terminate()
