@@ -574,8 +574,11 @@ def midstream_note(lat):
             "triggered a random 0–1 period (%.1f ms) after the last one has passed, so triggers fall at every" % (m["period_s"] * 1000),
             "phase of cued's writer; latency = trigger → the first sample louder than the bed at the FIFO.",
             "Triggers with no bed data in the 20 ms before them: %d; device xruns: %s. cued's own figure for" % (m["dry"], m["xruns"]),
-            "that daemon (request read → first frame handed to ALSA): p50 %s µs, p99 %s µs." % (i.get("p50"), i.get("p99")),
-            "What the FIFO shows of it depends on the file plugin: see *The file plugin mid-stream* in the notes."]
+            "that daemon (request read → first frame handed to ALSA): p50 %s µs, p99 %s µs. The file plugin" % (i.get("p50"), i.get("p99")),
+            "holds the last buffer (%d frames) it was given, so the probe reaches the FIFO only once cued has" % m["sink"].get("buffer_frames", 0),
+            "written a buffer more, in real time: *its write to ALSA* is when the write that carried the probe's",
+            "first frame happened, read from the FIFO (the first read that reached past that frame less a buffer).",
+            "See *The file plugin mid-stream* in the notes."]
 
 
 def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
