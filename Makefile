@@ -6,11 +6,12 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
 # systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
 # the shells `cuectl shell-init` and the completions are tested in. Install: strip
-# (binutils). scdoc makes the man pages (make man; install uses the committed roff and
+# (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc makes the man pages (make man; install uses the committed roff and
 # make test checks it is current); python3 runs the README's Python example.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
-             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish binutils scdoc python3
+             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish binutils scdoc python3 \
+             fuse3 python3-fusepy
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.

@@ -69,6 +69,10 @@ public struct CueLoader: Sendable {
     public func load(_ file: OpenedFile, path: String, name: String) throws(SndFileError) -> Cue {
         func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
         guard lseek(file.fd, 0, SEEK_SET) == 0 else { throw fail("cannot read it: \(errnoString())") }
+        // The header is read here first, outside the lock below: a file on a file system
+        // that stopped answering blocks this thread alone (the decoding lane writes it
+        // off), not every other decode waiting for the lock. The pages are then cached.
+        if let problem = Self.readAhead(file.fd, bytes: min(file.size, 64 * 1024)) { throw fail(problem) }
         var info = SF_INFO()
         // libsndfile keeps the reason an open failed in one process-wide
         // variable: opens are serialised so that the reason read is this one's.
@@ -155,6 +159,21 @@ public struct CueLoader: Sendable {
             guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
         }
         return Cue(name: name, adopting: out.take(), source: path)
+    }
+
+    /// Reads the first `bytes` of the file (and forgets them); the reason it could not, or nil.
+    static func readAhead(_ fd: Int32, bytes: Int) -> String? {
+        guard bytes > 0, let buf = malloc(bytes) else { return nil }
+        defer { free(buf) }
+        var done = 0
+        while done < bytes {
+            let n = pread(fd, buf + done, bytes - done, off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return "cannot read it: \(errnoString())" }
+            if n == 0 { break }
+            done += n
+        }
+        return nil
     }
 
     /// A float or double file may hold NaN or ±infinity (a double beyond a float's
