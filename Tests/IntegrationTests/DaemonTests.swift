@@ -226,8 +226,8 @@ import TestSupport
         let before = threads()
         usleep(2_000_000)
         let after = threads()
-        // main (signals), audio, event loop, two job threads, the log writer
-        #expect(after.count == 6, "threads: \(after.count)")
+        // main (signals), audio, event loop, two job threads, the log writer, the stderr drain
+        #expect(after.count == 7, "threads: \(after.count)")
         let woke = after.reduce(0) { $0 + $1.value - (before[$1.key] ?? 0) }
         #expect(woke == 0, "\(woke) context switches while idle")
     }
