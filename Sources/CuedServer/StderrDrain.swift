@@ -44,6 +44,7 @@ public enum StderrDrain {
             return false
         }
         close(fds[1])
+        CrashPath.install(pipe: fds[0], original: original)
         let box = Unmanaged.passRetained(Drain(fd: fds[0], logger: logger))
         var thread = pthread_t()
         // Every signal blocked in the drain (the mask is inherited): signals are
@@ -59,6 +60,7 @@ public enum StderrDrain {
         guard rc == 0 else {
             box.release()
             // No drain: give fd 2 back to the original stderr.
+            CrashPath.uninstall()
             dup2(original, 2)
             LogWriter.setDestination(2)
             close(fds[0]); close(original)
@@ -100,5 +102,65 @@ public enum StderrDrain {
         func reportSuppressed(_ n: Int) {
             logger.warning("stderr: \(n) more lines written by C libraries (libsndfile, mpg123, ALSA) suppressed; at most \(StderrDrain.linesPerSecond) a second are logged")
         }
+    }
+}
+
+/// What a dying process writes to fd 2 (the Swift runtime's "Fatal error: …",
+/// a backtrace, glibc's abort messages) must not die with it in the pipe. On a
+/// fatal signal, before the action that was there runs: what is in the pipe is
+/// copied to the original stderr, and fd 2 is the original stderr again, so
+/// what follows goes there directly. A fault then happens again under the
+/// previous action (the Swift runtime's backtracer, or the default); a signal
+/// sent by kill is raised again. What the drain had already taken is in the
+/// log writer's queue, like cued's own last lines: written if its thread gets
+/// to it within the 0.1 s the handler waits.
+enum CrashPath {
+    static let signals: [Int32] = [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT]
+    // Written once before the handlers are installed; read only by them.
+    nonisolated(unsafe) private static var pipeFD: Int32 = -1
+    nonisolated(unsafe) private static var originalFD: Int32 = -1
+    nonisolated(unsafe) private static var previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)
+    nonisolated(unsafe) private static var buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+
+    static func install(pipe: Int32, original: Int32) {
+        pipeFD = pipe
+        originalFD = original
+        for sig in signals {
+            var action = sigaction()
+            action.__sigaction_handler.sa_sigaction = { sig, info, _ in CrashPath.handle(sig, info) }
+            action.sa_flags = SA_SIGINFO | SA_ONSTACK
+            sigemptyset(&action.sa_mask)
+            sigaction(sig, &action, previous + Int(sig))
+        }
+    }
+
+    static func uninstall() {
+        for sig in signals { sigaction(sig, previous + Int(sig), nil) }
+    }
+
+    /// Async-signal-safe: fcntl, read, write, dup2, nanosleep, sigaction, raise.
+    private static func handle(_ sig: Int32, _ info: UnsafeMutablePointer<siginfo_t>?) {
+        let flags = fcntl(pipeFD, F_GETFL)
+        if flags >= 0 { _ = fcntl(pipeFD, F_SETFL, flags | O_NONBLOCK) }
+        while true {
+            let n = read(pipeFD, buffer, 4096)
+            if n <= 0 { break }
+            var done = 0
+            while done < n {
+                let w = write(originalFD, buffer + done, n - done)
+                if w <= 0 { break }
+                done += w
+            }
+            if done < n { break }
+        }
+        dup2(originalFD, 2)
+        // Lines the drain took just before are in the log writer's queue: give
+        // its thread a moment to write them (0.1 s, once, on the way out).
+        var pause = timespec(tv_sec: 0, tv_nsec: 100_000_000)
+        nanosleep(&pause, nil)
+        sigaction(sig, previous + Int(sig), nil)
+        // Sent (kill, raise, abort): send it again, now to the previous action.
+        // A fault: returning runs the faulting instruction again, under it.
+        if let info, info.pointee.si_code <= 0 { raise(sig) }
     }
 }

@@ -108,4 +108,24 @@ struct StderrDrainTests {
         #expect(library.count >= 20)
         #expect(try d.request("ping") == "ok pong")
     }
+
+    /// A fatal signal still ends cued by that signal: the handler that copies
+    /// what is left in the pipe to the original stderr (a dying process's last
+    /// words) hands the signal on. Whether a given line comes out through that
+    /// copy or through the drain and the log writer depends on which thread got
+    /// to it first, so the line is reported, not asserted. The Swift runtime's
+    /// backtracer is off here: in a debug build with the toolchain installed it
+    /// hangs on a SIGSEGV sent by kill, with or without the drain.
+    @Test(arguments: [SIGSEGV, SIGABRT, SIGBUS])
+    func aFatalSignalStillKills(_ sig: Int32) throws {
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["SWIFT_BACKTRACE": "enable=no"])
+        let fd = open("/proc/\(d.pid)/fd/2", O_WRONLY)  // the pipe's write end, as a library in cued holds it
+        try #require(fd >= 0)
+        let line = "Fatal error: last words before signal \(sig)\n"
+        #expect(line.withCString { write(fd, $0, strlen($0)) } == line.utf8.count)
+        close(fd)
+        d.process.signal(sig)
+        #expect(d.waitForExit(timeout: 10) == 128 + sig)
+        print("signal \(sig): the line written just before it is on stderr: \(d.readStderr().contains("last words before signal \(sig)"))")
+    }
 }
