@@ -1523,6 +1523,30 @@ def cache_bound(sounds):
         and reloaded and alive)
 
 
+# Issue 19, problem 4: a warning per directory, not per file.
+def skip_warnings(sounds):
+    d = os.path.join(TMP, "sounds-broken")
+    shutil.copytree(sounds, d)
+    n = 5000
+    for i in range(n):
+        with open(os.path.join(d, "broken%d.wav" % i), "w") as f:
+            f.write("not a sound")
+    q = Cued("skip-warnings", d, level="warning")
+    t = time.monotonic()
+    reloaded = q.request("reload") == "ok reloaded"
+    reload_s = time.monotonic() - t
+    time.sleep(0.3)
+    lines = [x for x in q.stderr().splitlines() if "skipped" in x]
+    alive = q.alive()
+    q.term()
+    shutil.rmtree(d)
+    row("19.4b a sounds directory of broken files", "%d files named `.wav` that are not sounds beside the cues; start, "
+        "then `reload`" % n,
+        "%d warning lines naming skipped files (%d KB) for the start and the reload; `reload` answered in %.0f ms; "
+        "serving: %s" % (len(lines), sum(len(x) + 1 for x in lines) // 1000, reload_s * 1000, alive),
+        len(lines) == 2 and reloaded and alive)
+
+
 # 13. Small items.
 def small_items(sounds):
     q = Cued("small", sounds)
@@ -1553,7 +1577,8 @@ def small_items(sounds):
 
 def issue12(sounds):
     for section in (crafted_files, fifos, stalls, connection_leak, fd_exhaustion, app_mutes, leaks, config_path,
-                    state_temps, socket_dir, signals_row, stderr_row, stderr_flood, cache_bound, small_items):
+                    state_temps, socket_dir, signals_row, stderr_row, stderr_flood, cache_bound, skip_warnings,
+                    small_items):
         try:
             section(sounds)
         except Exception as e:  # a section that breaks is a failed row, not a lost report
