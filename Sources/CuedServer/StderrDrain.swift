@@ -116,15 +116,17 @@ public enum StderrDrain {
 /// to it within the 0.1 s the handler waits.
 enum CrashPath {
     static let signals: [Int32] = [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT]
-    // Written once before the handlers are installed; read only by them.
+    // Set before the handlers are installed (a static is initialized on first
+    // use, which must not be inside a handler); then read only by them.
     nonisolated(unsafe) private static var pipeFD: Int32 = -1
     nonisolated(unsafe) private static var originalFD: Int32 = -1
-    nonisolated(unsafe) private static var previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)
-    nonisolated(unsafe) private static var buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
+    nonisolated(unsafe) private static let previous = UnsafeMutablePointer<sigaction>.allocate(capacity: 65)
+    nonisolated(unsafe) private static let buffer = UnsafeMutableRawPointer.allocate(byteCount: 4096, alignment: 16)
 
     static func install(pipe: Int32, original: Int32) {
         pipeFD = pipe
         originalFD = original
+        _ = (previous, buffer)
         for sig in signals {
             var action = sigaction()
             action.__sigaction_handler.sa_sigaction = { sig, info, _ in CrashPath.handle(sig, info) }
