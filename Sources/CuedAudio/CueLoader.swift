@@ -403,30 +403,44 @@ public struct CueBankLoader: Sendable {
     /// `files` names cues explicitly (name → path); they override the
     /// directories, and unlike files found there, one that fails is an error.
     public func load(directories: [String], files: [String: String] = [:]) throws(Failure) -> Result {
-        var chosen: [String: String] = [:]  // name → path; later directories win
-        for dir in directories {
+        var chosen: [String: (path: String, dir: Int)] = [:]  // name → path; later directories win
+        for (i, dir) in directories.enumerated() {
             for entry in Self.listFiles(dir) where !entry.hasPrefix(".") && Self.isAudioName(entry) {
                 let name = Self.baseName(entry)
                 guard !name.isEmpty else { continue }
-                chosen[name] = dir + "/" + entry
+                chosen[name] = (dir + "/" + entry, i)
             }
         }
-        for (name, path) in files { chosen[name] = path }
+        for (name, path) in files { chosen[name] = (path, -1) }
         var cues: [Cue] = []
-        var warnings: [String] = []
-        for (name, path) in chosen.sorted(by: { $0.key < $1.key }) {
+        var skipped = [[String]](repeating: [], count: directories.count)
+        for (name, found) in chosen.sorted(by: { $0.key < $1.key }) {
             do throws(SndFileError) {
-                cues.append(try loader.load(path: path, name: name))
+                cues.append(try loader.load(path: found.path, name: name))
             } catch {
                 if files[name] != nil { throw .brokenConfigured(name: name, error) }
                 if CueBank.required.contains(name) { throw .brokenRequired(error) }
-                warnings.append("skipped \(error)")
+                skipped[found.dir].append("skipped \(error)")
             }
         }
         for name in CueBank.required where !cues.contains(where: { $0.name == name }) {
             throw .missingRequired(name, searched: directories)
         }
+        let warnings = zip(directories, skipped).compactMap { dir, lines in Self.skipWarning(dir: dir, lines) }
         return Result(bank: CueBank(cues), warnings: warnings)
+    }
+
+    /// Files named at most in a directory's one warning about what it skipped.
+    public static let maxNamedSkips = 8
+
+    /// One warning per directory, not one per file (a directory of 5,000 broken
+    /// files logged 5,000 lines a reload): the first `maxNamedSkips` files with
+    /// their reasons, and how many more.
+    static func skipWarning(dir: String, _ lines: [String]) -> String? {
+        guard !lines.isEmpty else { return nil }
+        let named = lines.prefix(maxNamedSkips).joined(separator: "; ")
+        let more = lines.count - maxNamedSkips
+        return more > 0 ? named + "; and \(more) more files in \(dir) that cannot be played" : named
     }
 
     /// Extensions of the formats libsndfile reads. Other files (a README, a
