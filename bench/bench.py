@@ -253,12 +253,12 @@ def latency_alsa(sounds, probe_wav, probe_raw, results, cued_only=False):
             else:
                 pre.append((t1 - t0) / 1000.0)
     results["cued, kept connection (pre-warmed)"] = (pre, misses)
-    log("latency: cued mid-stream (a bed playing)")
-    midstream_alsa(sounds, stream, env, results)
     if cued_only:
         for p in (warm, cold):
             p.terminate()
             p.wait()
+        log("latency: cued mid-stream (a bed playing)")
+        midstream_alsa(sounds, stream, env, results)
         return
 
     line = os.path.join(TMP, "line.txt")
@@ -306,6 +306,10 @@ def latency_alsa(sounds, probe_wav, probe_raw, results, cued_only=False):
     for p in (warm, cold, lb):
         p.terminate()
         p.wait()
+    # Last, alone on the FIFO: with the warm and cold daemons still open on it, both were
+    # found exited (zombies) after this section in one run, and every later row missed.
+    log("latency: cued mid-stream (a bed playing)")
+    midstream_alsa(sounds, stream, env, results)
 
 
 def latency_pulse(sounds, probe_wav, results):
