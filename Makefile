@@ -1,6 +1,6 @@
 # cued — make deps | build | run | test | sounds | man | install | uninstall | clean
 SWIFT     ?= swift
-SINK      ?= alsa:default
+SINK      ?=
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
@@ -84,15 +84,32 @@ fuzz: build
 reliability: fuzz
 	/usr/bin/python3 bench/reliability.py
 
+# make run: SINK=SPEC forces an output; without it, the one that works here, said in
+# one line: the desktop's sound server through the ALSA plugins when one answers
+# (PipeWire: ALSA's default goes to it with pipewire-alsa; PulseAudio: alsa:pulse), else
+# ALSA's default if it opens, else null (plays nothing) with how to record instead.
+# "Answers" = its socket is in $$XDG_RUNTIME_DIR and the PCM opens (aplay, 0 frames).
+APLAY ?= aplay
 run: build
-	@case "$(SINK)" in alsa*) \
-	  if ! aplay -l 2>/dev/null | grep -q '^card'; then \
-	    echo "make run: this machine has no sound card (aplay -l lists none)."; \
-	    echo "          Run cued with a sink that needs none:  make run SINK=null"; \
-	    echo "          or capture what it plays to a file:    make run SINK=wav:/tmp/cued.wav"; \
-	    exit 2; \
-	  fi;; esac
-	.build/release/cued --sink $(SINK) $(ARGS)
+	@sink='$(SINK)'; \
+	if [ -z "$$sink" ]; then \
+	  rt="$${XDG_RUNTIME_DIR:-/nonexistent}"; \
+	  opens() { $(APLAY) -q -D "$$1" -t raw -f S16_LE -r 48000 -c 2 /dev/null 2>&1; }; \
+	  if [ -e "$$rt/pipewire-0" ] && opens default >/dev/null; then \
+	    sink=alsa:default; why="PipeWire answers at $$rt/pipewire-0 and ALSA's default PCM opens"; \
+	  elif [ -e "$$rt/pulse/native" ] && opens pulse >/dev/null; then \
+	    sink=alsa:pulse; why="a PulseAudio server answers at $$rt/pulse/native"; \
+	  elif err=$$(opens default); then \
+	    sink=alsa:default; why="ALSA's default PCM opens (no sound server found)"; \
+	  else \
+	    sink=null; why="no sound server answers and ALSA's default PCM does not open: $$(printf '%s' "$$err" | tail -n 1)"; \
+	  fi; \
+	  echo "make run: --sink $$sink: $$why"; \
+	  if [ "$$sink" = null ]; then \
+	    echo "make run: cues are played to nothing at the real rate; to record them instead: make run SINK=wav:/tmp/cued.wav"; \
+	  fi; \
+	fi; \
+	exec .build/release/cued --sink "$$sink" $(ARGS)
 
 # The debug build with the tests, plus the release build installed into a
 # scratch prefix that the install tests run (with the toolchain hidden).
