@@ -184,6 +184,30 @@ import TestSupport
         #expect(r.out == "")
     }
 
+    /// make deps installs what the tests need and dpkg says is missing: here
+    /// nothing is installed (a fake dpkg), so everything is asked of apt-get (a
+    /// fake that records it), including bash-completion (the bash completions load
+    /// through it), dpkg-dev and lintian (make deb and its test).
+    @Test func depsInstallsWhatTheTestsNeed() throws {
+        let s = try Scratch()
+        let bin = s.dir.file("bin")
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try s.script(bin + "/dpkg", "exit 1")
+        try s.script(bin + "/apt-get", "echo \"$*\" >> \"$CALLS.apt\"")
+        try s.script(bin + "/sudo", "exec \"$@\"")
+        var env = ProcessInfo.processInfo.environment
+        env["CALLS"] = s.log
+        env["PATH"] = bin + ":" + (env["PATH"] ?? "/usr/bin:/bin")
+        env.removeValue(forKey: "MAKEFLAGS")
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "deps"], env: env)
+        #expect(r.status == 0, "\(r.err)")
+        let apt = (try? String(contentsOfFile: s.log + ".apt", encoding: .utf8)) ?? ""
+        let install = apt.split(separator: "\n").first { $0.hasPrefix("install ") }.map { Set($0.split(separator: " ").map(String.init)) } ?? []
+        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat"] {
+            #expect(install.contains(package), "\(apt)")
+        }
+    }
+
     /// UNITDIR follows $XDG_CONFIG_HOME, as systemd's user units do.
     @Test func unitsGoUnderXDGConfigHome() throws {
         let dir = TempDir()
