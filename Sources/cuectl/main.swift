@@ -59,15 +59,12 @@ do {
     die("\(error.message) (see cuectl --help)", ExitCode.usage)
 }
 
-/// The app the cues are for: --app, else $CUED_APP (both typed by the user:
-/// refused if not a label), else a name derived from `fallback` (sanitized).
+/// The app the cues are for: --app (typed on this command line: refused if not
+/// a label), else $CUED_APP, else a name derived from `fallback`; the last two
+/// sanitized, as a label set long ago must never block the command it labels.
 func appName(fallback: String?) -> String? {
     if let app = invocation.app { return app }
-    if let env = environment("CUED_APP") {
-        guard Label.isValid(env) else { die("CUED_APP: " + Label.problem(env.escapingControls(), what: "app name") + " (see cuectl --help)", ExitCode.usage) }
-        return env
-    }
-    return fallback.flatMap(CommandParser.derivedAppName)
+    return CommandParser.appName(environment: environment("CUED_APP"), fallback: fallback)
 }
 
 func socketPath() -> Result<String, SocketLocationError> {

@@ -49,11 +49,6 @@ import TestSupport
         #expect(session == (64, "", "cuectl: \(Label.problem("a b", what: "session name")) (see cuectl --help)\n"))
         let mute = try cuectl(d, ["mute", "app", "My Tool"])
         #expect(mute == (64, "", "cuectl: \(Label.problem("My Tool", what: "app name")) (see cuectl --help)\n"))
-        var env = d.environment
-        env["CUED_APP"] = "a/b"
-        let fromEnv = try cuectl(d, ["play", "pop"], env: env)
-        #expect(fromEnv.status == 64)
-        #expect(fromEnv.err == "cuectl: CUED_APP: \(Label.problem("a/b", what: "app name")) (see cuectl --help)\n")
         // Nothing reached the daemon: no app was counted, no session made.
         let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
         #expect(s.apps.isEmpty && s.sessions == 0 && s.played == 0)
@@ -63,6 +58,28 @@ import TestSupport
         #expect(derived.status == 0, "\(derived.err)")
         let after = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
         #expect(Array(after.apps.keys) == ["My-Tool"])
+    }
+
+    /// $CUED_APP was set long ago, maybe by another tool: a bad one never blocks
+    /// the work it labels (`CUED_APP='My Tool' cuectl run -- make` runs make). It is
+    /// sanitized as a parent's name is; one with nothing usable left falls back to
+    /// the derived name.
+    @Test func badCUEDAPPIsSanitizedNotRefused() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        var env = d.environment
+        env["CUED_APP"] = "My Tool"
+        let run = try cuectl(d, ["run", "--", "sh", "-c", "echo ran; exit 3"], env: env)
+        #expect(run == (3, "ran\n", ""))
+        env["CUED_APP"] = "a/b"
+        #expect(try cuectl(d, ["play", "pop"], env: env) == (0, "", ""))
+        env["CUED_APP"] = ".."  // no label can be made of it
+        #expect(try cuectl(d, ["run", "--", "true"], env: env) == (0, "", ""))
+        let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(Set(s.apps.keys) == ["My-Tool", "a-b", "true"], "\(s.apps.keys)")
+        // Without a daemon it runs the command all the same.
+        env["CUED_APP"] = "My Tool"
+        let alone = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.dir.file("none.sock"), "run", "--", "sh", "-c", "echo ran"], env: env)
+        #expect(alone.status == 0 && alone.out == "ran\n", "\(alone)")
     }
 
     @Test func socketPathOverTheLimitIsRefusedClearly() throws {
