@@ -141,8 +141,10 @@ case .request(let request, let render):
         reply = try client.readLine()
     } catch {
         if case .noDaemon = error {
-            die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal;"
-                + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE)", ExitCode.noDaemon)
+            var env: [String: String] = [:]
+            for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"] { env[key] = environment(key) }
+            let installed = NoDaemonHint.unitDirectories(environment: env).contains { access($0 + "/cued.socket", F_OK) == 0 }
+            die("\(error)\n" + NoDaemonHint.text(unitsInstalled: installed), ExitCode.noDaemon)
         }
         if case .timedOut = error {
             let (message, code) = ReplyTimeout.outcome(for: request)

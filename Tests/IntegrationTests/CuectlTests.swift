@@ -115,12 +115,27 @@ import TestSupport
         #expect(v.sink.spec == "null")
     }
 
-    @Test func noDaemonExits69WithAHint() throws {
+    /// The hint names systemctl only where cued's units are installed (here: in
+    /// the user's own unit directory, $XDG_CONFIG_HOME/systemd/user); else how to
+    /// start cued in a terminal.
+    @Test(.enabled(if: !NoDaemonHint.unitDirectories(environment: [:]).contains { FileManager.default.fileExists(atPath: $0 + "/cued.socket") },
+                   "cued's units are installed system-wide on this machine"))
+    func noDaemonExits69WithAHint() throws {
         let dir = TempDir()
-        let r = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"])
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = dir.path
+        env.removeValue(forKey: "XDG_CONFIG_HOME")
+        env.removeValue(forKey: "XDG_DATA_HOME")
+        let r = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"], env: env)
         #expect(r.status == 69)
-        #expect(r.err.contains("systemctl --user start cued.socket"))
+        #expect(!r.err.contains("systemctl"), "\(r.err)")
+        #expect(r.err.contains("start it in a terminal:  cued"), "\(r.err)")
         #expect(r.err.contains("without a sound card: cued --sink null"))
+        try FileManager.default.createDirectory(atPath: dir.file(".config/systemd/user"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: dir.file(".config/systemd/user/cued.socket"), contents: nil)
+        let installed = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"], env: env)
+        #expect(installed.status == 69)
+        #expect(installed.err.contains("start it with:  systemctl --user start cued.socket"), "\(installed.err)")
     }
 
     @Test func socketFromEnvironment() throws {
