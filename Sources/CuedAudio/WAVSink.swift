@@ -41,7 +41,14 @@ public final class WAVSink: Sink {
     }
 
     /// The file's directory must exist and be writable: no retry would fix that.
+    /// A file already there with something in it is refused, not overwritten
+    /// (an earlier recording); an empty one (`mktemp`'s) is used.
     public func preflight() throws(SinkError) {
+        var existing = stat()
+        if stat(path, &existing) == 0, existing.st_mode & S_IFMT == S_IFREG, existing.st_size > 0 {
+            throw SinkError("the file already exists (\(existing.st_size) bytes) and cued does not overwrite a recording; "
+                            + "move it away or pick another path")
+        }
         let dir = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         var st = stat()
         guard stat(dir.isEmpty ? "/" : dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {

@@ -337,7 +337,22 @@ public enum SinkSyntax {
             guard s.count > 4 else { return "'wav:' needs a file path, e.g. wav:/tmp/cued.wav" }
             return s.dropFirst(4).hasPrefix("/") ? nil : "wav: needs an absolute path, got '\(s.dropFirst(4))'"
         }
-        return "unknown sink '\(s)' (\(summary))"
+        return "unknown sink '\(s)'" + (nearMiss(s).map { ": did you mean \($0)?" } ?? "") + " (\(summary))"
+    }
+
+    /// The spec a near-miss probably meant: an ALSA PCM name without `alsa:`
+    /// (`pulse`, `pipewire`, `default`, `hw:0`…), a path without `wav:`.
+    static func nearMiss(_ s: String) -> String? {
+        if s.hasPrefix("/") && s.count > 1 { return "wav:" + s }
+        let lower = s.lowercased()
+        if ["pulse", "pulseaudio"].contains(lower) { return "alsa:pulse" }
+        if ["pipewire", "pw"].contains(lower) { return "alsa:pipewire" }
+        if ["default", "sysdefault", "dmix", "dsnoop", "jack", "oss"].contains(lower) { return "alsa:" + lower }
+        for prefix in ["hw:", "plughw:", "sysdefault:", "dmix:", "front:", "iec958:", "hdmi:"] where lower.hasPrefix(prefix) {
+            return "alsa:" + s
+        }
+        if ["wav", "file"].contains(lower) { return "wav:/tmp/cued.wav" }
+        return nil
     }
 }
 

@@ -92,6 +92,20 @@ import TestSupport
         #expect(i.description.hasPrefix("/etc/x/cued.toml:\(line): \(key): "))
     }
 
+    /// A near-miss names the spec it probably meant; anything else only the grammar.
+    @Test(arguments: [
+        ("pulse", "alsa:pulse"), ("PipeWire", "alsa:pipewire"), ("default", "alsa:default"), ("dmix", "alsa:dmix"),
+        ("hw:0,0", "alsa:hw:0,0"), ("plughw:1", "alsa:plughw:1"), ("/tmp/c.wav", "wav:/tmp/c.wav"), ("wav", "wav:/tmp/cued.wav"),
+    ])
+    func sinkNearMissesSuggestTheSpec(given: String, meant: String) {
+        #expect(SinkSyntax.problem(given) == "unknown sink '\(given)': did you mean \(meant)? (\(SinkSyntax.summary))")
+        #expect(SinkSyntax.problem(meant) == nil)
+    }
+
+    @Test func otherUnknownSinksNameTheGrammar() {
+        #expect(SinkSyntax.problem("speakers") == "unknown sink 'speakers' (\(SinkSyntax.summary))")
+    }
+
     @Test func syntaxErrorsHaveALine() {
         guard let i = issue("sink = \"null\"\nvoices = 4\n[cues\n") else { Issue.record("accepted"); return }
         #expect(i.line == 3)
