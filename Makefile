@@ -232,7 +232,13 @@ uninstall:
 	  '$(BASHCOMPDIR)/cuectl' '$(BASHCOMPDIR)/cued' '$(ZSHCOMPDIR)/_cuectl' '$(ZSHCOMPDIR)/_cued' \
 	  '$(FISHCOMPDIR)/cuectl.fish' '$(FISHCOMPDIR)/cued.fish'
 	rm -rf '$(SOUNDDIR)'
-	@rmdir '$(DATADIR)/cued' 2>/dev/null || true
+	@# The directories install makes, once empty (never $(PREFIX) itself; a parent of
+	@# UNITDIR only if it is systemd/), deepest first.
+	@for d in '$(DATADIR)/cued' '$(MANDIR)/man1' '$(MANDIR)/man5' '$(MANDIR)' '$(BASHCOMPDIR)' '$(DATADIR)/bash-completion' \
+	  '$(ZSHCOMPDIR)' '$(DATADIR)/zsh' '$(FISHCOMPDIR)' '$(DATADIR)/fish' '$(DATADIR)' '$(BINDIR)' '$(UNITDIR)'; do \
+	  [ "$$d" != '$(PREFIX)' ] && rmdir "$$d" 2>/dev/null || continue; \
+	  if [ "$$d" = '$(UNITDIR)' ] && [ "$$(basename "$$(dirname "$$d")")" = systemd ]; then rmdir "$$(dirname "$$d")" 2>/dev/null || true; fi; \
+	done
 
 clean:
 	rm -rf .build
