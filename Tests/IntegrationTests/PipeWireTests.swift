@@ -240,4 +240,30 @@ struct PipeWireTests {
         #expect(took < 1.5, "SIGTERM took \(took) s")  // 500 ms grace + 1 s
         #expect(d.readStderr().contains("stalled") || d.readStderr().contains("lost"), "the stall was not reported")
     }
+
+    /// `make run` (the real Makefile and aplay; a cued that only records its
+    /// arguments) on a desktop with PipeWire picks ALSA's default, which
+    /// pipewire-alsa sends to PipeWire, and says so; with the servers stopped,
+    /// null and how to record.
+    @Test func makeRunPicksPipeWireWhileItAnswers() throws {
+        let stack = try PipeWireStack()
+        let s = try MakefileTests.Scratch()
+        try s.script(s.root + "/.build/release/cued", "printf '%s\\n' \"$@\" > \"$CALLS.cued\"")
+        var env = stack.environment
+        env["CALLS"] = s.log
+        env.removeValue(forKey: "MAKEFLAGS")
+        env.removeValue(forKey: "SINK")
+        func makeRun() throws -> (out: String, argv: String) {
+            let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift"), "APT_PKGS=", "run"], env: env)
+            #expect(r.status == 0, "\(r.err)")
+            return (r.out, (try? String(contentsOfFile: s.log + ".cued", encoding: .utf8)) ?? "")
+        }
+        let up = try makeRun()
+        #expect(up.argv == "--sink\nalsa:default\n", "\(up)")
+        #expect(up.out.hasPrefix("make run: --sink alsa:default: PipeWire answers at "), "\(up.out)")
+        stack.stopServers()
+        let down = try makeRun()
+        #expect(down.argv == "--sink\nnull\n", "\(down)")
+        #expect(down.out.contains("make run SINK=wav:/tmp/cued.wav"), "\(down.out)")
+    }
 }
