@@ -86,32 +86,12 @@ fuzz: build
 reliability: fuzz
 	/usr/bin/python3 bench/reliability.py
 
-# make run: SINK=SPEC forces an output; without it, the one that works here, said in
-# one line: the desktop's sound server through the ALSA plugins when one answers
-# (PipeWire: ALSA's default goes to it with pipewire-alsa; PulseAudio: alsa:pulse), else
-# ALSA's default if it opens, else null (plays nothing) with how to record instead.
-# "Answers" = its socket is in $$XDG_RUNTIME_DIR and the PCM opens (aplay, 0 frames).
-APLAY ?= aplay
+# make run: SINK=SPEC forces an output; without it cued picks one (--sink auto: the
+# desktop's sound server when one answers, else ALSA's default if it opens, else null)
+# and says which and why in its first lines.
 run: build
-	@sink='$(SINK)'; \
-	if [ -z "$$sink" ]; then \
-	  rt="$${XDG_RUNTIME_DIR:-/nonexistent}"; \
-	  opens() { $(APLAY) -q -D "$$1" -t raw -f S16_LE -r 48000 -c 2 /dev/null 2>&1; }; \
-	  if [ -e "$$rt/pipewire-0" ] && opens default >/dev/null; then \
-	    sink=alsa:default; why="PipeWire answers at $$rt/pipewire-0 and ALSA's default PCM opens"; \
-	  elif [ -e "$$rt/pulse/native" ] && opens pulse >/dev/null; then \
-	    sink=alsa:pulse; why="a PulseAudio server answers at $$rt/pulse/native"; \
-	  elif err=$$(opens default); then \
-	    sink=alsa:default; why="ALSA's default PCM opens (no sound server found)"; \
-	  else \
-	    sink=null; why="no sound server answers and ALSA's default PCM does not open: $$(printf '%s' "$$err" | tail -n 1)"; \
-	  fi; \
-	  echo "make run: --sink $$sink: $$why"; \
-	  if [ "$$sink" = null ]; then \
-	    echo "make run: cues are played to nothing at the real rate; to record them instead: make run SINK=wav:/tmp/cued.wav"; \
-	  fi; \
-	fi; \
-	exec .build/release/cued --sink "$$sink" $(ARGS)
+	@[ -n '$(SINK)' ] || echo "make run: cued --sink auto picks where sound goes and says why; force one with SINK=…, e.g. make run SINK=wav:/tmp/cued.wav to record"
+	exec .build/release/cued --sink '$(or $(SINK),auto)' $(ARGS)
 
 # The debug build with the tests, plus the release build installed into a
 # scratch prefix that the install tests run (with the toolchain hidden).

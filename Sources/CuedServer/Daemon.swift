@@ -98,6 +98,8 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public var current: Runtime { runtime }
+    /// Why `--sink auto` picked the sink it did (`status`'s sink.why); nil for a named sink.
+    public var sinkWhy: String?
 
     /// What a connection carries between requests.
     public struct ConnectionState: Sendable {
@@ -541,6 +543,7 @@ public final class Daemon: @unchecked Sendable {
         out.stateError = saver?.error
         out.config = runtime.config.path
         out.sink.spec = engine.sinkSpec
+        out.sink.why = sinkWhy
         out.sink.state = s.sinkState.rawValue
         if let f = s.sinkFormat {
             out.sink.rate = f.rate

@@ -241,29 +241,22 @@ struct PipeWireTests {
         #expect(d.readStderr().contains("stalled") || d.readStderr().contains("lost"), "the stall was not reported")
     }
 
-    /// `make run` (the real Makefile and aplay; a cued that only records its
-    /// arguments) on a desktop with PipeWire picks ALSA's default, which
-    /// pipewire-alsa sends to PipeWire, and says so; with the servers stopped,
-    /// null and how to record.
-    @Test func makeRunPicksPipeWireWhileItAnswers() throws {
+    /// `cued --sink auto` (what `make run` runs) on a desktop with PipeWire picks
+    /// ALSA's default, which pipewire-alsa sends to PipeWire, says why in
+    /// status, and plays; started with the servers stopped, null and why.
+    @Test func autoPicksPipeWireWhileItAnswers() throws {
         let stack = try PipeWireStack()
-        let s = try MakefileTests.Scratch()
-        try s.script(s.root + "/.build/release/cued", "printf '%s\\n' \"$@\" > \"$CALLS.cued\"")
-        var env = stack.environment
-        env["CALLS"] = s.log
-        env.removeValue(forKey: "MAKEFLAGS")
-        env.removeValue(forKey: "SINK")
-        func makeRun() throws -> (out: String, argv: String) {
-            let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift"), "APT_PKGS=", "run"], env: env)
-            #expect(r.status == 0, "\(r.err)")
-            return (r.out, (try? String(contentsOfFile: s.log + ".cued", encoding: .utf8)) ?? "")
-        }
-        let up = try makeRun()
-        #expect(up.argv == "--sink\nalsa:default\n", "\(up)")
-        #expect(up.out.hasPrefix("make run: --sink alsa:default: PipeWire answers at "), "\(up.out)")
+        let d = try start(stack, "auto")
+        let s = try d.status()
+        #expect(s.sink.spec == "alsa:default", "\(s.sink)")
+        #expect(s.sink.why?.hasPrefix("auto: PipeWire answers at \(stack.environment["XDG_RUNTIME_DIR"]!)/pipewire-0") == true, "\(s.sink)")
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(try d.status().sink.kind == "pipewire")
+        d.stop()
         stack.stopServers()
-        let down = try makeRun()
-        #expect(down.argv == "--sink\nnull\n", "\(down)")
-        #expect(down.out.contains("make run SINK=wav:/tmp/cued.wav"), "\(down.out)")
+        let down = try start(stack, "auto")
+        let after = try down.status()
+        #expect(after.sink.spec == "null", "\(after.sink)")
+        #expect(after.sink.why?.contains("--sink wav:FILE") == true, "\(after.sink)")
     }
 }
