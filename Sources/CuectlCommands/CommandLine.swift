@@ -22,6 +22,8 @@ public struct Invocation: Equatable, Sendable {
         /// One request on one connection; `render` says how to show its reply.
         case request(Request, render: Render)
         case configCheck(path: String?)
+        /// `doctor`: a first-run check (`Doctor`).
+        case doctor
         /// `run -- COMMAND ARGS…`
         case run([String])
         case shellInit(Shell)
@@ -125,6 +127,11 @@ public enum CommandParser {
                 throw UsageError("unknown shell '\(operands[0])' (bash, zsh or fish)")
             }
             inv.action = .shellInit(shell)
+            return inv
+        case "doctor":
+            try only([])
+            try count(0...0, "doctor")
+            inv.action = .doctor
             return inv
         case "config":
             try only([])

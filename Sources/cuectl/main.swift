@@ -96,6 +96,38 @@ case .shellInit(let shell):
     print(ShellInit.snippet(shell, cuectl: executablePath() ?? "cuectl", socket: socket, app: invocation.app), terminator: "")
     exit(0)
 
+case .doctor:
+    var env: [String: String] = [:]
+    for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"] { env[key] = environment(key) }
+    var status: Status?
+    var why: String?
+    var path = "(no socket path)"
+    switch socketPath() {
+    case .failure(let e): why = e.message
+    case .success(let p):
+        path = p
+        do {
+            let client = try CueClient(path: p)
+            client.setTimeout(milliseconds: 5000)
+            let reply = try client.request("status")
+            if reply.hasPrefix("ok ") { status = Status.parse(String(reply.dropFirst(3))) } else { why = reply }
+        } catch {
+            why = "\(error)"
+        }
+    }
+    var card = false
+    if let dir = opendir("/dev/snd") {
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasPrefix("pcmC") && name.hasSuffix("p") { card = true }
+        }
+        closedir(dir)
+    }
+    let report = Doctor.report(status: status, noDaemon: why, socket: path, environment: env, soundCard: card,
+                               exists: { access($0, F_OK) == 0 })
+    print(report.lines.joined(separator: "\n"))
+    exit(report.exitCode)
+
 case .configCheck(let explicit):
     // `cued --check-config` does the checking, so cuectl itself stays free of
     // the TOML library (it starts on every cue).

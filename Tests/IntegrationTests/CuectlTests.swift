@@ -138,6 +138,24 @@ import TestSupport
         #expect(installed.err.contains("start it with:  systemctl --user start cued.socket"), "\(installed.err)")
     }
 
+    /// `cuectl doctor` against real daemons: null is a problem with its fix
+    /// (exit 1), a recording is fine (exit 0), no daemon is 69.
+    @Test func doctorSaysWhetherACueWouldBeHeard() throws {
+        let null = try DaemonHarness(args: ["--sink", "null"])
+        let n = try cuectl(null, ["doctor"], env: null.environment)
+        #expect(n.status == 1, "\(n)")
+        #expect(n.out.hasPrefix("ok  cued \(CuectlHelp.version) answers at \(null.socketPath) (pid \(null.pid))\n"), "\(n.out)")
+        #expect(n.out.contains("!!  output null: nothing is heard (cued plays to nothing)\n    fix: "), "\(n.out)")
+        let wav = try DaemonHarness(args: ["--sink", "wav:%DIR%/capture.wav"])
+        let w = try cuectl(wav, ["doctor"], env: wav.environment)
+        #expect(w.status == 0, "\(w)")
+        #expect(w.out.contains("ok  output wav:\(wav.capturePath): closed: cues are recorded to \(wav.capturePath)\n"), "\(w.out)")
+        let dir = TempDir()
+        let none = try cuectl(nil, ["--socket", dir.file("none.sock"), "doctor"])
+        #expect(none.status == 69)
+        #expect(none.out.hasPrefix("!!  "), "\(none.out)")
+    }
+
     @Test func socketFromEnvironment() throws {
         let d = try DaemonHarness(args: ["--sink", "null"])
         var env = ProcessInfo.processInfo.environment
