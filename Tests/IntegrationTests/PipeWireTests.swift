@@ -259,4 +259,26 @@ struct PipeWireTests {
         #expect(after.sink.spec == "null", "\(after.sink)")
         #expect(after.sink.why?.contains("--sink wav:FILE") == true, "\(after.sink)")
     }
+
+    /// `cuectl doctor` explains both: with PipeWire up, the server and the output
+    /// are fine (exit 0); with it stopped, a cued on alsa:default whose device
+    /// failed gets the fix to start PipeWire (exit 1).
+    @Test func doctorExplainsPipeWireUpAndDown() throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, "auto")
+        var env = d.environment.merging(stack.environment) { $1 }
+        env["XDG_RUNTIME_DIR"] = stack.environment["XDG_RUNTIME_DIR"]
+        let rt = stack.environment["XDG_RUNTIME_DIR"]!
+        let up = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "doctor"], env: env)
+        #expect(up.status == 0, "\(up)")
+        #expect(up.out.contains("ok  sound server: PipeWire (\(rt)/pipewire-0)\n"), "\(up.out)")
+        #expect(up.out.contains("ok  output alsa:default: "), "\(up.out)")
+        d.stop()
+        stack.stopServers()
+        let named = try start(stack, "alsa:default")
+        _ = try named.request("play pop wait")  // the device fails to open: Host is down
+        let down = try runProcess(TestPaths.binary("cuectl"), ["--socket", named.socketPath, "doctor"], env: env)
+        #expect(down.status == 1, "\(down)")
+        #expect(down.out.contains("    fix: the sound server is not running: systemctl --user start pipewire pipewire-pulse\n"), "\(down.out)")
+    }
 }
