@@ -10,7 +10,7 @@ _cued() {
         --latency-ms|--voices|--idle-close-s|--session-ttl-s|--rate-limit|--max-clients) return ;;
     esac
     COMPREPLY=($(compgen -W "--socket --config --check-config --sink --latency-ms --voices --idle-close-s
-        --session-ttl-s --rate-limit --max-clients --sounds --muted --unmuted --log-level --help --version" -- "$cur"))
+        --session-ttl-s --rate-limit --max-clients --sounds --force --muted --unmuted --log-level --help --version" -- "$cur"))
 }
 
 complete -F _cued cued

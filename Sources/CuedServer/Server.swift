@@ -217,7 +217,7 @@ public final class Server: Sendable {
             return ALSASink(device: pcm, latencyMs: s.latencyMs,
                             streamProperties: ALSASink.defaultStreamProperties.merging(s.stream) { $1 })
         case .null, .auto: return NullSink(latencyMs: latency)  // auto is resolved before
-        case .wav(let path): return WAVSink(path: path, latencyMs: latency)
+        case .wav(let path): return WAVSink(path: path, latencyMs: latency, overwrite: options.overwriteRecording)
         case .fault(let spec):
             guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latency) else { return NullSink(latencyMs: latency) }
             return sink

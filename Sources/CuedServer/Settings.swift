@@ -19,6 +19,8 @@ public struct CommandLineOptions: Sendable {
     public var idleCloseSeconds: Double?
     public var soundDirectories: [String]?
     public var muted: Bool?
+    /// `--force`: `wav:PATH` may replace a file that is already there.
+    public var overwriteRecording = false
     public var sessionTTLSeconds = 300.0
     public var limits = Daemon.Limits()
     /// The process environment, read once at start.

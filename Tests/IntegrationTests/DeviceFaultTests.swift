@@ -123,7 +123,7 @@ import TestSupport
     }
 
     /// wav:FILE never overwrites a recording: a file with something in it is
-    /// refused at start (exit 78, left as it was); an empty one is written.
+    /// refused at start (exit 78, left as it was) unless --force; an empty one is written.
     @Test func wavSinkRefusesAnExistingRecording() throws {
         let dir = TempDir()
         let old = dir.file("old.wav")
@@ -131,8 +131,13 @@ import TestSupport
         let r = try runProcess(TestPaths.binary("cued"), ["--sink", "wav:" + old, "--socket", dir.file("s.sock")])
         #expect(r.status == 78)
         #expect(r.err == "cued: sink wav:\(old): the file already exists (20 bytes) and cued does not overwrite a recording; "
-                + "move it away or pick another path\n", "\(r.err)")
+                + "move it away, pick another path, or add --force\n", "\(r.err)")
         #expect(try String(contentsOfFile: old, encoding: .utf8) == "an earlier recording")
+        // --force: replaced.
+        let forced = try DaemonHarness(args: ["--sink", "wav:" + old, "--force"])
+        #expect(try forced.request("play pop wait") == "ok")
+        #expect(forced.stop() == 0)
+        #expect(((try? WAV.read(old))?.samples.filter { $0 != 0 }.count ?? 0) > 0)
         let empty = dir.file("empty.wav")
         _ = FileManager.default.createFile(atPath: empty, contents: nil)
         let d = try DaemonHarness(args: ["--sink", "wav:" + empty])
