@@ -68,6 +68,11 @@ let package = Package(
         .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
+        .testTarget(name: "CuedServerTests", dependencies: [
+            "CuedServer",
+            .product(name: "NIOCore", package: "swift-nio"),
+            .product(name: "NIOPosix", package: "swift-nio"),
+        ]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),

@@ -142,6 +142,7 @@ def proc_rss_kib(pid):
 # ---------------------------------------------------------------- sections
 
 MIDSTREAM = "cued, mid-stream (a bed playing)"
+MIDSTREAM_HANDED = "cued, mid-stream: its write to ALSA (from the FIFO)"
 LOUD = 8000  # the probe (±16384) over the bed (noise within ±1000)
 
 
@@ -155,11 +156,14 @@ def midstream_alsa(sounds, stream, env, results):
     rng = random.Random(18)
     p, sock = start_cued("mid", "alsa:benchsink", sounds, ["--idle-close-s", "3600"], env)
     c = Client(sock)
-    sink = json.loads(c.request("status")[3:]).get("sink", {})
-    period_s = int(sink.get("period_frames", 240)) / 48000.0
-    out, misses, dry, bed_at = [], 0, 0, None
+    c.request("play long")
+    bed_at = time.monotonic()
+    stream.drain(quiet_ms=30, threshold=LOUD)
+    sink = json.loads(c.request("status")[3:])["sink"]  # open now: the sizes cued got
+    period_s, buffer = sink["period_frames"] / sink["rate"], sink["buffer_frames"]
+    out, handed, misses, dry = [], [], 0, 0
     for i in range(TRIALS + 3):
-        if bed_at is None or time.monotonic() - bed_at > 8.0:
+        if time.monotonic() - bed_at > 8.0:
             c.request("play long")
             bed_at = time.monotonic()
             stream.drain(quiet_ms=30, threshold=LOUD)
@@ -168,18 +172,24 @@ def midstream_alsa(sounds, stream, env, results):
         flowing = stream.last_data is not None and time.monotonic() - stream.last_data < 0.02
         t0 = time.monotonic_ns()
         c.send("play probe")
-        t1 = stream.wait_loud(threshold=LOUD)
+        got = stream.wait_loud_at(LOUD)
         c.reply()
         if i < 3:
             continue
         if not flowing:
             dry += 1  # no bed data in the last 20 ms: not a mid-stream trigger; counted, kept
-        if t1 is None:
+        if got is None:
             misses += 1
-        else:
-            out.append((t1 - t0) / 1000.0)
+            continue
+        t1, first, reads = got
+        out.append((t1 - t0) / 1000.0)
+        # The file plugin keeps the last `buffer` frames it was given and passes on the rest,
+        # so the write that carried frame `first` is the first read to reach past first - buffer.
+        t_w = next((t for t, upto in reads if upto > first - buffer), t1)
+        handed.append((t_w - t0) / 1000.0)
     st = json.loads(c.request("status")[3:])
     results[MIDSTREAM] = (out, misses)
+    results[MIDSTREAM_HANDED] = (handed, misses)
     results["_midstream"] = {"inside": st.get("latency_us", {}), "dry": dry, "sink": st.get("sink", {}),
                              "xruns": st.get("xruns"), "period_s": period_s}
     p.terminate()
@@ -564,8 +574,11 @@ def midstream_note(lat):
             "triggered a random 0–1 period (%.1f ms) after the last one has passed, so triggers fall at every" % (m["period_s"] * 1000),
             "phase of cued's writer; latency = trigger → the first sample louder than the bed at the FIFO.",
             "Triggers with no bed data in the 20 ms before them: %d; device xruns: %s. cued's own figure for" % (m["dry"], m["xruns"]),
-            "that daemon (request read → first frame handed to ALSA): p50 %s µs, p99 %s µs." % (i.get("p50"), i.get("p99")),
-            "What the FIFO shows of it depends on the file plugin: see *The file plugin mid-stream* in the notes."]
+            "that daemon (request read → first frame handed to ALSA): p50 %s µs, p99 %s µs. The file plugin" % (i.get("p50"), i.get("p99")),
+            "holds the last buffer (%d frames) it was given, so the probe reaches the FIFO only once cued has" % m["sink"].get("buffer_frames", 0),
+            "written a buffer more, in real time: *its write to ALSA* is when the write that carried the probe's",
+            "first frame happened, read from the FIFO (the first read that reached past that frame less a buffer).",
+            "See *The file plugin mid-stream* in the notes."]
 
 
 def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):

@@ -63,6 +63,7 @@ class Stream:
         os.set_blocking(fd, False)
         self.carry = b""
         self.last_data = None  # monotonic s of the last read that returned any bytes
+        self.total = 0  # bytes read since the stream was opened
 
     def _read(self, timeout):
         r, _, _ = select.select([self.fd], [], [], timeout)
@@ -71,6 +72,7 @@ class Stream:
         data = os.read(self.fd, 1 << 16)
         if data:
             self.last_data = time.monotonic()
+            self.total += len(data)
         return data
 
     def drain(self, quiet_ms=40, limit_s=3.0, threshold=0):
@@ -105,6 +107,26 @@ class Stream:
                 if self._loud(data, threshold):
                     return t
 
+
+    def wait_loud_at(self, threshold, frame_bytes=4, timeout_s=3.0):
+        """Like wait_loud, also where: returns (ns of the read, the first loud frame's index
+        in the stream, [(ns, frames read so far) for every read meanwhile]) or None."""
+        end = time.monotonic() + timeout_s
+        reads = []
+        while time.monotonic() < end:
+            data = self._read(end - time.monotonic())
+            if data is None:
+                continue
+            t = time.monotonic_ns()
+            reads.append((t, self.total // frame_bytes))
+            data = self.carry + data
+            n = len(data) // 2
+            self.carry = data[2 * n:]
+            for i, v in enumerate(struct.unpack("<%dh" % n, data[:2 * n])):
+                if abs(v) > threshold:
+                    start = self.total - len(self.carry) - 2 * n
+                    return t, (start + 2 * i) // frame_bytes, reads
+        return None
 
     def wait_nonzero(self, timeout_s=3.0):
         return self.wait_loud(timeout_s)

@@ -1400,6 +1400,153 @@ def stderr_row(sounds):
         "; ".join(figs), ok)
 
 
+# Issue 19, problem 3: C libraries write to descriptor 2 themselves.
+def damaged_mp3(path, seed, frames=200):
+    """MPEG-1 layer III frame headers with random bodies: libsndfile opens it through
+    mpg123, which prints a few hundred error lines (tens of KB) to fd 2 per decode."""
+    import random
+    r = random.Random(seed)
+    with open(path, "wb") as f:
+        for _ in range(frames):
+            f.write(bytes([0xFF, 0xFB, 0x90, 0xC4]) + bytes(r.randrange(256) for _ in range(413)))
+
+
+def stderr_flood(sounds):
+    rfd, wfd = os.pipe()  # read end held open and never read
+    q = Cued("stderr-flood", sounds, ["--rate-limit", "0"], level="info", stderr=wfd)
+    os.close(wfd)
+    # Fill the pipe first: from here on every write to cued's original stderr would block.
+    w = os.open("/proc/%d/fd/%d" % (os.getpid(), rfd), os.O_WRONLY | os.O_NONBLOCK)
+    filled = 0
+    try:
+        while True:
+            filled += os.write(w, b"." * 4096)
+    except BlockingIOError:
+        pass
+    os.close(w)
+    n, files = 60, []
+    for i in range(n):
+        files.append(os.path.join(TMP, "damaged%d.mp3" % i))
+        damaged_mp3(files[-1], i)
+    # Four connections pipeline 15 each, so both job threads decode at once.
+    conns, other = [q.client(20) for _ in range(4)], q.client(10)
+    t = time.monotonic()
+    for k, c in enumerate(conns):
+        for path in files[k::4]:
+            c.send("play-file " + path)
+    t_ping = time.monotonic()
+    try:
+        ping_ok = other.request("ping") == "ok pong"
+    except OSError:
+        ping_ok = False
+    ping_s = time.monotonic() - t_ping
+    answered = 0
+    for k, c in enumerate(conns):
+        try:
+            for _ in files[k::4]:
+                r = c.reply()
+                answered += r == "ok" or r.startswith("err bad-file")
+        except OSError:
+            pass
+    all_s = time.monotonic() - t
+    figs = []
+    try:
+        play_ok = other.request("play probe") == "ok"
+        t = time.monotonic()
+        reload_ok = other.request("reload") == "ok reloaded"
+        reload_s = time.monotonic() - t
+        mute_ok = other.request("mute") == "ok muted"
+    except OSError:
+        play_ok = reload_ok = mute_ok = False
+        reload_s = float("nan")
+    state = os.path.join(q.state, "cued", "state")
+    saved = False
+    end = time.monotonic() + 2
+    while time.monotonic() < end and not saved:
+        saved = os.path.exists(state) and "muted=true" in open(state).read()
+        time.sleep(0.02)
+    alive = q.alive()
+    figs.append("%d of %d damaged-MP3 `play-file`s answered (%.1f s for the lot); another client's ping meanwhile %s "
+                "in %.1f ms; then `play probe` %s, `reload` %s in %.0f ms, `mute` on disk: %s; serving: %s"
+                % (answered, n, all_s, "answered" if ping_ok else "unanswered", ping_s * 1000,
+                   "ok" if play_ok else "unanswered", "ok" if reload_ok else "unanswered", reload_s * 1000, saved,
+                   alive))
+    q.term()
+    os.close(rfd)
+    row("19.3 a C library writes to an unread stderr",
+        "stderr a pipe nobody reads, filled (%d KiB) before the first request; %d distinct damaged MP3s (valid frame "
+        "headers, random bodies: mpg123 prints a few hundred lines, tens of KB, to fd 2 per decode), `play-file` "
+        "pipelined on 4 connections; then another client's requests" % (filled // 1024, n),
+        "; ".join(figs), answered == n and ping_ok and play_ok and reload_ok and mute_ok and saved and alive)
+
+
+# Issue 19, problem 4: the decoded-sound cache is bounded in entries too.
+def cache_bound(sounds):
+    q = Cued("cache-bound", sounds, ["--rate-limit", "0"])
+    path = os.path.join(TMP, "one-frame.wav")
+    with wave.open(path, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(48000)
+        w.writeframes(struct.pack("<h", 1000))
+    c = q.client(10)
+    c.request("play-file " + path)
+    rss0 = rss_kib(q.pid)
+    n, most, answered = 10000, 0, 0
+    t = time.monotonic()
+    for i in range(1, n + 1):
+        os.utime(path, ns=(10 ** 15 + i * 10 ** 9, 10 ** 15 + i * 10 ** 9))  # a new mtime: a new file to the cache
+        answered += c.request("play-file " + path) == "ok"
+        if i % 1000 == 0:
+            most = max(most, status(q.sock)["theme"]["cached"])
+    plays_s = time.monotonic() - t
+    st = status(q.sock)
+    rss1 = rss_kib(q.pid)
+    # A reload, and another client's ping while it runs.
+    pinger = q.client(10)
+    t = time.monotonic()
+    c.send("reload")
+    pinger.request("ping")
+    ping_s = time.monotonic() - t
+    reloaded = c.reply() == "ok reloaded"
+    reload_s = time.monotonic() - t
+    after = status(q.sock)["theme"]["cached"]
+    alive = q.alive()
+    q.term()
+    row("19.4 the sound cache, in entries", "`--rate-limit 0`; %d `play-file`s of one 1-frame WAV whose mtime changes "
+        "before each (each a new file to the cache); then `reload` while another client pings" % n,
+        "%d of %d answered in %.1f s; entries at most %d (cap 4,096), %d at the end, %d after the reload; RSS %.1f → "
+        "%.1f MiB; `reload` answered in %.0f ms, the ping during it in %.1f ms; serving: %s"
+        % (answered, n, plays_s, max(most, st["theme"]["cached"]), st["theme"]["cached"], after, rss0 / 1024,
+           rss1 / 1024, reload_s * 1000, ping_s * 1000, alive),
+        answered == n and max(most, st["theme"]["cached"]) <= 4096 and after <= 4096 and rss1 - rss0 < 32 * 1024
+        and reloaded and alive)
+
+
+# Issue 19, problem 4: a warning per directory, not per file.
+def skip_warnings(sounds):
+    d = os.path.join(TMP, "sounds-broken")
+    shutil.copytree(sounds, d)
+    n = 5000
+    for i in range(n):
+        with open(os.path.join(d, "broken%d.wav" % i), "w") as f:
+            f.write("not a sound")
+    q = Cued("skip-warnings", d, level="warning")
+    t = time.monotonic()
+    reloaded = q.request("reload") == "ok reloaded"
+    reload_s = time.monotonic() - t
+    time.sleep(0.3)
+    lines = [x for x in q.stderr().splitlines() if "skipped" in x]
+    alive = q.alive()
+    q.term()
+    shutil.rmtree(d)
+    row("19.4b a sounds directory of broken files", "%d files named `.wav` that are not sounds beside the cues; start, "
+        "then `reload`" % n,
+        "%d warning lines naming skipped files (%d KB) for the start and the reload; `reload` answered in %.0f ms; "
+        "serving: %s" % (len(lines), sum(len(x) + 1 for x in lines) // 1000, reload_s * 1000, alive),
+        len(lines) == 2 and reloaded and alive)
+
+
 # 13. Small items.
 def small_items(sounds):
     q = Cued("small", sounds)
@@ -1430,7 +1577,8 @@ def small_items(sounds):
 
 def issue12(sounds):
     for section in (crafted_files, fifos, stalls, connection_leak, fd_exhaustion, app_mutes, leaks, config_path,
-                    state_temps, socket_dir, signals_row, stderr_row, small_items):
+                    state_temps, socket_dir, signals_row, stderr_row, stderr_flood, cache_bound, skip_warnings,
+                    small_items):
         try:
             section(sounds)
         except Exception as e:  # a section that breaks is a failed row, not a lost report

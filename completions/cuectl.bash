@@ -18,7 +18,7 @@ _cuectl() {
         case $word in
             --socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
             --socket=*) socket=${word#--socket=} ;;
-            --session|--app|--gain) ((i++)) ;;
+            --session|--app|--gain|--priority) ((i++)) ;;
             --) if [[ $verb == run ]]; then _cuectl_command $((i + 1)); return; fi ;;
             -*) ;;
             *)
@@ -29,12 +29,12 @@ _cuectl() {
     done
     case $prev in
         --socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --session|--app|--gain) return ;;
+        --session|--app|--gain|--priority) return ;;
     esac
     if [[ $cur == -* ]]; then
         local options="--socket --session --app --help --version"
         case $verb in
-            play|play-file) options+=" --gain --wait" ;;
+            play|play-file) options+=" --gain --wait --id --loop --priority" ;;
             state) options+=" --quiet" ;;
             cues) options+=" --theme" ;;
             status) options+=" --json" ;;

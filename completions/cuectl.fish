@@ -52,6 +52,9 @@ end
 complete -c cuectl -n "__fish_seen_subcommand_from play" -a "(__cuectl_cues theme)" -d cue
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l gain -x -d 'gain in dB, -60 to 12'
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l wait -d 'return once it has sounded'
+complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l id -d "print the voice's id"
+complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l loop -d 'until stopped (--loop=N, --loop=2.5s)'
+complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l priority -x -d '-100 to 100 (default 0)'
 complete -c cuectl -n "__fish_seen_subcommand_from play-file" -F
 complete -c cuectl -n "__fish_seen_subcommand_from stop" -a "all (__cuectl_cues)"
 complete -c cuectl -n "__fish_seen_subcommand_from state" -a "pull release loading idle"

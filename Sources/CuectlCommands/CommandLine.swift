@@ -53,8 +53,8 @@ public enum CommandParser {
     public static func parse(_ args: [String], cwd: String) throws(UsageError) -> Invocation {
         var inv = Invocation(action: .help)
         var words: [String] = []
-        var gain: String?
-        var wait = false, quiet = false, json = false, theme = false
+        var gain: String?, loop: String?, priority: String?
+        var wait = false, quiet = false, json = false, theme = false, wantsID = false
         var command: [String]?
         var rest = args[...]
 
@@ -80,7 +80,13 @@ public enum CommandParser {
             if let v = try value(arg, "--session") { inv.session = try label(v, "session name"); continue }
             if let v = try value(arg, "--app") { inv.app = try label(v, "app name"); continue }
             if let v = try value(arg, "--gain") { gain = v; continue }
+            if let v = try value(arg, "--priority") { priority = v; continue }
+            // `--loop` alone: until stopped; `--loop=N` or `--loop=2.5s` (one word: a bare
+            // `--loop 3` would take the cue's place).
+            if arg.hasPrefix("--loop=") { loop = String(arg.dropFirst(7)); continue }
             switch arg {
+            case "--loop": loop = ""
+            case "--id": wantsID = true
             case "--wait": wait = true
             case "--quiet": quiet = true
             case "--json": json = true
@@ -104,7 +110,8 @@ public enum CommandParser {
         /// Options that go with one verb only.
         func only(_ allowed: Set<String>) throws(UsageError) {
             let given: [(String, Bool)] = [("--gain", gain != nil), ("--wait", wait), ("--quiet", quiet),
-                                           ("--json", json), ("--theme", theme)]
+                                           ("--json", json), ("--theme", theme), ("--loop", loop != nil),
+                                           ("--priority", priority != nil), ("--id", wantsID)]
             for (flag, set) in given where set && !allowed.contains(flag) {
                 throw UsageError("\(flag) does not go with \(verb)")
             }
@@ -151,18 +158,20 @@ public enum CommandParser {
         case "ping", "drop", "reload":
             try only([]); try count(0...0, verb); line = [verb]
         case "play":
-            try only(["--gain", "--wait"]); try count(1...1, "play CUE [--gain DB] [--wait]")
+            try only(playOptions); try count(1...1, "play CUE \(playUsage)")
             _ = try label(operands[0], "cue name")
             line = ["play", operands[0]]
             render = .play(what: operands[0])
         case "play-file":
-            try only(["--gain", "--wait"]); try count(1...1, "play-file PATH [--gain DB] [--wait]")
+            try only(playOptions); try count(1...1, "play-file PATH \(playUsage)")
             let path = absolute(operands[0], cwd: cwd)
             line = ["play-file", FilePath.encode(path)]
             render = .play(what: path)
         case "stop":
-            try only([]); try count(0...1, "stop [CUE|all]")
-            if let target = operands.first, target != "all" { _ = try label(target, "cue name") }
+            try only([]); try count(0...2, "stop [CUE|all|id ID]")
+            if operands.count == 2 {
+                guard operands[0] == "id" else { throw UsageError("usage: cuectl stop [CUE|all|id ID]") }
+            } else if let target = operands.first, target != "all" { _ = try label(target, "cue name") }
             line = ["stop"] + operands
         case "state":
             try only(["--quiet"])
@@ -195,6 +204,9 @@ public enum CommandParser {
         }
         if let gain { line.append(gain) }
         if wait { line.append("wait") }
+        if wantsID { line.append("id") }
+        if let loop { line.append(loop.isEmpty ? "loop" : "loop=" + loop) }
+        if let priority { line.append("priority=" + priority) }
 
         // Each word must stay one word on the wire.
         for w in line.dropFirst() where w.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
@@ -211,6 +223,9 @@ public enum CommandParser {
         }
         return inv
     }
+
+    static let playOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority"]
+    static let playUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]"
 
     /// The one label rule (`Label`), refused with its own words: never rewritten.
     static func label(_ s: String, _ what: String) throws(UsageError) -> String {

@@ -10,14 +10,16 @@ public enum CuectlHelp {
         usage: cuectl [--socket PATH] [--session NAME] [--app NAME] COMMAND [ARGS]
         commands:
           ping                      check that cued answers
-          play CUE [--gain DB] [--wait]
+          play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]
                                     play a cue, else a sound of the desktop's sound theme (bell,
                                     message-new-instant…); gain -60…12 dB; --wait: return only once
-                                    it has sounded (exit 1 if it could not)
-          play-file PATH [--gain DB] [--wait]
+                                    it has sounded (exit 1 if it could not); --id: print the voice's
+                                    id; --loop: until stopped, N times or for SECONDS; --priority:
+                                    -100…100, the lowest is taken first when all voices are busy
+          play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P]
                                     play a sound file (relative to the current directory)
-          stop [CUE|all]            fade out what this app started (only CUE, or everything);
-                                    prints how many voices stopped
+          stop [CUE|all|id ID]      fade out what this app started (only CUE, or everything, or
+                                    the voice ID); prints how many voices stopped
           state pull|release|loading|idle [--quiet]
                                     drive the refresh state; prints the cue that sounded or -
                                     (--quiet: set it without any cue)
@@ -54,6 +56,6 @@ public enum CuectlHelp {
     /// Every command and option the help names, for checks of the man page and completions.
     public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold",
                                   "session", "mute", "unmute", "reload", "cues", "status", "config", "doctor", "run", "shell-init"]
-    public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--quiet", "--theme",
-                                 "--json", "--help", "--version"]
+    public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority",
+                                 "--quiet", "--theme", "--json", "--help", "--version"]
 }

@@ -69,6 +69,10 @@ public struct CueLoader: Sendable {
     public func load(_ file: OpenedFile, path: String, name: String) throws(SndFileError) -> Cue {
         func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
         guard lseek(file.fd, 0, SEEK_SET) == 0 else { throw fail("cannot read it: \(errnoString())") }
+        // The header is read here first, outside the lock below: a file on a file system
+        // that stopped answering blocks this thread alone (the decoding lane writes it
+        // off), not every other decode waiting for the lock. The pages are then cached.
+        if let problem = Self.readAhead(file.fd, bytes: min(file.size, 64 * 1024)) { throw fail(problem) }
         var info = SF_INFO()
         // libsndfile keeps the reason an open failed in one process-wide
         // variable: opens are serialised so that the reason read is this one's.
@@ -155,6 +159,21 @@ public struct CueLoader: Sendable {
             guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
         }
         return Cue(name: name, adopting: out.take(), source: path)
+    }
+
+    /// Reads the first `bytes` of the file (and forgets them); the reason it could not, or nil.
+    static func readAhead(_ fd: Int32, bytes: Int) -> String? {
+        guard bytes > 0, let buf = malloc(bytes) else { return nil }
+        defer { free(buf) }
+        var done = 0
+        while done < bytes {
+            let n = pread(fd, buf + done, bytes - done, off_t(done))
+            if n < 0 && errno == EINTR { continue }
+            if n < 0 { return "cannot read it: \(errnoString())" }
+            if n == 0 { break }
+            done += n
+        }
+        return nil
     }
 
     /// A float or double file may hold NaN or ±infinity (a double beyond a float's
@@ -384,30 +403,44 @@ public struct CueBankLoader: Sendable {
     /// `files` names cues explicitly (name → path); they override the
     /// directories, and unlike files found there, one that fails is an error.
     public func load(directories: [String], files: [String: String] = [:]) throws(Failure) -> Result {
-        var chosen: [String: String] = [:]  // name → path; later directories win
-        for dir in directories {
+        var chosen: [String: (path: String, dir: Int)] = [:]  // name → path; later directories win
+        for (i, dir) in directories.enumerated() {
             for entry in Self.listFiles(dir) where !entry.hasPrefix(".") && Self.isAudioName(entry) {
                 let name = Self.baseName(entry)
                 guard !name.isEmpty else { continue }
-                chosen[name] = dir + "/" + entry
+                chosen[name] = (dir + "/" + entry, i)
             }
         }
-        for (name, path) in files { chosen[name] = path }
+        for (name, path) in files { chosen[name] = (path, -1) }
         var cues: [Cue] = []
-        var warnings: [String] = []
-        for (name, path) in chosen.sorted(by: { $0.key < $1.key }) {
+        var skipped = [[String]](repeating: [], count: directories.count)
+        for (name, found) in chosen.sorted(by: { $0.key < $1.key }) {
             do throws(SndFileError) {
-                cues.append(try loader.load(path: path, name: name))
+                cues.append(try loader.load(path: found.path, name: name))
             } catch {
                 if files[name] != nil { throw .brokenConfigured(name: name, error) }
                 if CueBank.required.contains(name) { throw .brokenRequired(error) }
-                warnings.append("skipped \(error)")
+                skipped[found.dir].append("skipped \(error)")
             }
         }
         for name in CueBank.required where !cues.contains(where: { $0.name == name }) {
             throw .missingRequired(name, searched: directories)
         }
+        let warnings = zip(directories, skipped).compactMap { dir, lines in Self.skipWarning(dir: dir, lines) }
         return Result(bank: CueBank(cues), warnings: warnings)
+    }
+
+    /// Files named at most in a directory's one warning about what it skipped.
+    public static let maxNamedSkips = 8
+
+    /// One warning per directory, not one per file (a directory of 5,000 broken
+    /// files logged 5,000 lines a reload): the first `maxNamedSkips` files with
+    /// their reasons, and how many more.
+    static func skipWarning(dir: String, _ lines: [String]) -> String? {
+        guard !lines.isEmpty else { return nil }
+        let named = lines.prefix(maxNamedSkips).joined(separator: "; ")
+        let more = lines.count - maxNamedSkips
+        return more > 0 ? named + "; and \(more) more files in \(dir) that cannot be played" : named
     }
 
     /// Extensions of the formats libsndfile reads. Other files (a README, a

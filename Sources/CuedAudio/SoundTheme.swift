@@ -361,10 +361,11 @@ public struct SoundTheme: Sendable {
 }
 
 /// Cache keys for decoded sounds (`SoundCache<SoundKey>`): a theme sound by
-/// theme and the name asked for, or a file by what it is (so an edited or
-/// replaced file is decoded anew).
+/// theme, the name asked for and the theme's generation (a reload that changes
+/// the theme starts a new one, so the old sounds are never found again and age
+/// out), or a file by what it is (so an edited or replaced file is decoded anew).
 public enum SoundKey: Hashable, Sendable {
-    case theme(theme: String, sound: String)
+    case theme(theme: String, sound: String, generation: Int = 0)
     case file(FileIdentity)
 }
 

@@ -205,7 +205,7 @@ final class Playback {
             // Shutdown's deadline: what still sounds (or sits in the device's buffer) is cut off.
             stream?.reset()
             ledger.finishSounding(.shutdown)
-            mixer?.removeAll { ledger.finish($0.id, $0.stopReason ?? .shutdown, started: true) }
+            mixer?.removeAll { ledger.finish($0.id, $0.stopReason ?? .shutdown, started: $0.started) }
             stats.voicesActive.store(0, ordering: .relaxed)
         case .reportStall:
             stats.stalls.add(1, ordering: .relaxed)

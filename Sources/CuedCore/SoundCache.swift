@@ -1,16 +1,21 @@
 /// Decoded sounds kept for reuse (theme sounds, played files), bounded by the
-/// bytes of their samples; the least recently used go first.
+/// bytes of their samples and by their number; the least recently used go first.
 ///
 /// A value type with no locking: one owner (the loader thread, or a `Mutex`
 /// around it). Evicting a cue only drops the cache's reference: a voice that
 /// is playing it keeps it alive until it ends.
 ///
-/// The default limit, 16 MiB, holds about 44 s of 48 kHz stereo float — the
-/// whole of Debian's freedesktop theme (35 sounds, 42 s, 16.2 MB decoded) or
-/// four sounds of the 10 s maximum — while the daemon's own RSS stays in the
-/// tens of MB.
+/// The default byte limit, 16 MiB, holds about 44 s of 48 kHz stereo float —
+/// the whole of Debian's freedesktop theme (35 sounds, 42 s, 16.2 MB decoded)
+/// or four sounds of the 10 s maximum — while the daemon's own RSS stays in
+/// the tens of MB. Bytes alone did not bound it: each entry also costs about
+/// 500 bytes of bookkeeping (key, node, cue), and a million played files of
+/// one frame each (a file whose mtime changes is a new file) kept a million
+/// entries, 470 MB. So the entries are capped too, at 4,096 by default
+/// (about 2 MB of bookkeeping at most).
 public struct SoundCache<Key: Hashable & Sendable>: Sendable {
     public static var defaultLimitBytes: Int { 16 << 20 }
+    public static var defaultLimitEntries: Int { 4_096 }
 
     private struct Node: Sendable {
         var cue: Cue
@@ -21,16 +26,28 @@ public struct SoundCache<Key: Hashable & Sendable>: Sendable {
     }
 
     /// Bytes of samples kept at most.
-    public let limitBytes: Int
+    public private(set) var limitBytes: Int
+    /// Sounds kept at most.
+    public private(set) var limitEntries: Int
     /// Bytes of samples kept now.
     public private(set) var bytes = 0
     private var nodes: [Key: Node] = [:]
     private var newest: Key?
     private var oldest: Key?
 
-    public init(limitBytes: Int = Self.defaultLimitBytes) {
-        precondition(limitBytes >= 0)
+    public init(limitBytes: Int = Self.defaultLimitBytes, limitEntries: Int = Self.defaultLimitEntries) {
+        precondition(limitBytes >= 0 && limitEntries >= 1)
         self.limitBytes = limitBytes
+        self.limitEntries = limitEntries
+    }
+
+    /// New limits: the least recently used go until what is kept fits. Costs
+    /// only the evictions (nothing when the limits grow or stay).
+    public mutating func setLimits(bytes: Int, entries: Int = Self.defaultLimitEntries) {
+        precondition(bytes >= 0 && entries >= 1)
+        limitBytes = bytes
+        limitEntries = entries
+        while bytes < self.bytes || nodes.count > entries, let victim = oldest { remove(victim) }
     }
 
     /// Sounds kept.
@@ -53,7 +70,8 @@ public struct SoundCache<Key: Hashable & Sendable>: Sendable {
     public func contains(_ key: Key) -> Bool { nodes[key] != nil }
 
     /// Keeps `cue` under `key` as the most recently used (replacing what the
-    /// key held), evicting the least recently used until it fits. A cue larger
+    /// key held), evicting the least recently used until it fits in bytes and
+    /// in entries. A cue larger
     /// than the whole limit is not kept (returns false): it still plays, it is
     /// just decoded again next time.
     @discardableResult
@@ -61,7 +79,7 @@ public struct SoundCache<Key: Hashable & Sendable>: Sendable {
         remove(key)
         let size = Self.size(of: cue)
         guard size <= limitBytes else { return false }
-        while bytes + size > limitBytes, let victim = oldest { remove(victim) }
+        while bytes + size > limitBytes || nodes.count >= limitEntries, let victim = oldest { remove(victim) }
         nodes[key] = Node(cue: cue, bytes: size, newer: nil, older: nil)
         pushNewest(key)
         bytes += size

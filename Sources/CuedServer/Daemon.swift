@@ -20,9 +20,10 @@ enum Response {
 
 /// The daemon's state and its answer to every request. Confined to the event
 /// loop: every method runs there (the signal thread and the audio thread hop
-/// onto it). Blocking work (reload, decoding, listing the theme, saving the
-/// state) runs on `jobs` and completes back on the loop; the audio engine is
-/// fed through its queue and never waited on.
+/// onto it). Blocking work runs in lanes and completes back on the loop: reloads
+/// on `reloads` (one at a time), decoding and listing the theme on `decoding` (a
+/// share per client, a deadline), state saves on the saver's own thread; the
+/// audio engine is fed through its queue and never waited on.
 public final class Daemon: @unchecked Sendable {
     public let loop: any EventLoop
     public let engine: AudioEngine
@@ -37,9 +38,10 @@ public final class Daemon: @unchecked Sendable {
     static let maxTrackedApps = 256
     private var sessions: SessionRegistry
     private let saver: StateSaver?
-    private let jobs: NIOThreadPool
+    private let reloads: NIOThreadPool
+    private let decoding: DecodeLane
     private let sounds: SoundLibrary
-    /// Re-reads the config and cues (blocking; run on `jobs`).
+    /// Re-reads the config and cues (blocking; run on `reloads`).
     private let loadRuntime: @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String])
     /// Called when something `statusLine` shows changes, and around reloads (systemd's notify).
     private let notify: @Sendable (_ fields: [String]) -> Void
@@ -78,7 +80,7 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public init(loop: any EventLoop, engine: AudioEngine, runtime: Runtime, saved: SavedState, muted: Bool,
-                saver: StateSaver?, jobs: NIOThreadPool, sounds: SoundLibrary,
+                saver: StateSaver?, reloads: NIOThreadPool, decoding: DecodeLane, sounds: SoundLibrary,
                 sessions: SessionRegistry = SessionRegistry(), limits: Limits = Limits(), logger: Logger,
                 loadRuntime: @escaping @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String]),
                 notify: @escaping @Sendable ([String]) -> Void = { _ in }) {
@@ -88,7 +90,8 @@ public final class Daemon: @unchecked Sendable {
         self.muted = muted
         self.appMutes = saved.appMutes
         self.saver = saver
-        self.jobs = jobs
+        self.reloads = reloads
+        self.decoding = decoding
         self.sounds = sounds
         self.sessions = sessions
         self.limits = limits
@@ -178,7 +181,12 @@ public final class Daemon: @unchecked Sendable {
         case .cues(let theme):
             guard theme else { return .now(.ok(runtime.bank.names.joined(separator: " "))) }
             let sounds = self.sounds
-            return .later(jobs.runIfActive(eventLoop: loop) { sounds.themeNames() }.map { .ok($0.joined(separator: " ")) })
+            return .later(decoding.submit(owner: connection.owner, on: loop) { sounds.themeNames() }.map { result in
+                switch result {
+                case .success(let names): return .ok(names.joined(separator: " "))
+                case .failure(let refusal): return .err(.badFile, "the sound theme: " + Self.explain(refusal))
+                }
+            })
         case .status:
             return .later(afterQueuedCues().map { .ok(self.status().json.encoded) })
         }
@@ -273,7 +281,7 @@ public final class Daemon: @unchecked Sendable {
         }
         let sounds = self.sounds
         let bankNames = runtime.bank.names
-        let lookup = jobs.runIfActive(eventLoop: loop) { sounds.themeSound(name) }.map { result -> SoundLookup in
+        let lookup = decode(owner: conn.owner, what: "theme sound '\(name)'") { sounds.themeSound(name) }.map { result -> SoundLookup in
             guard case .notFound = result else { return result }
             return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: `cues theme`, or cuectl cues --theme)"))
         }
@@ -283,7 +291,30 @@ public final class Daemon: @unchecked Sendable {
     private func playFile(_ path: String, _ options: PlayOptions, _ conn: inout ConnectionState) -> Response {
         if let refused = admit(&conn, MonotonicClock.now()) { return .now(refused) }
         let sounds = self.sounds
-        return whenLoaded(jobs.runIfActive(eventLoop: loop) { sounds.file(path) }, name: path, options, conn)
+        return whenLoaded(decode(owner: conn.owner, what: path) { sounds.file(path) }, name: path, options, conn)
+    }
+
+    /// A sound looked up and decoded in the decoding lane, within the client's share and the deadline.
+    private func decode(owner: String, what: String, _ work: @escaping @Sendable () -> SoundLookup) -> EventLoopFuture<SoundLookup> {
+        decoding.submit(owner: owner, on: loop, work).map { result in
+            switch result {
+            case .success(let lookup): return lookup
+            case .failure(let refusal):
+                if case .queueFull = refusal { return .failed(.err(.rateLimited, Self.explain(refusal))) }
+                return .failed(.err(.badFile, "\(what): " + Self.explain(refusal)))
+            }
+        }
+    }
+
+    static func explain(_ refusal: DecodeLane.Refusal) -> String {
+        switch refusal {
+        case .timedOut(let s):
+            return "timed out after \(Request.number(s)) s (a file system that does not answer, or a file too slow to decode)"
+        case .stuck:
+            return "not tried: earlier files are stuck on a file system that does not answer; try again later"
+        case .queueFull:
+            return "too many sounds waiting to be decoded for this client"
+        }
     }
 
     /// When a sound lookup finishes (back on the loop), plays it or says why not.
@@ -476,7 +507,7 @@ public final class Daemon: @unchecked Sendable {
         notify(["RELOADING=1", "MONOTONIC_USEC=\(SystemdNotifier.monotonicMicroseconds())"])
         let load = loadRuntime
         let isCancelled: @Sendable () -> Bool = { [self] in self.stopping.load(ordering: .relaxed) }
-        jobs.runIfActive(eventLoop: loop) { () throws -> (Runtime, [String]) in try load(isCancelled) }.assumeIsolated().whenComplete { result in
+        reloads.runIfActive(eventLoop: loop) { () throws -> (Runtime, [String]) in try load(isCancelled) }.assumeIsolated().whenComplete { result in
             let reply: Reply
             switch result {
             case .success(let (new, warnings)): reply = self.apply(new, warnings: warnings)

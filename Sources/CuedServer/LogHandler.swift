@@ -1,4 +1,5 @@
 import Logging
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -58,7 +59,7 @@ public struct StderrLogHandler: LogHandler {
     }
 }
 
-/// Writes log lines to fd 2 from a thread of its own. The event loop only
+/// Writes log lines to cued's stderr from a thread of its own. The event loop only
 /// appends to a bounded buffer: a terminal that stops reading (Ctrl-S, a
 /// full pipe) cannot stall it, a reader that went away (EPIPE) or a closed
 /// stderr (EBADF) just loses lines, and a full buffer drops lines and says
@@ -66,6 +67,11 @@ public struct StderrLogHandler: LogHandler {
 public final class LogWriter: @unchecked Sendable {
     public static let shared = LogWriter()
     static let maxBufferedBytes = 256 * 1024
+    /// Where log lines go: fd 2, or the descriptor the original stderr was
+    /// moved to once `StderrDrain` took fd 2 for the C libraries.
+    private static let destinationFD = Atomic<Int32>(2)
+    public static var destination: Int32 { destinationFD.load(ordering: .acquiring) }
+    static func setDestination(_ fd: Int32) { destinationFD.store(fd, ordering: .releasing) }
 
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
@@ -141,11 +147,14 @@ public final class LogWriter: @unchecked Sendable {
         }
     }
 
-    /// write(2), retried on EINTR and short writes; any other error drops the line.
-    static func write(_ text: String) {
+    /// write(2) to `destination`, retried on EINTR and short writes; any other
+    /// error drops the line. Blocking: only the writer thread, and cued's last
+    /// words at exit, call it.
+    public static func write(_ text: String) {
+        let fd = destination
         var bytes = Array(text.utf8)[...]
         while !bytes.isEmpty {
-            let n = bytes.withUnsafeBytes { Glibc.write(2, $0.baseAddress, $0.count) }
+            let n = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
             if n < 0 { if errno == EINTR { continue }; return }
             bytes = bytes.dropFirst(n)
         }

@@ -14,8 +14,9 @@ import Glibc
 
 /// The running daemon: settings, cue bank, audio engine, socket server,
 /// signals. Threads: the main thread waits for signals; one NIO event loop
-/// does protocol work only; the audio thread mixes and writes; a small pool
-/// runs blocking jobs (reload, decoding, state saves); a log writer thread.
+/// does protocol work only; the audio thread mixes and writes; blocking work runs
+/// in lanes of its own (a reload thread, a state-save thread, decoding workers
+/// with a share per client and a deadline); a log writer thread.
 /// No Swift concurrency and no dispatch queues, whose worker-thread monitor
 /// would wake an idle daemon every second.
 public final class Server: Sendable {
@@ -84,8 +85,12 @@ public final class Server: Sendable {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
         // Two threads: a long reload never holds up a state save or a theme sound.
-        let jobs = NIOThreadPool(numberOfThreads: 2)
-        jobs.start()
+        // Lanes: a reload never holds up a state save, and neither waits behind a decoder.
+        let reloads = NIOThreadPool(numberOfThreads: 1)
+        reloads.start()
+        let saves = NIOThreadPool(numberOfThreads: 1)
+        saves.start()
+        let decoding = DecodeLane()
 
         var engineConfig = AudioEngine.Configuration()
         engineConfig.voices = settings.voices
@@ -100,10 +105,10 @@ public final class Server: Sendable {
                 daemonBox.withLockedValue { $0 }?.handle(event)
             }
         }
-        let saver = StateSaver(path: statePath, pool: jobs, loop: loop, logger: logger)
+        let saver = StateSaver(path: statePath, pool: saves, loop: loop, logger: logger)
         let opts = options
         let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
-        let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, jobs: jobs,
+        let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
                             sounds: sounds, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), limits: limits,
                             logger: logger,
                             loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },

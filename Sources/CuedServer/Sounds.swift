@@ -19,13 +19,18 @@ public enum SoundLookup: Sendable {
 
 /// Sounds that are not in the cue bank: the desktop's sound theme and files
 /// played by path, decoded once (off the event loop) and kept in one cache
-/// bounded in bytes, least recently used first out. `cachedThemeSound` only
+/// bounded in bytes and entries, least recently used first out. The cache is
+/// keyed by what a file is (device, inode, size, mtime): there is no other
+/// table of identities beside it. `cachedThemeSound` only
 /// reads memory (the event loop may call it); everything else touches files
 /// and runs on the job pool. Thread-safe.
 public final class SoundLibrary: Sendable {
     private struct State {
         var theme: SoundTheme
         var cache: SoundCache<SoundKey>
+        /// Part of every theme sound's key; a reload that changes the theme
+        /// moves it on, so the old theme's sounds are never found again.
+        var generation = 0
         /// Names the theme was searched for and does not have, oldest first:
         /// a search can stat thousands of paths (a legal theme of 16 themes ×
         /// 64 directories × locales × truncations took 3.4 s), so a miss is
@@ -52,27 +57,27 @@ public final class SoundLibrary: Sendable {
 
     /// A theme sound decoded before, if it is still cached (memory only).
     public func cachedThemeSound(_ name: String) -> Cue? {
-        state.withLockedValue { s in s.cache.get(.theme(theme: s.theme.name, sound: name)) }
+        state.withLockedValue { s in s.cache.get(.theme(theme: s.theme.name, sound: name, generation: s.generation)) }
     }
 
     /// Finds `name` in the theme and decodes it (blocking).
     public func themeSound(_ name: String) -> SoundLookup {
-        let theme = self.theme
-        let key = SoundKey.theme(theme: theme.name, sound: name)
+        let (theme, generation) = state.withLockedValue { ($0.theme, $0.generation) }
+        let key = SoundKey.theme(theme: theme.name, sound: name, generation: generation)
         let known = state.withLockedValue { s -> SoundLookup? in
             if let cue = s.cache.get(key) { return .cue(cue) }
-            return s.theme.name == theme.name && s.missSet.contains(name) ? .notFound : nil
+            return s.generation == generation && s.missSet.contains(name) ? .notFound : nil
         }
         if let known { return known }
         switch theme.lookup(name) {
         case .notFound:
-            state.withLockedValue { s in if s.theme.name == theme.name && s.theme.chain == theme.chain { s.noteMiss(name) } }
+            state.withLockedValue { s in if s.generation == generation { s.noteMiss(name) } }
             return .notFound
         case .disabled: return .disabled
         case .file(let path):
             do {
                 let cue = try loader.load(path: path, name: name)
-                state.withLockedValue { s in if s.theme.name == theme.name { s.cache.insert(cue, for: key) } }
+                state.withLockedValue { s in if s.generation == generation { s.cache.insert(cue, for: key) } }
                 return .cue(cue)
             } catch {
                 return .failed(.err(.badFile, "theme sound '\(name)': \(error)"))
@@ -101,18 +106,20 @@ public final class SoundLibrary: Sendable {
     /// Every name the theme offers (blocking: lists directories).
     public func themeNames() -> [String] { theme.names() }
 
-    /// After a reload: the new theme and cache size. Sounds of another theme
-    /// are dropped; files stay cached (their identity still says what they are).
-    /// Misses are forgotten: a sound added to the theme is found from the reload on.
+    /// After a reload: the new theme and cache size. Runs on the event loop,
+    /// so its cost does not depend on what is cached: sounds of another theme
+    /// (or chain) are not searched for and dropped, the generation moves on and
+    /// they age out, least recently used first; files stay cached (their identity still
+    /// says what they are); only a smaller limit evicts, as far as it must.
+    /// Misses are forgotten (at most `maxMisses`): a sound added to the theme
+    /// is found from the reload on.
     public func reconfigure(theme: SoundTheme, cacheLimitBytes: Int) {
         state.withLockedValue { s in
-            let themeChanged = s.theme.name != theme.name || s.theme.chain != theme.chain
-            var cache = SoundCache<SoundKey>(limitBytes: cacheLimitBytes)
-            for key in s.cache.keys.reversed() {  // oldest first, so recency is kept
-                if case .theme = key, themeChanged { continue }
-                if let cue = s.cache.peek(key) { cache.insert(cue, for: key) }
-            }
-            s = State(theme: theme, cache: cache)
+            if s.theme.name != theme.name || s.theme.chain != theme.chain { s.generation &+= 1 }
+            s.theme = theme
+            s.cache.setLimits(bytes: cacheLimitBytes)
+            s.misses = []
+            s.missSet = []
         }
     }
 

@@ -34,7 +34,9 @@ public final class SystemdNotifier: Sendable {
         let len = socklen_t(MemoryLayout<sa_family_t>.size + bytes.count + (bytes.first == 0 ? 0 : 1))
         let sent = withUnsafePointer(to: &addr) { a in
             a.withMemoryRebound(to: sockaddr.self, capacity: 1) { sa in
-                message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL), sa, len) }
+                // Never wait: this runs on the event loop, and a notify socket whose queue is
+                // full (a manager not reading) would block it. An undelivered notice is lost.
+                message.withUnsafeBytes { sendto(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL | MSG_DONTWAIT), sa, len) }
             }
         }
         return sent == message.count

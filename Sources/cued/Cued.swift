@@ -11,10 +11,8 @@ import Logging
 import Glibc
 #endif
 
-func printErr(_ s: String) {
-    let line = s + "\n"
-    _ = line.withCString { write(2, $0, strlen($0)) }
-}
+/// To cued's stderr: fd 2 until `StderrDrain` takes it, then the original stderr.
+func printErr(_ s: String) { LogWriter.write(s + "\n") }
 
 func fail(_ message: String, code: Int32) -> Never {
     printErr("cued: " + message)
@@ -147,6 +145,8 @@ StandardStreams.ensureOpen()
 let journal = env["JOURNAL_STREAM"] != nil
 let level = logLevel
 LoggingSystem.bootstrap { StderrLogHandler(label: $0, level: level, journal: journal) }
+// C libraries write to fd 2 themselves: from here on it is a pipe cued drains into its log.
+StderrDrain.install(logger: Logger(label: "cued"))
 
 do {
     try Server(options: options, logger: Logger(label: "cued")).run()

@@ -32,6 +32,11 @@ import Testing
         (["stop"], "stop"),
         (["stop", "pop"], "stop pop"),
         (["stop", "all"], "stop all"),
+        (["stop", "id", "7"], "stop id 7"),
+        (["play", "ring", "--id", "--loop"], "play ring id loop"),
+        (["play", "ring", "--loop=3", "--wait"], "play ring wait loop=3"),
+        (["play", "--priority", "10", "ring", "--loop=2.5s", "--gain=-3"], "play ring -3 loop=2.5s priority=10"),
+        (["play-file", "/x/a.ogg", "--priority=-5", "--id"], "play-file /x/a.ogg id priority=-5"),
         (["state", "loading"], "state loading"),
         (["state", "loading", "--quiet"], "state loading quiet"),
         (["state", "idle", "quiet"], "state idle quiet"),
@@ -96,6 +101,12 @@ import Testing
         #expect(usage(["mute", "app", "My Tool"]) == Label.problem("My Tool", what: "app name"))
         #expect(usage(["unmute", "app", "../x"]) == Label.problem("../x", what: "app name"))
         #expect(usage(["play", "../../etc/passwd"]) == Label.problem("../../etc/passwd", what: "cue name"))
+        #expect(usage(["play", "pop", "--id", "--wait"])?.hasPrefix("ask for wait or id, not both") == true)
+        #expect(usage(["play", "pop", "--loop=0"])?.hasPrefix("loop '0' is not a count") == true)
+        #expect(usage(["play", "pop", "--priority", "1000"])?.hasPrefix("priority '1000'") == true)
+        #expect(usage(["stop", "--loop", "pop"]) == "--loop does not go with stop")
+        #expect(usage(["stop", "x", "7"]) == "usage: cuectl stop [CUE|all|id ID]")
+        #expect(usage(["stop", "id", "x"])?.hasPrefix("voice id 'x'") == true)
         #expect(usage(["session", "a/b"]) == Label.problem("a/b", what: "session name"))
         #expect(usage(["stop", "a b"]) == Label.problem("a b", what: "cue name"))
         #expect(usage(["run", "--app", "x y", "--", "true"]) == Label.problem("x y", what: "app name"))
@@ -106,8 +117,8 @@ import Testing
             ([], "no command given"),
             (["--app", "x"], "no command given, only options"),
             (["dance"], "unknown command 'dance'"),
-            (["play"], "usage: cuectl play CUE [--gain DB] [--wait]"),
-            (["play", "a", "b"], "usage: cuectl play CUE [--gain DB] [--wait]"),
+            (["play"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]"),
+            (["play", "a", "b"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]"),
             (["play", "pop", "--gain"], "--gain needs a value"),
             (["play", "pop", "--gain", "loud"], "gain 'loud' is not a number of dB"),
             (["play", "pop", "--gain", "20"], "gain 20 dB is outside -60...12"),

@@ -174,10 +174,11 @@ import TestSupport
         #expect(symlink("/dev/zero", d + "/zero.wav") == 0)
         let r = try CueBankLoader().load(directories: [d])
         #expect(r.bank.names == ["pop", "psst1", "psst2"])
-        #expect(r.warnings.sorted() == [
-            "skipped \(d)/fifo.wav: is a FIFO, not a regular file",
-            "skipped \(d)/folder.wav: is a directory, not a regular file",
-            "skipped \(d)/zero.wav: is a character device, not a regular file",
+        // One warning for the directory, naming each file and why.
+        #expect(r.warnings == [
+            "skipped \(d)/fifo.wav: is a FIFO, not a regular file; "
+            + "skipped \(d)/folder.wav: is a directory, not a regular file; "
+            + "skipped \(d)/zero.wav: is a character device, not a regular file",
         ])
         // A required cue that is a FIFO fails the load, naming it.
         #expect(unlink(d + "/pop.wav") == 0)
@@ -188,6 +189,26 @@ import TestSupport
         } catch {
             #expect(error.description == "required cue unreadable: \(d)/pop.wav: is a FIFO, not a regular file")
         }
+    }
+
+    /// A directory of many broken files is one warning a load: the first
+    /// `maxNamedSkips` named with their reasons, and how many more.
+    @Test func manyBrokenFilesAreOneWarningPerDirectory() throws {
+        let d = dir.file("many"), other = dir.file("other")
+        for x in [d, other] { try FileManager.default.createDirectory(atPath: x, withIntermediateDirectories: true) }
+        for n in ["psst1", "psst2", "pop"] {
+            try WAV.write(d + "/\(n).wav", int16: [Int16](repeating: 100, count: 480), sampleRate: 48_000, channels: 1)
+        }
+        for i in 0..<500 { try Data("not a sound".utf8).write(to: URL(fileURLWithPath: d + "/broken\(1000 + i).wav")) }
+        try Data().write(to: URL(fileURLWithPath: other + "/empty.wav"))
+        let r = try CueBankLoader().load(directories: [d, other])
+        #expect(r.bank.names == ["pop", "psst1", "psst2"])
+        #expect(r.warnings.count == 2)
+        let first = try #require(r.warnings.first)
+        #expect(first.hasPrefix("skipped \(d)/broken1000.wav: "))
+        #expect(first.components(separatedBy: "skipped ").count - 1 == CueBankLoader.maxNamedSkips)
+        #expect(first.hasSuffix("; and 492 more files in \(d) that cannot be played"))
+        #expect(r.warnings.last?.hasPrefix("skipped \(other)/empty.wav: ") == true)
     }
 
     /// The decoded size of a legitimate file is what is allocated, not the

@@ -310,6 +310,20 @@ import Testing
         #expect(run.endCount == 2)
     }
 
+    /// Shutdown at once: a voice that got its slot but never a rendered frame ends
+    /// `shutdown`, not started (its waiter hears that cued is stopping).
+    @Test func shutdownBeforeAVoiceRenderedSaysItNeverStarted() {
+        let d = FakeDevice()
+        var run = FakeRun(d)
+        run.play(Self.long, id: 1)
+        run.run(for: 20 * .ms)  // the device is open and streaming
+        run.playback.take(.play(VoiceRequest(id: 2, cue: Self.long, requestTime: run.now, notify: [.wait])), now: run.now)
+        run.submit(.shutdown(deadline: run.now))
+        #expect(run.playback.exited)
+        #expect(run.ends[1]?.reason == .shutdown && run.ends[1]?.started == true)
+        #expect(run.ends[2]?.reason == .shutdown && run.ends[2]?.started == false)
+    }
+
     /// Shutdown: a voice still sounding at the deadline is cut off (`shutdown`, started).
     @Test func shutdownCutsWhatStillSoundsAtItsDeadline() {
         let d = FakeDevice()

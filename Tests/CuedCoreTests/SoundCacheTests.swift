@@ -92,4 +92,31 @@ import Testing
             if c.keys != model { break }
         }
     }
+
+    @Test func entriesAreCappedLeastRecentlyUsedFirst() {
+        var c = SoundCache<Int>(limitBytes: 1 << 20, limitEntries: 4)
+        for k in 0..<10 { c.insert(cue("\(k)", frames: 1), for: k) }
+        #expect(c.count == 4 && c.keys == [9, 8, 7, 6] && c.bytes == 4 * 8)
+        _ = c.get(6)                                  // 6 is now the most recent: 7 goes next
+        c.insert(cue("10", frames: 1), for: 10)
+        #expect(c.keys == [10, 6, 9, 8])
+        c.insert(cue("9b", frames: 1), for: 9)        // replacing a key evicts nothing
+        #expect(c.keys == [9, 10, 6, 8] && c.count == 4)
+        #expect(SoundCache<Int>().limitEntries == 4_096)
+    }
+
+    @Test func newLimitsEvictOnlyWhatNoLongerFits() {
+        var c = SoundCache<Int>(limitBytes: 8 * 100, limitEntries: 8)
+        for k in 0..<8 { c.insert(cue("\(k)", frames: 10), for: k) }   // 80 bytes each, 640 in all
+        c.setLimits(bytes: 8 * 100, entries: 8)
+        #expect(c.count == 8)
+        c.setLimits(bytes: 8 * 100, entries: 5)
+        #expect(c.keys == [7, 6, 5, 4, 3])
+        c.setLimits(bytes: 8 * 25, entries: 5)         // 200 bytes: two entries of 80
+        #expect(c.keys == [7, 6] && c.bytes == 160)
+        c.setLimits(bytes: 1 << 20, entries: 100)
+        #expect(c.keys == [7, 6])
+        for k in 100..<200 { c.insert(cue("\(k)", frames: 1), for: k) }
+        #expect(c.count == 100 && c.limitEntries == 100 && c.limitBytes == 1 << 20)
+    }
 }

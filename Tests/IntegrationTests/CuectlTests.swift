@@ -26,9 +26,27 @@ import TestSupport
         #expect(try cuectl(d, ["play", "pop", "--gain", "loud"]) == (64, "", "cuectl: gain 'loud' is not a number of dB (see cuectl --help)\n"))
         #expect(try cuectl(d, ["dance"]) == (64, "", "cuectl: unknown command 'dance' (see cuectl --help)\n"))
         #expect(try cuectl(nil, []) == (64, "", "cuectl: no command given (see cuectl --help)\n"))
-        #expect(try cuectl(d, ["play"]) == (64, "", "cuectl: usage: cuectl play CUE [--gain DB] [--wait] (see cuectl --help)\n"))
+        #expect(try cuectl(d, ["play"]) == (64, "", "cuectl: usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] (see cuectl --help)\n"))
         let help = try cuectl(nil, ["--help"])
         #expect(help.status == 0 && help.out.hasPrefix("usage: cuectl") && help.err.isEmpty)
+    }
+
+    /// A ringtone from the shell: `--id --loop` prints the voice's id and it sounds until
+    /// `stop id` (another cuectl, another connection) ends it; `--loop=N --wait` returns
+    /// once the N plays have sounded.
+    @Test func aLoopedVoiceIsStoppedByItsIDFromAnotherCall() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let started = try cuectl(d, ["play", "psst1", "--id", "--loop", "--priority", "5"])
+        #expect(started.status == 0 && started.err.isEmpty)
+        let id = try #require(UInt64(started.out.dropLast()), "printed «\(started.out)»")
+        #expect(eventually { (try? d.status())?.voicesActive == 1 })
+        usleep(300_000)  // longer than psst1 (180 ms): still sounding, it loops
+        #expect(try d.status().voicesActive == 1)
+        #expect(try cuectl(d, ["stop", "id", "\(id)"]) == (0, "1\n", ""))
+        #expect(eventually { (try? d.status())?.voicesActive == 0 })
+        #expect(try cuectl(d, ["stop", "id", "\(id)"]) == (0, "0\n", ""))  // already gone
+        #expect(try cuectl(d, ["play", "pop", "--loop=3", "--wait"]) == (0, "", ""))
+        #expect(try d.status().cues["pop"]?.played == 1)  // one voice, three plays
     }
 
     @Test func versionMatchesCued() throws {

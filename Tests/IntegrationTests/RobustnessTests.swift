@@ -136,7 +136,8 @@ import TestSupport
 
     @Test func outOfDescriptorsEveryClientGetsAnAnswer() throws {
         let d = try DaemonHarness(args: ["--sink", "null"], launcher: ["/usr/bin/prlimit", "--nofile=32:32", "--"])
-        #expect(d.readStderr().contains("connection cap lowered to fit the descriptor limit"))
+        // Logged once the socket is bound, which is when the harness returns: wait for it.
+        #expect(eventually { d.readStderr().contains("connection cap lowered to fit the descriptor limit") })
         var clients = try (0..<40).map { _ in try d.client() }
         var answered = 0
         for c in clients {

@@ -1,0 +1,91 @@
+import CuedClient
+import Foundation
+import Testing
+import TestSupport
+
+/// A file on a file system that stopped answering (as NFS or sshfs do when the network
+/// goes), for real: a FUSE file system whose read never returns (python3-fusepy).
+enum HungMount {
+    static var unavailableReason: String? {
+        if getuid() != 0 { return "mounting FUSE needs root here" }
+        if !FileManager.default.fileExists(atPath: "/dev/fuse") { return "no /dev/fuse" }
+        if !FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/fusepy.py") { return "python3-fusepy is not installed" }
+        return nil
+    }
+}
+
+@Suite(.serialized, .timeLimit(.minutes(2)),
+       .enabled(if: HungMount.unavailableReason == nil, Comment(rawValue: HungMount.unavailableReason ?? "")))
+struct StuckFileTests {
+
+    /// One file, `hang.wav`, whose every read waits forever.
+    static let script = """
+        import errno, stat, sys, threading, time
+        from fusepy import FUSE, FuseOSError, Operations
+        class Hung(Operations):
+            def getattr(self, path, fh=None):
+                t = time.time()
+                if path == '/':
+                    return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
+                if path == '/hang.wav':
+                    return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
+                raise FuseOSError(errno.ENOENT)
+            def readdir(self, path, fh):
+                return ['.', '..', 'hang.wav']
+            def open(self, path, flags):
+                return 0
+            def read(self, path, size, offset, fh):
+                threading.Event().wait()
+        FUSE(Hung(), sys.argv[1], foreground=True, nothreads=False)
+        """
+
+    /// Two clients ask for a file on the hung mount: each is answered `err bad-file … timed
+    /// out` at the deadline, and meanwhile every other client's request is answered (ping,
+    /// a cue, another file, a mute that reaches the disk, the theme's names); SIGTERM still
+    /// runs cued's whole stop while the mount hangs.
+    @Test func aHungMountTimesOutItsFilesAndNeverStallsOthers() throws {
+        let dir = TempDir()
+        let mount = dir.file("mnt")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        try Self.script.write(toFile: dir.file("hungfs.py"), atomically: true, encoding: .utf8)
+        let fs = try Subprocess("/usr/bin/python3", [dir.file("hungfs.py"), mount], stderr: dir.file("hungfs.log"))
+        // The file system goes first: its death answers every read still waiting (with an error).
+        defer {
+            kill(fs.pid, SIGKILL)
+            _ = fs.wait(timeout: 10)
+            _ = try? runProcess("/bin/umount", ["-l", mount], timeout: 10)
+        }
+        #expect(eventually { FileManager.default.fileExists(atPath: mount + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        let normal = dir.file("ok.wav")
+        try WAV.write(normal, int16: [Int16](repeating: 1000, count: 9_600), sampleRate: 48_000, channels: 2)
+
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let stuck = try (0..<2).map { _ in try d.client() }
+        for c in stuck { try c.send(Array("play-file \(mount)/hang.wav\n".utf8)) }
+        let other = try d.client()
+        #expect(try other.request("ping") == "ok pong")
+        #expect(try other.request("play pop") == "ok")
+        let played = try other.request("play-file \(normal) wait")
+        #expect(played == "ok", "\(played)")
+        #expect(try other.request("mute") == "ok muted")
+        #expect(eventually {
+            (try? String(contentsOfFile: d.dir.file("state/cued/state"), encoding: .utf8))?.contains("muted=true") == true
+        })
+        #expect(try other.request("unmute") == "ok unmuted")
+        #expect(try other.request("cues theme").hasPrefix("ok "))
+        for c in stuck {
+            let r = try c.readLine()
+            #expect(r.hasPrefix("err bad-file \(mount)/hang.wav: timed out after 5 s"), "\(r)")
+        }
+        // The lane wrote the stuck workers off; it still decodes.
+        let again = try other.request("play-file \(normal) wait")
+        #expect(again == "ok", "\(again)")
+        // SIGTERM: cued stops at once (its whole stop runs) although two of its threads are
+        // still blocked in the kernel on the mount; the process is reaped once the file
+        // system answers (here: its server is killed).
+        kill(d.pid, SIGTERM)
+        #expect(eventually(timeout: 20) { d.readStderr().contains("info cued: stopped") }, "\(d.readStderr())")
+        kill(fs.pid, SIGKILL)
+        _ = d.expectStopsByItself()
+    }
+}
