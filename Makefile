@@ -1,17 +1,19 @@
-# cued — make deps | build | run | test | sounds | man | install | uninstall | clean
+# cued — make deps | build | run | test | deb | sounds | man | install | uninstall | clean
 SWIFT     ?= swift
-SINK      ?= alsa:default
+SINK      ?=
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
 # systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
 # the shells `cuectl shell-init` and the completions are tested in. Install: strip
-# (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc makes the man pages (make man; install uses the committed roff and
-# make test checks it is current); python3 runs the README's Python example.
+# (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc
+# makes the man pages (make man; install uses the committed roff and make test checks it is
+# current); python3 runs the README's Python example; bash-completion loads the bash
+# completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
-             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish binutils scdoc python3 \
-             fuse3 python3-fusepy
+             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
+             fuse3 python3-fusepy dpkg-dev lintian
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.
@@ -33,7 +35,7 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps bench-deps build run test bench fuzz reliability sounds man man-check install install-files install-units uninstall clean
+.PHONY: deps bench-deps build run deb deb-package test bench fuzz reliability sounds man man-check install install-files install-units uninstall clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -85,15 +87,12 @@ fuzz: build
 reliability: fuzz
 	/usr/bin/python3 bench/reliability.py
 
+# make run: SINK=SPEC forces an output; without it cued picks one (--sink auto: the
+# desktop's sound server when one answers, else ALSA's default if it opens, else null)
+# and says which and why in its first lines.
 run: build
-	@case "$(SINK)" in alsa*) \
-	  if ! aplay -l 2>/dev/null | grep -q '^card'; then \
-	    echo "make run: this machine has no sound card (aplay -l lists none)."; \
-	    echo "          Run cued with a sink that needs none:  make run SINK=null"; \
-	    echo "          or capture what it plays to a file:    make run SINK=wav:/tmp/cued.wav"; \
-	    exit 2; \
-	  fi;; esac
-	.build/release/cued --sink $(SINK) $(ARGS)
+	@[ -n '$(SINK)' ] || echo "make run: cued --sink auto picks where sound goes and says why; force one with SINK=…, e.g. make run SINK=wav:/tmp/cued.wav to record"
+	exec .build/release/cued --sink '$(or $(SINK),auto)' $(ARGS)
 
 # The debug build with the tests, plus the release build installed into a
 # scratch prefix that the install tests run (with the toolchain hidden).
@@ -143,22 +142,66 @@ install: build
 
 # What install copies, from the release build already there.
 install-files:
-	install -d '$(BINDIR)' '$(SOUNDDIR)' '$(MANDIR)/man1' '$(MANDIR)/man5' '$(BASHCOMPDIR)' '$(ZSHCOMPDIR)' '$(FISHCOMPDIR)'
-	install -m 0755 -s --strip-program='$(STRIP)' .build/release/cued .build/release/cuectl '$(BINDIR)/'
-	install -m 0644 Sounds/*.wav '$(SOUNDDIR)/'
-	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 '$(MANDIR)/man1/'
-	install -m 0644 docs/man/cued.toml.5 '$(MANDIR)/man5/'
-	install -m 0644 completions/cuectl.bash '$(BASHCOMPDIR)/cuectl'
-	install -m 0644 completions/cued.bash '$(BASHCOMPDIR)/cued'
-	install -m 0644 completions/_cuectl completions/_cued '$(ZSHCOMPDIR)/'
-	install -m 0644 completions/cuectl.fish completions/cued.fish '$(FISHCOMPDIR)/'
-	$(MAKE) --no-print-directory install-units BINDIR='$(BINDIR)' UNITDIR='$(UNITDIR)'
+	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SOUNDDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man5' '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'
+	install -m 0755 -s --strip-program='$(STRIP)' .build/release/cued .build/release/cuectl '$(DESTDIR)$(BINDIR)/'
+	install -m 0644 Sounds/*.wav '$(DESTDIR)$(SOUNDDIR)/'
+	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 '$(DESTDIR)$(MANDIR)/man1/'
+	install -m 0644 docs/man/cued.toml.5 '$(DESTDIR)$(MANDIR)/man5/'
+	install -m 0644 completions/cuectl.bash '$(DESTDIR)$(BASHCOMPDIR)/cuectl'
+	install -m 0644 completions/cued.bash '$(DESTDIR)$(BASHCOMPDIR)/cued'
+	install -m 0644 completions/_cuectl completions/_cued '$(DESTDIR)$(ZSHCOMPDIR)/'
+	install -m 0644 completions/cuectl.fish completions/cued.fish '$(DESTDIR)$(FISHCOMPDIR)/'
+	$(MAKE) --no-print-directory install-units BINDIR='$(BINDIR)' UNITDIR='$(UNITDIR)' DESTDIR='$(DESTDIR)'
 
 # The units with the real ExecStart path written in (double-quoted for systemd).
 install-units:
-	install -d '$(UNITDIR)'
-	sed 's|^ExecStart=.*|ExecStart="$(BINDIR)/cued"|' systemd/cued.service > '$(UNITDIR)/cued.service'
-	install -m 0644 systemd/cued.socket '$(UNITDIR)/cued.socket'
+	install -d '$(DESTDIR)$(UNITDIR)'
+	sed 's|^ExecStart=.*|ExecStart="$(BINDIR)/cued"|' systemd/cued.service > '$(DESTDIR)$(UNITDIR)/cued.service'
+	install -m 0644 systemd/cued.socket '$(DESTDIR)$(UNITDIR)/cued.socket'
+
+# make deb: cued_VERSION_ARCH.deb from the release build. A staged tree packed by
+# dpkg-deb, not dpkg-buildpackage: the binaries come from SwiftPM's release build
+# (which make build already runs), a debian/ source package would only wrap that
+# and add debhelper to the build's needs, and nothing needs a maintainer script
+# (user units are enabled per user). A native package (its version is cued's own),
+# so its changelog is changelog.gz. Depends are what the binaries link, by
+# dpkg-shlibdeps, so they carry the libraries' minimum versions.
+VERSION    = $(shell sed -n 's/.*static let string = "\([^"]*\)".*/\1/p' Sources/CuedProtocol/Protocol.swift)
+DEB_ARCH   = $(shell dpkg --print-architecture)
+DEB_DIR   ?= .build/deb
+DEB_MAINTAINER ?= cued developers <maintainers@users.noreply.a-seed-a0081e49.example>
+DEB        = $(DEB_DIR)/cued_$(VERSION)_$(DEB_ARCH).deb
+DEB_DIRS  := PREFIX=/usr BINDIR=/usr/bin DATADIR=/usr/share SOUNDDIR=/usr/share/cued/sounds MANDIR=/usr/share/man \
+             BASHCOMPDIR=/usr/share/bash-completion/completions ZSHCOMPDIR=/usr/share/zsh/vendor-completions \
+             FISHCOMPDIR=/usr/share/fish/vendor_completions.d UNITDIR=/usr/lib/systemd/user
+deb: build
+	$(MAKE) --no-print-directory deb-package
+	@echo "built $(DEB); install it with:  sudo apt install ./$(DEB)"
+
+# The package from the release build already there (make test's DebTests use this).
+# Staged where dpkg-shlibdeps expects a package's files (debian/cued under a one-stanza
+# debian/control); it reads only the dynamically linked binaries (cuectl is static).
+deb-package:
+	@set -e; stage='$(DEB_DIR)/debian/cued'; rm -rf '$(DEB_DIR)/debian' '$(DEB)'; \
+	$(MAKE) --no-print-directory -s install-files DESTDIR="$$stage" $(DEB_DIRS) >/dev/null; \
+	gzip -9n "$$stage"/usr/share/man/man1/* "$$stage"/usr/share/man/man5/*; \
+	doc="$$stage/usr/share/doc/cued"; install -d "$$doc" "$$stage/usr/share/lintian/overrides"; \
+	{ cat packaging/deb/copyright.in; sed 's/^/ /; s/^ $$/ ./' LICENSE; } > "$$doc/copyright"; \
+	epoch=$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}; \
+	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@MAINTAINER@/$(DEB_MAINTAINER)/' -e "s/@DATE@/$$(LC_ALL=C date -R -u -d @$$epoch)/" \
+	  packaging/deb/changelog | gzip -9n > "$$doc/changelog.gz"; \
+	install -m 0644 packaging/deb/lintian-overrides "$$stage/usr/share/lintian/overrides/cued"; \
+	chmod -R u=rwX,go=rX "$$stage"; chmod 0755 "$$stage"/usr/bin/*; \
+	mkdir -m 0755 "$$stage/DEBIAN"; \
+	printf 'Source: cued\n\nPackage: cued\nArchitecture: any\n' > '$(DEB_DIR)/debian/control'; \
+	dynamic=$$(cd '$(DEB_DIR)' && for b in debian/cued/usr/bin/*; do readelf -d "$$b" | grep -q NEEDED && echo "$$b"; done); \
+	depends=$$(cd '$(DEB_DIR)' && dpkg-shlibdeps -O $$dynamic | sed -n 's/^shlibs:Depends=//p'); \
+	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' -e 's/@MAINTAINER@/$(DEB_MAINTAINER)/' \
+	  -e "s/@SIZE@/$$(du -sk --exclude=DEBIAN "$$stage" | cut -f1)/" -e "s/@DEPENDS@/$$depends/" \
+	  packaging/deb/control.in > "$$stage/DEBIAN/control"; \
+	(cd "$$stage" && find usr -type f | LC_ALL=C sort | xargs md5sum) > "$$stage/DEBIAN/md5sums"; \
+	chmod 0644 "$$stage"/DEBIAN/*; \
+	dpkg-deb --root-owner-group -Zxz --build "$$stage" '$(DEB)' >/dev/null
 
 # Stops the units only where they are installed and systemctl can reach a user manager.
 uninstall:
@@ -170,7 +213,13 @@ uninstall:
 	  '$(BASHCOMPDIR)/cuectl' '$(BASHCOMPDIR)/cued' '$(ZSHCOMPDIR)/_cuectl' '$(ZSHCOMPDIR)/_cued' \
 	  '$(FISHCOMPDIR)/cuectl.fish' '$(FISHCOMPDIR)/cued.fish'
 	rm -rf '$(SOUNDDIR)'
-	@rmdir '$(DATADIR)/cued' 2>/dev/null || true
+	@# The directories install makes, once empty (never $(PREFIX) itself; a parent of
+	@# UNITDIR only if it is systemd/), deepest first.
+	@for d in '$(DATADIR)/cued' '$(MANDIR)/man1' '$(MANDIR)/man5' '$(MANDIR)' '$(BASHCOMPDIR)' '$(DATADIR)/bash-completion' \
+	  '$(ZSHCOMPDIR)' '$(DATADIR)/zsh' '$(FISHCOMPDIR)' '$(DATADIR)/fish' '$(DATADIR)' '$(BINDIR)' '$(UNITDIR)'; do \
+	  [ "$$d" != '$(PREFIX)' ] && rmdir "$$d" 2>/dev/null || continue; \
+	  if [ "$$d" = '$(UNITDIR)' ] && [ "$$(basename "$$(dirname "$$d")")" = systemd ]; then rmdir "$$(dirname "$$d")" 2>/dev/null || true; fi; \
+	done
 
 clean:
 	rm -rf .build

@@ -11,7 +11,7 @@ _cuectl_cues() {
 
 _cuectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="ping play play-file stop state drag drop threshold session mute unmute reload cues status config run shell-init"
+    local commands="ping play play-file stop state drag drop threshold session mute unmute reload cues status config doctor run shell-init"
     local i word verb= socket= operands=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}

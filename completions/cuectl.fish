@@ -1,7 +1,7 @@
 # fish completion for cuectl(1). Cue names come from the running cued
 # (`cuectl cues`, at most half a second); without a daemon, none are offered.
 
-set -l commands ping play play-file stop state drag drop threshold session mute unmute reload cues status config run shell-init
+set -l commands ping play play-file stop state drag drop threshold session mute unmute reload cues status config doctor run shell-init
 
 function __cuectl_cues
     set -l socket
@@ -42,6 +42,7 @@ for entry in \
     'cues:list the loaded cues' \
     'status:daemon, device and latency figures' \
     'config:validate a config file' \
+    'doctor:a first-run check, with a fix for each problem' \
     'run:run a command with psst2, then pop or fail' \
     "shell-init:print a snippet for your shell's rc file"
     set -l kv (string split -m 1 : -- $entry)

@@ -5,12 +5,12 @@ _cued() {
     case $prev in
         --socket|--config|--check-config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --sounds) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-        --sink) COMPREPLY=($(compgen -W "alsa alsa:default null wav:" -- "$cur")); return ;;
+        --sink) COMPREPLY=($(compgen -W "auto alsa alsa:default null wav:" -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W "trace debug info notice warning error critical" -- "$cur")); return ;;
         --latency-ms|--voices|--idle-close-s|--session-ttl-s|--rate-limit|--max-clients) return ;;
     esac
     COMPREPLY=($(compgen -W "--socket --config --check-config --sink --latency-ms --voices --idle-close-s
-        --session-ttl-s --rate-limit --max-clients --sounds --muted --unmuted --log-level --help --version" -- "$cur"))
+        --session-ttl-s --rate-limit --max-clients --sounds --force --muted --unmuted --log-level --help --version" -- "$cur"))
 }
 
 complete -F _cued cued

@@ -22,6 +22,8 @@ public struct Invocation: Equatable, Sendable {
         /// One request on one connection; `render` says how to show its reply.
         case request(Request, render: Render)
         case configCheck(path: String?)
+        /// `doctor`: a first-run check (`Doctor`).
+        case doctor
         /// `run -- COMMAND ARGS…`
         case run([String])
         case shellInit(Shell)
@@ -133,6 +135,11 @@ public enum CommandParser {
             }
             inv.action = .shellInit(shell)
             return inv
+        case "doctor":
+            try only([])
+            try count(0...0, "doctor")
+            inv.action = .doctor
+            return inv
         case "config":
             try only([])
             guard operands.first == "check", operands.count <= 2 else { throw UsageError("usage: cuectl config check [PATH]") }
@@ -232,11 +239,23 @@ public enum CommandParser {
         return cwd.hasSuffix("/") ? cwd + path : cwd + "/" + path
     }
 
+    /// The app when no --app was given: `$CUED_APP` made a label (`My Tool` →
+    /// `My-Tool`), else one derived from `fallback`; nil if neither leaves a name.
+    public static func appName(environment: String?, fallback: String?) -> String? {
+        if let env = environment, let app = sanitizedLabel(env) { return app }
+        return fallback.flatMap(derivedAppName)
+    }
+
     /// An app name derived from a process name the user did not type (the
     /// parent's `comm`, a command's file name): anything outside the label
     /// alphabet becomes `-`; nil if nothing usable is left.
     public static func derivedAppName(_ raw: String) -> String? {
-        let base = raw.split(separator: "/").last.map(String.init) ?? raw
+        sanitizedLabel(raw.split(separator: "/").last.map(String.init) ?? raw)
+    }
+
+    /// `raw` with anything outside the label alphabet made `-`, cut to a label's
+    /// length; nil if nothing usable is left.
+    public static func sanitizedLabel(_ base: String) -> String? {
         let clean = String(base.unicodeScalars.prefix(Label.maxBytes).map { c -> Character in
             let ascii = c.isASCII && (("a"..."z").contains(c) || ("A"..."Z").contains(c) || ("0"..."9").contains(c)
                                       || c == "." || c == "_" || c == "-")

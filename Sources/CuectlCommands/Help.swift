@@ -33,6 +33,9 @@ public enum CuectlHelp {
           cues [--theme]            the loaded cues (--theme: the sound theme's names)
           status [--json]           daemon, device and latency figures
           config check [PATH]       validate a config file without a daemon (exit 78 if bad)
+          doctor                    a first-run check: is cued running, where its sound goes, the
+                                    sound server, theme, config and units, a fix for each problem
+                                    (exit 0 only if a cue would be heard or recorded)
           run [--session NAME] [--app NAME] -- COMMAND [ARGS…]
                                     run a command: psst2 as it starts, pop when it exits 0, fail
                                     otherwise; exits with its status (128+N for signal N)
@@ -52,7 +55,7 @@ public enum CuectlHelp {
 
     /// Every command and option the help names, for checks of the man page and completions.
     public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold",
-                                  "session", "mute", "unmute", "reload", "cues", "status", "config", "run", "shell-init"]
+                                  "session", "mute", "unmute", "reload", "cues", "status", "config", "doctor", "run", "shell-init"]
     public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority",
                                  "--quiet", "--theme", "--json", "--help", "--version"]
 }

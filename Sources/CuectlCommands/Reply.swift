@@ -89,3 +89,29 @@ public enum ReplyInterpreter {
         }
     }
 }
+
+/// What cuectl says when no daemon answers: how to start one that would. The
+/// systemd route only where cued's units are installed (`make install`, the
+/// package); else how to run cued in a terminal.
+public enum NoDaemonHint {
+    /// Where systemd looks for user units (systemd.unit(5)), the ones a user or a
+    /// package puts them in.
+    public static func unitDirectories(environment: [String: String]) -> [String] {
+        let home = environment["HOME"] ?? ""
+        func xdg(_ key: String, _ fallback: String) -> String {
+            if let v = environment[key], !v.isEmpty { return v }
+            return home + "/" + fallback
+        }
+        return [xdg("XDG_CONFIG_HOME", ".config") + "/systemd/user", "/etc/systemd/user",
+                xdg("XDG_DATA_HOME", ".local/share") + "/systemd/user",
+                "/usr/local/share/systemd/user", "/usr/share/systemd/user",
+                "/usr/local/lib/systemd/user", "/usr/lib/systemd/user"]
+    }
+
+    public static func text(unitsInstalled: Bool) -> String {
+        (unitsInstalled
+            ? "  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal)"
+            : "  start it in a terminal:  cued   (its systemd user units are not installed; make install or the cued package puts them in place)")
+            + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE"
+    }
+}

@@ -18,6 +18,7 @@ public enum StatusTable {
         }
         if let delay = s.sink.delayUs { sink += ", delay \(delay) µs" }
         rows.append(("sink", sink))
+        if let why = s.sink.why { rows.append(("", why)) }
         if let e = s.sink.error { rows.append(("sink error", e)) }
         let l = s.latencyUs
         rows.append(("latency", "p50 \(text(l.p50)) µs, p99 \(text(l.p99)) µs, max \(text(l.max)) µs"))

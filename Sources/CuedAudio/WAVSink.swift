@@ -16,8 +16,12 @@ public final class WAVSink: Sink {
     private var clock: DeviceClock
     private var file: OpaquePointer?
 
-    public init(path: String, latencyMs: Int = 10, rate: Int = 48_000) {
+    /// `overwrite` (cued --force): replace a file already at `path`, else refuse it.
+    private let overwrite: Bool
+
+    public init(path: String, latencyMs: Int = 10, rate: Int = 48_000, overwrite: Bool = false) {
         self.path = path
+        self.overwrite = overwrite
         spec = "wav:" + path
         format = .clocked(rate: rate, latencyMs: latencyMs)
         clock = DeviceClock(rate: rate, bufferFrames: format.bufferFrames)
@@ -41,7 +45,14 @@ public final class WAVSink: Sink {
     }
 
     /// The file's directory must exist and be writable: no retry would fix that.
+    /// A file already there with something in it is refused, not overwritten
+    /// (an earlier recording), unless `overwrite`; an empty one (`mktemp`'s) is used.
     public func preflight() throws(SinkError) {
+        var existing = stat()
+        if !overwrite, stat(path, &existing) == 0, existing.st_mode & S_IFMT == S_IFREG, existing.st_size > 0 {
+            throw SinkError("the file already exists (\(existing.st_size) bytes) and cued does not overwrite a recording; "
+                            + "move it away, pick another path, or add --force")
+        }
         let dir = path.contains("/") ? String(path[..<path.lastIndex(of: "/")!]) : "."
         var st = stat()
         guard stat(dir.isEmpty ? "/" : dir, &st) == 0, st.st_mode & S_IFMT == S_IFDIR else {

@@ -327,17 +327,54 @@ struct Checker {
 /// `--sink` / `sink =` syntax, shared by the flag and the config file: the
 /// one place that knows the sink grammar's words.
 public enum SinkSyntax {
-    public static let summary = "alsa[:PCM], null or wav:PATH"
+    public static let summary = "auto, alsa[:PCM], null or wav:PATH"
 
     /// nil if `s` is a sink spec, else why not.
     public static func problem(_ s: String) -> String? {
-        if s == "alsa" || s == "null" || s.hasPrefix("fault:") { return nil }
+        if s == "auto" || s == "alsa" || s == "null" || s.hasPrefix("fault:") { return nil }
         if s.hasPrefix("alsa:") { return s.count > 5 ? nil : "'alsa:' needs a PCM name, e.g. alsa:default (list them with aplay -L)" }
         if s.hasPrefix("wav:") {
             guard s.count > 4 else { return "'wav:' needs a file path, e.g. wav:/tmp/cued.wav" }
             return s.dropFirst(4).hasPrefix("/") ? nil : "wav: needs an absolute path, got '\(s.dropFirst(4))'"
         }
-        return "unknown sink '\(s)' (\(summary))"
+        return "unknown sink '\(s)'" + (nearMiss(s).map { ": did you mean \($0)?" } ?? "") + " (\(summary))"
+    }
+
+    /// The spec a near-miss probably meant: an ALSA PCM name without `alsa:`
+    /// (`pulse`, `pipewire`, `default`, `hw:0`…), a path without `wav:`.
+    static func nearMiss(_ s: String) -> String? {
+        if s.hasPrefix("/") && s.count > 1 { return "wav:" + s }
+        let lower = s.lowercased()
+        if ["pulse", "pulseaudio"].contains(lower) { return "alsa:pulse" }
+        if ["pipewire", "pw"].contains(lower) { return "alsa:pipewire" }
+        if ["default", "sysdefault", "dmix", "dsnoop", "jack", "oss"].contains(lower) { return "alsa:" + lower }
+        for prefix in ["hw:", "plughw:", "sysdefault:", "dmix:", "front:", "iec958:", "hdmi:"] where lower.hasPrefix(prefix) {
+            return "alsa:" + s
+        }
+        if ["wav", "file"].contains(lower) { return "wav:/tmp/cued.wav" }
+        return nil
+    }
+}
+
+/// `--sink auto`: where a desktop user's sound goes, picked once at start. The
+/// desktop's sound server through the ALSA plugins when one answers (its socket
+/// is in $XDG_RUNTIME_DIR and its PCM opens), else ALSA's default if it opens,
+/// else null, with why (which `status` shows as `sink.why`).
+public enum AutoSink {
+    /// `exists`: whether a path exists; `opens`: nil if the ALSA PCM opens for
+    /// playback now, else why not.
+    public static func choose(environment: [String: String], exists: (String) -> Bool,
+                              opens: (String) -> String?) -> (spec: String, why: String) {
+        let rt = environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+        if let rt, exists(rt + "/pipewire-0"), opens("default") == nil {
+            return ("alsa:default", "auto: PipeWire answers at \(rt)/pipewire-0 and ALSA's default PCM opens")
+        }
+        if let rt, exists(rt + "/pulse/native"), opens("pulse") == nil {
+            return ("alsa:pulse", "auto: a PulseAudio server answers at \(rt)/pulse/native")
+        }
+        guard let error = opens("default") else { return ("alsa:default", "auto: ALSA's default PCM opens (no sound server found)") }
+        return ("null", "auto: no sound server answers and ALSA's default PCM does not open (\(error)); "
+                + "cues are played to nothing: to record them instead, --sink wav:FILE")
     }
 }
 

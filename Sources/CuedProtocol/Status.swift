@@ -17,6 +17,8 @@ public struct Status: Sendable, Equatable {
         /// add it to `latency_us` for the time from a request to its sound.
         public var delayUs: Int?
         public var error: String?
+        /// Why `--sink auto` picked this sink; nil when the sink was named.
+        public var why: String?
         public init() {}
     }
 
@@ -101,7 +103,7 @@ public struct Status: Sendable, Equatable {
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
         // sink
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
-        case delayUs = "device_delay_us", error
+        case delayUs = "device_delay_us", error, why
         // cue, app
         case frames
         // latency
@@ -118,7 +120,7 @@ public struct Status: Sendable, Equatable {
         let sinkJSON = obj([(.spec, .string(sink.spec)), (.state, .string(sink.state)), (.kind, s(sink.kind)),
                             (.rate, n(sink.rate)), (.channels, n(sink.channels)), (.format, s(sink.format)),
                             (.periodFrames, n(sink.periodFrames)), (.bufferFrames, n(sink.bufferFrames)),
-                            (.delayUs, n(sink.delayUs)), (.error, s(sink.error))])
+                            (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why))])
         let cuesJSON = JSON.object(cues.keys.sorted().map { name in
             let c = cues[name]!
             return (name, obj([(.frames, n(c.frames)), (.played, n(c.played))]))
@@ -168,6 +170,7 @@ public struct Status: Sendable, Equatable {
         sink.bufferFrames = int(v(sk, .bufferFrames))
         sink.delayUs = int(v(sk, .delayUs))
         sink.error = str(v(sk, .error))
+        sink.why = str(v(sk, .why))
         for (name, c) in pairs(v(json, .cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0)
         }

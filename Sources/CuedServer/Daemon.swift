@@ -101,6 +101,8 @@ public final class Daemon: @unchecked Sendable {
     }
 
     public var current: Runtime { runtime }
+    /// Why `--sink auto` picked the sink it did (`status`'s sink.why); nil for a named sink.
+    public var sinkWhy: String?
 
     /// What a connection carries between requests.
     public struct ConnectionState: Sendable {
@@ -186,7 +188,7 @@ public final class Daemon: @unchecked Sendable {
                 }
             })
         case .status:
-            return .now(.ok(status().json.encoded))
+            return .later(afterQueuedCues().map { .ok(self.status().json.encoded) })
         }
     }
 
@@ -348,6 +350,19 @@ public final class Daemon: @unchecked Sendable {
         let promise = loop.makePromise(of: Reply.self)
         waitingForStops[id] = promise
         return .later(promise.futureResult)
+    }
+
+    /// Completes once the audio thread has taken every command submitted before
+    /// (a `stop` that matches no voice is answered in queue order), so `status`
+    /// counts a cue whose reply came before it (the engine counts `played` when
+    /// it starts a voice); at most 100 ms later if the audio thread is stuck.
+    private func afterQueuedCues() -> EventLoopFuture<Void> {
+        let id = ticket()
+        guard engine.submit(.stop(.id(0), ticket: id)) else { return loop.makeSucceededVoidFuture() }
+        let promise = loop.makePromise(of: Reply.self)
+        waitingForStops[id] = promise
+        loop.scheduleTask(in: .milliseconds(100)) { self.waitingForStops.removeValue(forKey: id)?.succeed(.ok(nil)) }
+        return promise.futureResult.map { _ in }
     }
 
     private func ticket() -> UInt64 {
@@ -559,6 +574,7 @@ public final class Daemon: @unchecked Sendable {
         out.stateError = saver?.error
         out.config = runtime.config.path
         out.sink.spec = engine.sinkSpec
+        out.sink.why = sinkWhy
         out.sink.state = s.sinkState.rawValue
         if let f = s.sinkFormat {
             out.sink.rate = f.rate

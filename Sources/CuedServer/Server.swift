@@ -52,7 +52,16 @@ public final class Server: Sendable {
         } catch {
             throw StartupError(error.description, exitCode: StartupError.configExit)
         }
-        let sink = makeSink(settings)
+        // auto: picked here, once (the reload's settings still say auto).
+        var sinkSettings = settings
+        var sinkWhy: String?
+        if settings.sink == .auto {
+            let choice = AutoSink.choose(environment: env, exists: { FileSystem.entry($0) != .none }, opens: ALSASink.probe)
+            sinkSettings.sink = (try? SinkSpec.parse(choice.spec).get()) ?? .null
+            sinkWhy = choice.why
+            if sinkSettings.sink == .null { logger.warning("sink \(choice.spec): \(choice.why)") } else { logger.info("sink \(choice.spec): \(choice.why)") }
+        }
+        let sink = makeSink(sinkSettings)
         do { try sink.preflight() } catch {
             throw StartupError("sink \(settings.sink): \(error.message)", exitCode: StartupError.configExit)
         }
@@ -104,6 +113,7 @@ public final class Server: Sendable {
                             logger: logger,
                             loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
                             notify: { notifier.notify($0) })
+        daemon.sinkWhy = sinkWhy
         daemonBox.withLockedValue { $0 = daemon }
         if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
         engine.start()
@@ -211,8 +221,8 @@ public final class Server: Sendable {
         case .alsa(let pcm):
             return ALSASink(device: pcm, latencyMs: s.latencyMs,
                             streamProperties: ALSASink.defaultStreamProperties.merging(s.stream) { $1 })
-        case .null: return NullSink(latencyMs: latency)
-        case .wav(let path): return WAVSink(path: path, latencyMs: latency)
+        case .null, .auto: return NullSink(latencyMs: latency)  // auto is resolved before
+        case .wav(let path): return WAVSink(path: path, latencyMs: latency, overwrite: options.overwriteRecording)
         case .fault(let spec):
             guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latency) else { return NullSink(latencyMs: latency) }
             return sink

@@ -19,6 +19,8 @@ public struct CommandLineOptions: Sendable {
     public var idleCloseSeconds: Double?
     public var soundDirectories: [String]?
     public var muted: Bool?
+    /// `--force`: `wav:PATH` may replace a file that is already there.
+    public var overwriteRecording = false
     public var sessionTTLSeconds = 300.0
     public var limits = Daemon.Limits()
     /// The process environment, read once at start.
@@ -113,8 +115,10 @@ public struct Settings: Sendable, Equatable {
     }
 }
 
-/// `--sink SPEC`: `alsa[:PCM]`, `null`, `wav:PATH`, or `fault:SPEC` for tests.
+/// `--sink SPEC`: `auto`, `alsa[:PCM]`, `null`, `wav:PATH`, or `fault:SPEC` for tests.
 public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
+    /// One of the others, picked at start (`AutoSink`).
+    case auto
     case alsa(String)
     case null
     case wav(String)
@@ -128,6 +132,7 @@ public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
             if case .failure(let e) = FaultSink.parse(spec) { return .failure(e) }
             return .success(.fault(spec))
         }
+        if s == "auto" { return .success(.auto) }
         if s == "alsa" { return .success(.alsa("default")) }
         if s == "null" { return .success(.null) }
         if s.hasPrefix("alsa:") { return .success(.alsa(String(s.dropFirst(5)))) }
@@ -136,6 +141,7 @@ public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String {
         switch self {
+        case .auto: return "auto"
         case .alsa(let pcm): return "alsa:" + pcm
         case .null: return "null"
         case .wav(let path): return "wav:" + path

@@ -59,15 +59,12 @@ do {
     die("\(error.message) (see cuectl --help)", ExitCode.usage)
 }
 
-/// The app the cues are for: --app, else $CUED_APP (both typed by the user:
-/// refused if not a label), else a name derived from `fallback` (sanitized).
+/// The app the cues are for: --app (typed on this command line: refused if not
+/// a label), else $CUED_APP, else a name derived from `fallback`; the last two
+/// sanitized, as a label set long ago must never block the command it labels.
 func appName(fallback: String?) -> String? {
     if let app = invocation.app { return app }
-    if let env = environment("CUED_APP") {
-        guard Label.isValid(env) else { die("CUED_APP: " + Label.problem(env.escapingControls(), what: "app name") + " (see cuectl --help)", ExitCode.usage) }
-        return env
-    }
-    return fallback.flatMap(CommandParser.derivedAppName)
+    return CommandParser.appName(environment: environment("CUED_APP"), fallback: fallback)
 }
 
 func socketPath() -> Result<String, SocketLocationError> {
@@ -98,6 +95,38 @@ case .shellInit(let shell):
     let socket = invocation.socket.map { $0.hasPrefix("/") ? $0 : currentDirectory() + "/" + $0 }
     print(ShellInit.snippet(shell, cuectl: executablePath() ?? "cuectl", socket: socket, app: invocation.app), terminator: "")
     exit(0)
+
+case .doctor:
+    var env: [String: String] = [:]
+    for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"] { env[key] = environment(key) }
+    var status: Status?
+    var why: String?
+    var path = "(no socket path)"
+    switch socketPath() {
+    case .failure(let e): why = e.message
+    case .success(let p):
+        path = p
+        do {
+            let client = try CueClient(path: p)
+            client.setTimeout(milliseconds: 5000)
+            let reply = try client.request("status")
+            if reply.hasPrefix("ok ") { status = Status.parse(String(reply.dropFirst(3))) } else { why = reply }
+        } catch {
+            why = "\(error)"
+        }
+    }
+    var card = false
+    if let dir = opendir("/dev/snd") {
+        while let e = readdir(dir) {
+            let name = withUnsafeBytes(of: e.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name.hasPrefix("pcmC") && name.hasSuffix("p") { card = true }
+        }
+        closedir(dir)
+    }
+    let report = Doctor.report(status: status, noDaemon: why, socket: path, environment: env, soundCard: card,
+                               exists: { access($0, F_OK) == 0 })
+    print(report.lines.joined(separator: "\n"))
+    exit(report.exitCode)
 
 case .configCheck(let explicit):
     // `cued --check-config` does the checking, so cuectl itself stays free of
@@ -144,8 +173,10 @@ case .request(let request, let render):
         reply = try client.readLine()
     } catch {
         if case .noDaemon = error {
-            die("\(error)\n  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal;"
-                + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE)", ExitCode.noDaemon)
+            var env: [String: String] = [:]
+            for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"] { env[key] = environment(key) }
+            let installed = NoDaemonHint.unitDirectories(environment: env).contains { access($0 + "/cued.socket", F_OK) == 0 }
+            die("\(error)\n" + NoDaemonHint.text(unitsInstalled: installed), ExitCode.noDaemon)
         }
         if case .timedOut = error {
             let (message, code) = ReplyTimeout.outcome(for: request)

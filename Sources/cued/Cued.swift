@@ -37,7 +37,8 @@ let help = """
       --socket PATH           socket (default: $CUED_SOCKET, else $XDG_RUNTIME_DIR/cued/cued.sock)
       --config PATH           config file (default: $XDG_CONFIG_HOME/cued/cued.toml, if it exists)
       --check-config PATH     check a config file and the cues it names; exit 0, or 78 with what is wrong
-      --sink SPEC             alsa[:PCM], null or wav:PATH (default alsa:default)
+      --sink SPEC             auto, alsa[:PCM], null or wav:PATH (default alsa:default)
+      --force                 let wav:PATH replace a file that is already there (else refused)
       --latency-ms N          device buffer in ms, 1…1000 (default: chosen for the device kind)
       --voices N              cues sounding at once, 1…256; the oldest is faded out for a new one (default 16)
       --idle-close-s S        close the device after S seconds of silence, 0…86400 (default 30)
@@ -101,6 +102,7 @@ while let arg = args.popFirst() {
     case "--rate-limit": options.limits.playsPerSecond = seconds(0...1_000_000)
     case "--max-clients": options.limits.maxClients = number(1...100_000)
     case "--sounds": options.soundDirectories = (options.soundDirectories ?? []) + [value()]
+    case "--force": options.overwriteRecording = true
     case "--muted": options.muted = true
     case "--unmuted": options.muted = false
     case "--log-level":

@@ -92,6 +92,20 @@ import TestSupport
         #expect(i.description.hasPrefix("/etc/x/cued.toml:\(line): \(key): "))
     }
 
+    /// A near-miss names the spec it probably meant; anything else only the grammar.
+    @Test(arguments: [
+        ("pulse", "alsa:pulse"), ("PipeWire", "alsa:pipewire"), ("default", "alsa:default"), ("dmix", "alsa:dmix"),
+        ("hw:0,0", "alsa:hw:0,0"), ("plughw:1", "alsa:plughw:1"), ("/tmp/c.wav", "wav:/tmp/c.wav"), ("wav", "wav:/tmp/cued.wav"),
+    ])
+    func sinkNearMissesSuggestTheSpec(given: String, meant: String) {
+        #expect(SinkSyntax.problem(given) == "unknown sink '\(given)': did you mean \(meant)? (\(SinkSyntax.summary))")
+        #expect(SinkSyntax.problem(meant) == nil)
+    }
+
+    @Test func otherUnknownSinksNameTheGrammar() {
+        #expect(SinkSyntax.problem("speakers") == "unknown sink 'speakers' (\(SinkSyntax.summary))")
+    }
+
     @Test func syntaxErrorsHaveALine() {
         guard let i = issue("sink = \"null\"\nvoices = 4\n[cues\n") else { Issue.record("accepted"); return }
         #expect(i.line == 3)
@@ -154,5 +168,39 @@ import TestSupport
         do { _ = try ConfigLoader.parse(text, file: "/c.toml", home: "/h"); Issue.record("accepted: \(text)") } catch {
             #expect(error.issues.first?.key == key, "\(error)")
         }
+    }
+}
+
+/// `--sink auto`'s order, with the file system and ALSA faked.
+@Suite struct AutoSinkChoiceTests {
+    func choose(files: Set<String>, opening: Set<String>, runtime: String? = "/run/user/1") -> (spec: String, why: String) {
+        var env: [String: String] = [:]
+        env["XDG_RUNTIME_DIR"] = runtime
+        return AutoSink.choose(environment: env, exists: { files.contains($0) },
+                               opens: { opening.contains($0) ? nil : "cannot open PCM '\($0)': Host is down" })
+    }
+
+    @Test func pipeWireFirstThenPulseThenDefaultThenNull() {
+        let both: Set = ["/run/user/1/pipewire-0", "/run/user/1/pulse/native"]
+        #expect(choose(files: both, opening: ["default", "pulse"]).spec == "alsa:default")
+        #expect(choose(files: both, opening: ["default", "pulse"]).why == "auto: PipeWire answers at /run/user/1/pipewire-0 and ALSA's default PCM opens")
+        // A PipeWire socket left by a dead server: its PCM does not open, pulse is next.
+        #expect(choose(files: both, opening: ["pulse"]).spec == "alsa:pulse")
+        #expect(choose(files: both, opening: ["pulse"]).why == "auto: a PulseAudio server answers at /run/user/1/pulse/native")
+        // No server socket: ALSA's default (a card) if it opens; the pulse PCM alone is not a server.
+        #expect(choose(files: [], opening: ["default", "pulse"]) == ("alsa:default", "auto: ALSA's default PCM opens (no sound server found)"))
+        let none = choose(files: both, opening: [])
+        #expect(none.spec == "null")
+        #expect(none.why == "auto: no sound server answers and ALSA's default PCM does not open (cannot open PCM 'default': Host is down); "
+                + "cues are played to nothing: to record them instead, --sink wav:FILE")
+    }
+
+    @Test func withoutARuntimeDirectoryOnlyALSADefault() {
+        #expect(choose(files: ["/pipewire-0"], opening: ["default"], runtime: nil).spec == "alsa:default")
+        #expect(choose(files: ["/pipewire-0"], opening: [], runtime: "").spec == "null")
+    }
+
+    @Test func autoIsASinkSpec() {
+        #expect(SinkSyntax.problem("auto") == nil)
     }
 }

@@ -67,11 +67,6 @@ import TestSupport
         #expect(session == (64, "", "cuectl: \(Label.problem("a b", what: "session name")) (see cuectl --help)\n"))
         let mute = try cuectl(d, ["mute", "app", "My Tool"])
         #expect(mute == (64, "", "cuectl: \(Label.problem("My Tool", what: "app name")) (see cuectl --help)\n"))
-        var env = d.environment
-        env["CUED_APP"] = "a/b"
-        let fromEnv = try cuectl(d, ["play", "pop"], env: env)
-        #expect(fromEnv.status == 64)
-        #expect(fromEnv.err == "cuectl: CUED_APP: \(Label.problem("a/b", what: "app name")) (see cuectl --help)\n")
         // Nothing reached the daemon: no app was counted, no session made.
         let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
         #expect(s.apps.isEmpty && s.sessions == 0 && s.played == 0)
@@ -81,6 +76,28 @@ import TestSupport
         #expect(derived.status == 0, "\(derived.err)")
         let after = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
         #expect(Array(after.apps.keys) == ["My-Tool"])
+    }
+
+    /// $CUED_APP was set long ago, maybe by another tool: a bad one never blocks
+    /// the work it labels (`CUED_APP='My Tool' cuectl run -- make` runs make). It is
+    /// sanitized as a parent's name is; one with nothing usable left falls back to
+    /// the derived name.
+    @Test func badCUEDAPPIsSanitizedNotRefused() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        var env = d.environment
+        env["CUED_APP"] = "My Tool"
+        let run = try cuectl(d, ["run", "--", "sh", "-c", "echo ran; exit 3"], env: env)
+        #expect(run == (3, "ran\n", ""))
+        env["CUED_APP"] = "a/b"
+        #expect(try cuectl(d, ["play", "pop"], env: env) == (0, "", ""))
+        env["CUED_APP"] = ".."  // no label can be made of it
+        #expect(try cuectl(d, ["run", "--", "true"], env: env) == (0, "", ""))
+        let s = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
+        #expect(Set(s.apps.keys) == ["My-Tool", "a-b", "true"], "\(s.apps.keys)")
+        // Without a daemon it runs the command all the same.
+        env["CUED_APP"] = "My Tool"
+        let alone = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.dir.file("none.sock"), "run", "--", "sh", "-c", "echo ran"], env: env)
+        #expect(alone.status == 0 && alone.out == "ran\n", "\(alone)")
     }
 
     @Test func socketPathOverTheLimitIsRefusedClearly() throws {
@@ -116,12 +133,45 @@ import TestSupport
         #expect(v.sink.spec == "null")
     }
 
-    @Test func noDaemonExits69WithAHint() throws {
+    /// The hint names systemctl only where cued's units are installed (here: in
+    /// the user's own unit directory, $XDG_CONFIG_HOME/systemd/user); else how to
+    /// start cued in a terminal.
+    @Test(.enabled(if: !NoDaemonHint.unitDirectories(environment: [:]).contains { FileManager.default.fileExists(atPath: $0 + "/cued.socket") },
+                   "cued's units are installed system-wide on this machine"))
+    func noDaemonExits69WithAHint() throws {
         let dir = TempDir()
-        let r = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"])
+        var env = ProcessInfo.processInfo.environment
+        env["HOME"] = dir.path
+        env.removeValue(forKey: "XDG_CONFIG_HOME")
+        env.removeValue(forKey: "XDG_DATA_HOME")
+        let r = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"], env: env)
         #expect(r.status == 69)
-        #expect(r.err.contains("systemctl --user start cued.socket"))
+        #expect(!r.err.contains("systemctl"), "\(r.err)")
+        #expect(r.err.contains("start it in a terminal:  cued"), "\(r.err)")
         #expect(r.err.contains("without a sound card: cued --sink null"))
+        try FileManager.default.createDirectory(atPath: dir.file(".config/systemd/user"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: dir.file(".config/systemd/user/cued.socket"), contents: nil)
+        let installed = try cuectl(nil, ["--socket", dir.file("none.sock"), "ping"], env: env)
+        #expect(installed.status == 69)
+        #expect(installed.err.contains("start it with:  systemctl --user start cued.socket"), "\(installed.err)")
+    }
+
+    /// `cuectl doctor` against real daemons: null is a problem with its fix
+    /// (exit 1), a recording is fine (exit 0), no daemon is 69.
+    @Test func doctorSaysWhetherACueWouldBeHeard() throws {
+        let null = try DaemonHarness(args: ["--sink", "null"])
+        let n = try cuectl(null, ["doctor"], env: null.environment)
+        #expect(n.status == 1, "\(n)")
+        #expect(n.out.hasPrefix("ok  cued \(CuectlHelp.version) answers at \(null.socketPath) (pid \(null.pid))\n"), "\(n.out)")
+        #expect(n.out.contains("!!  output null: nothing is heard (cued plays to nothing)\n    fix: "), "\(n.out)")
+        let wav = try DaemonHarness(args: ["--sink", "wav:%DIR%/capture.wav"])
+        let w = try cuectl(wav, ["doctor"], env: wav.environment)
+        #expect(w.status == 0, "\(w)")
+        #expect(w.out.contains("ok  output wav:\(wav.capturePath): closed: cues are recorded to \(wav.capturePath)\n"), "\(w.out)")
+        let dir = TempDir()
+        let none = try cuectl(nil, ["--socket", dir.file("none.sock"), "doctor"])
+        #expect(none.status == 69)
+        #expect(none.out.hasPrefix("!!  "), "\(none.out)")
     }
 
     @Test func socketFromEnvironment() throws {

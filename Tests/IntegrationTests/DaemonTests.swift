@@ -253,4 +253,25 @@ import TestSupport
         #expect(r.status != 0)
         #expect(r.err.contains("XDG_RUNTIME_DIR") && r.err.contains("--socket"))
     }
+
+    /// What the README says to do without XDG_RUNTIME_DIR (a container, su): one
+    /// socket in a directory of your own, named by CUED_SOCKET for both sides.
+    @Test func withoutRuntimeDirTheREADMEsCUEDSOCKETWorks() throws {
+        let advice = "export CUED_SOCKET=$HOME/.cued.sock"
+        let readme = try String(contentsOf: TestPaths.repoRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        #expect(readme.contains(advice))
+        let dir = TempDir()
+        var env = ProcessInfo.processInfo.environment
+        env.removeValue(forKey: "XDG_RUNTIME_DIR")
+        env.removeValue(forKey: "NOTIFY_SOCKET")
+        for key in ["XDG_STATE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"] { env.removeValue(forKey: key) }
+        env["HOME"] = dir.path
+        env["CUED_SOCKET"] = dir.file(".cued.sock")
+        let cued = try Subprocess(TestPaths.binary("cued"), ["--sink", "null", "--sounds", TestPaths.repoRoot.path + "/Sounds"],
+                                  env: env, stderr: dir.file("cued.err"))
+        #expect(eventually(timeout: 15) { (try? runProcess(TestPaths.binary("cuectl"), ["ping"], env: env))?.out == "pong\n" },
+                "\((try? String(contentsOfFile: dir.file("cued.err"), encoding: .utf8)) ?? "")")
+        #expect(try runProcess(TestPaths.binary("cuectl"), ["play", "pop", "--wait"], env: env).status == 0)
+        #expect(cued.stop() == 0)
+    }
 }

@@ -1,3 +1,4 @@
+import CuedConfig
 import CuedProtocol
 import Foundation
 import Testing
@@ -112,6 +113,37 @@ import TestSupport
         #expect(r.status == 78)
         #expect(r.err.contains("/nonexistent-dir"))
         #expect(r.err.contains("does not exist"))
+    }
+
+    /// `cued --sink pulse`: a usage error that says what was probably meant.
+    @Test func sinkNearMissSuggestsTheSpec() throws {
+        let r = try runProcess(TestPaths.binary("cued"), ["--sink", "pulse", "--socket", "/tmp/none.sock"])
+        #expect(r.status == 64)
+        #expect(r.err == "cued: unknown sink 'pulse': did you mean alsa:pulse? (\(SinkSyntax.summary)) (see cued --help)\n", "\(r.err)")
+    }
+
+    /// wav:FILE never overwrites a recording: a file with something in it is
+    /// refused at start (exit 78, left as it was) unless --force; an empty one is written.
+    @Test func wavSinkRefusesAnExistingRecording() throws {
+        let dir = TempDir()
+        let old = dir.file("old.wav")
+        try "an earlier recording".write(toFile: old, atomically: false, encoding: .utf8)
+        let r = try runProcess(TestPaths.binary("cued"), ["--sink", "wav:" + old, "--socket", dir.file("s.sock")])
+        #expect(r.status == 78)
+        #expect(r.err == "cued: sink wav:\(old): the file already exists (20 bytes) and cued does not overwrite a recording; "
+                + "move it away, pick another path, or add --force\n", "\(r.err)")
+        #expect(try String(contentsOfFile: old, encoding: .utf8) == "an earlier recording")
+        // --force: replaced.
+        let forced = try DaemonHarness(args: ["--sink", "wav:" + old, "--force"])
+        #expect(try forced.request("play pop wait") == "ok")
+        #expect(forced.stop() == 0)
+        #expect(((try? WAV.read(old))?.samples.filter { $0 != 0 }.count ?? 0) > 0)
+        let empty = dir.file("empty.wav")
+        _ = FileManager.default.createFile(atPath: empty, contents: nil)
+        let d = try DaemonHarness(args: ["--sink", "wav:" + empty])
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(d.stop() == 0)
+        #expect(((try? WAV.read(empty))?.samples.filter { $0 != 0 }.count ?? 0) > 0)
     }
 
     @Test func aDeviceBrokenOnceIsReopenedAtOnceAndTheCueRestarted() throws {

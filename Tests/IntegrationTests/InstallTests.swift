@@ -88,5 +88,24 @@ struct InstallTests {
         #expect(uninstall.err == "", "\(uninstall.err)")
         #expect(uninstall.out == "", "\(uninstall.out)")
         #expect(try runProcess("/usr/bin/find", [dir.path, "-type", "f"]).out == "")
+        // …and the directories it made, now empty; the prefix itself stays.
+        #expect(try runProcess("/usr/bin/find", [dir.path, "-mindepth", "1"]).out == "")
+        #expect(FileManager.default.fileExists(atPath: dir.path))
+    }
+
+    /// A directory install did not empty (something else of the user's in it) stays.
+    @Test func uninstallKeepsDirectoriesWithOtherFiles() throws {
+        let dir = TempDir()
+        let root = TestPaths.repoRoot.path
+        let dirs = ["PREFIX=\(dir.path)", "UNITDIR=\(dir.file("config/systemd/user"))"]
+        #expect(try runProcess("/usr/bin/make", ["-s", "-C", root, "install-files"] + dirs).status == 0)
+        for f in ["bin/mine", "share/man/man1/mine.1", "config/systemd/user/mine.service"] {
+            _ = FileManager.default.createFile(atPath: dir.file(f), contents: nil)
+        }
+        let uninstall = try runProcess("/usr/bin/make", ["-s", "-C", root, "uninstall", "SYSTEMCTL=/nonexistent/systemctl"] + dirs)
+        #expect(uninstall.status == 0 && uninstall.err == "", "\(uninstall.err)")
+        let left = try runProcess("/usr/bin/find", [dir.path, "-mindepth", "1"]).out.split(separator: "\n").map { String($0.dropFirst(dir.path.count + 1)) }
+        #expect(Set(left) == ["bin", "bin/mine", "share", "share/man", "share/man/man1", "share/man/man1/mine.1",
+                              "config", "config/systemd", "config/systemd/user", "config/systemd/user/mine.service"], "\(left.sorted())")
     }
 }

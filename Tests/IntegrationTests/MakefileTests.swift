@@ -42,9 +42,12 @@ import TestSupport
                 """)
         }
 
+        /// Written by a child `sh`, not by this (threaded) process: a descriptor open
+        /// for writing here is inherited by whatever another test forks meanwhile,
+        /// and exec of the script then fails with ETXTBSY ("Text file busy").
         func script(_ path: String, _ body: String) throws {
-            try ("#!/bin/sh\n" + body + "\n").write(toFile: path, atomically: false, encoding: .utf8)
-            chmod(path, 0o755)
+            let r = try runProcess("/bin/sh", ["-c", "cat > \"$1\" && chmod 0755 \"$1\"", "sh", path], stdin: "#!/bin/sh\n" + body + "\n")
+            guard r.status == 0 else { throw HarnessError.exited(r.status, r.err) }
         }
 
         /// `make VARS TARGETS` in the scratch checkout; `deps` installs nothing (APT_PKGS empty).
@@ -115,6 +118,58 @@ import TestSupport
         // Installed as make install would: the units' ExecStart quoted for systemd.
         let unit = try String(contentsOfFile: s.root + "/.build/test-install/units/cued.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=\"\(s.root)/.build/test-install/bin/cued\"\n"))
+    }
+
+    /// `make run`: cued with the sink SINK names, else `--sink auto` (cued picks
+    /// and says why: AutoSinkTests) with one line on how to force one; ARGS follow.
+    func run(_ s: Scratch, _ vars: [String]) throws -> (status: Int32, out: String, err: String, argv: [String]) {
+        try s.script(s.root + "/.build/release/cued", "printf '%s\\n' \"$@\" > \"$CALLS.cued\"")
+        var env = ProcessInfo.processInfo.environment
+        env["CALLS"] = s.log
+        env.removeValue(forKey: "MAKEFLAGS")
+        env.removeValue(forKey: "SINK")
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift"), "APT_PKGS="] + vars + ["run"], env: env)
+        let argv = ((try? String(contentsOfFile: s.log + ".cued", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+        return (r.status, r.out, r.err, argv)
+    }
+
+    @Test func runWithoutSinkLetsCuedPick() throws {
+        let r = try run(try Scratch(), [])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.argv == ["--sink", "auto"], "\(r.argv)")
+        #expect(r.out.hasPrefix("make run: cued --sink auto picks where sound goes and says why; "), "\(r.out)")
+        #expect(r.out.contains("make run SINK=wav:/tmp/cued.wav"), "\(r.out)")
+    }
+
+    @Test func runWithSinkForcesIt() throws {
+        let r = try run(try Scratch(), ["SINK=wav:/tmp/x.wav", "ARGS=--log-level debug"])
+        #expect(r.status == 0, "\(r.err)")
+        #expect(r.argv == ["--sink", "wav:/tmp/x.wav", "--log-level", "debug"])
+        #expect(r.out == "")
+    }
+
+    /// make deps installs what the tests need and dpkg says is missing: here
+    /// nothing is installed (a fake dpkg), so everything is asked of apt-get (a
+    /// fake that records it), including bash-completion (the bash completions load
+    /// through it), dpkg-dev and lintian (make deb and its test).
+    @Test func depsInstallsWhatTheTestsNeed() throws {
+        let s = try Scratch()
+        let bin = s.dir.file("bin")
+        try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+        try s.script(bin + "/dpkg", "exit 1")
+        try s.script(bin + "/apt-get", "echo \"$*\" >> \"$CALLS.apt\"")
+        try s.script(bin + "/sudo", "exec \"$@\"")
+        var env = ProcessInfo.processInfo.environment
+        env["CALLS"] = s.log
+        env["PATH"] = bin + ":" + (env["PATH"] ?? "/usr/bin:/bin")
+        env.removeValue(forKey: "MAKEFLAGS")
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "deps"], env: env)
+        #expect(r.status == 0, "\(r.err)")
+        let apt = (try? String(contentsOfFile: s.log + ".apt", encoding: .utf8)) ?? ""
+        let install = apt.split(separator: "\n").first { $0.hasPrefix("install ") }.map { Set($0.split(separator: " ").map(String.init)) } ?? []
+        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat"] {
+            #expect(install.contains(package), "\(apt)")
+        }
     }
 
     /// UNITDIR follows $XDG_CONFIG_HOME, as systemd's user units do.

@@ -247,4 +247,62 @@ struct PipeWireTests {
         #expect(!log.contains("stopping took longer"), "\(log)")
         #expect(log.contains("stalled") || log.contains("lost"), "the stall was not reported")
     }
+
+    /// `cued --sink auto` (what `make run` runs) on a desktop with PipeWire picks
+    /// ALSA's default, which pipewire-alsa sends to PipeWire, says why in
+    /// status, and plays; started with the servers stopped, null and why.
+    @Test func autoPicksPipeWireWhileItAnswers() throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, "auto")
+        let s = try d.status()
+        #expect(s.sink.spec == "alsa:default", "\(s.sink)")
+        #expect(s.sink.why?.hasPrefix("auto: PipeWire answers at \(stack.environment["XDG_RUNTIME_DIR"]!)/pipewire-0") == true, "\(s.sink)")
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(try d.status().sink.kind == "pipewire")
+        d.stop()
+        stack.stopServers()
+        let down = try start(stack, "auto")
+        let after = try down.status()
+        #expect(after.sink.spec == "null", "\(after.sink)")
+        #expect(after.sink.why?.contains("--sink wav:FILE") == true, "\(after.sink)")
+    }
+
+    /// `cuectl doctor` explains both: with PipeWire up, the server and the output
+    /// are fine (exit 0); with it stopped, a cued on alsa:default whose device
+    /// failed gets the fix to start PipeWire (exit 1).
+    @Test func doctorExplainsPipeWireUpAndDown() throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, "auto")
+        var env = d.environment.merging(stack.environment) { $1 }
+        env["XDG_RUNTIME_DIR"] = stack.environment["XDG_RUNTIME_DIR"]
+        let rt = stack.environment["XDG_RUNTIME_DIR"]!
+        let up = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "doctor"], env: env)
+        #expect(up.status == 0, "\(up)")
+        #expect(up.out.contains("ok  sound server: PipeWire (\(rt)/pipewire-0)\n"), "\(up.out)")
+        #expect(up.out.contains("ok  output alsa:default: "), "\(up.out)")
+        d.stop()
+        stack.stopServers()
+        let named = try start(stack, "alsa:default")
+        _ = try named.request("play pop wait")  // the device fails to open: Host is down
+        let down = try runProcess(TestPaths.binary("cuectl"), ["--socket", named.socketPath, "doctor"], env: env)
+        #expect(down.status == 1, "\(down)")
+        #expect(down.out.contains("    fix: the sound server is not running: systemctl --user start pipewire pipewire-pulse\n"), "\(down.out)")
+    }
+
+    /// Item 2's first row, as it stands: cued on alsa:default started before the
+    /// sound server (a login race) plays once the server is up: the first cue
+    /// after it opens the device and is heard at the monitor. (auto does not
+    /// follow yet: it picks once, at start.)
+    @Test func alsaDefaultStartedBeforePipeWirePlaysOnceItIsUp() throws {
+        let stack = try PipeWireStack()
+        stack.stopServers()
+        let d = try start(stack, "alsa:default")
+        #expect(try d.request("play pop wait").hasPrefix("err not-played"), "PipeWire is down: nothing plays")
+        try stack.startServers()
+        let raw = stack.dir.file("monitor.raw")
+        _ = try stack.record(to: raw)
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(try d.status().sink.kind == "pipewire")
+        #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
+    }
 }

@@ -1,0 +1,86 @@
+import CuedProtocol
+
+/// `cuectl doctor`: a first-run check, one line a finding (`ok`, `--` for
+/// information, `!!` for a problem, each problem with a one-line fix). Exit 0
+/// only when a cue would be heard or is being recorded, 1 when cued runs but
+/// nothing would be heard, 69 when no cued answers. Pure: the caller asks cued
+/// for its status and says which files exist.
+public enum Doctor {
+    public struct Report: Equatable, Sendable {
+        public var lines: [String] = []
+        public var exitCode: Int32 = 0
+    }
+
+    /// `status`: cued's, or nil with `noDaemon` (why it did not answer);
+    /// `soundCard`: whether /dev/snd has a playback device.
+    public static func report(status: Status?, noDaemon: String?, socket: String, environment: [String: String],
+                              soundCard: Bool, exists: (String) -> Bool) -> Report {
+        var r = Report()
+        func ok(_ s: String) { r.lines.append("ok  " + s) }
+        func info(_ s: String) { r.lines.append("--  " + s) }
+        func problem(_ s: String, fix: String) { r.lines.append("!!  " + s); r.lines.append("    fix: " + fix) }
+
+        let units = NoDaemonHint.unitDirectories(environment: environment).first { exists($0 + "/cued.socket") }
+        let configHome = environment["XDG_CONFIG_HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? ((environment["HOME"] ?? "") + "/.config")
+        let enabled = [configHome + "/systemd/user", "/etc/systemd/user"].contains { exists($0 + "/sockets.target.wants/cued.socket") }
+
+        if let status {
+            ok("cued \(status.version) answers at \(socket) (pid \(status.pid))")
+        } else {
+            problem(noDaemon ?? "no cued answers at \(socket)",
+                    fix: units != nil ? "systemctl --user start cued.socket" : "run cued in a terminal (its units are not installed: make install or the cued package)")
+        }
+
+        // The desktop's sound server: its sockets in $XDG_RUNTIME_DIR.
+        let rt = environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
+        let pipewire = rt.map { exists($0 + "/pipewire-0") } ?? false
+        let pulse = rt.map { exists($0 + "/pulse/native") } ?? false
+        if pipewire { ok("sound server: PipeWire (\(rt!)/pipewire-0)") }
+        else if pulse { ok("sound server: PulseAudio (\(rt!)/pulse/native)") }
+        else { info("no sound server socket in \(rt ?? "$XDG_RUNTIME_DIR (unset)") (on a desktop: systemctl --user start pipewire pipewire-pulse)") }
+
+        var heard = false
+        if let status {
+            let s = status.sink
+            var where_ = "\(s.spec): \(s.state)" + (s.kind.map { " (\($0))" } ?? "")
+            if let d = s.delayUs { where_ += ", device delay \(d) µs" }
+            if let why = s.why { info(why) }
+            if s.spec.hasPrefix("wav:") {
+                ok("output \(where_): cues are recorded to \(s.spec.dropFirst(4))")
+                heard = true
+            } else if s.spec == "null" {
+                problem("output null: nothing is heard (cued plays to nothing)",
+                        fix: pipewire || pulse ? "restart cued with --sink auto (or alsa:default) now that a sound server answers"
+                                               : "start a sound server or plug a card, then restart cued (--sink auto); to record instead: --sink wav:FILE")
+            } else if let e = s.error, s.state == "failed" || s.state == "closed" {
+                let serverDown = has(e, "Host is down") || has(e, "Connection refused")
+                problem("output \(where_): \(e)",
+                        fix: serverDown ? "the sound server is not running: systemctl --user start pipewire pipewire-pulse"
+                                        : "check the device (aplay -L lists the PCMs); cuectl status shows what cued sees")
+            } else if s.spec.hasPrefix("alsa:") && s.state == "closed" && !pipewire && !pulse && !soundCard {
+                problem("output \(where_): no sound server answers and there is no sound card: nothing would be heard",
+                        fix: "systemctl --user start pipewire pipewire-pulse (a desktop), or restart cued with --sink wav:FILE to record")
+            } else {
+                ok("output \(where_)" + (s.state == "closed" ? " (opened on the first cue)" : ""))
+                heard = true
+            }
+            info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)" : status.theme.chain.joined(separator: " → ")))
+            info("config: " + (status.config ?? "none (defaults); cuectl config check validates one"))
+            if status.muted { problem("cued is muted: nothing is heard", fix: "cuectl unmute") ; heard = false }
+        }
+        if let units {
+            info("units installed in \(units)" + (enabled ? ", cued.socket enabled" : "; enable with: systemctl --user enable --now cued.socket"))
+        } else {
+            info("units not installed (make install or the cued package puts them in place)")
+        }
+        r.exitCode = status == nil ? ExitCode.noDaemon : heard ? 0 : 1
+        return r
+    }
+
+    /// Whether `text` contains `part` (this module does without the regex library's `contains`).
+    public static func has(_ text: String, _ part: String) -> Bool {
+        let t = Array(text.utf8), p = Array(part.utf8)
+        guard !p.isEmpty, t.count >= p.count else { return p.isEmpty }
+        return (0...(t.count - p.count)).contains { i in t[i..<(i + p.count)].elementsEqual(p) }
+    }
+}

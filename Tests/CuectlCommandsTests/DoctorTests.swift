@@ -1,0 +1,68 @@
+import CuedProtocol
+import CuectlCommands
+import Testing
+
+/// `cuectl doctor`'s findings and exit status, from a status and a faked file system.
+@Suite struct DoctorTests {
+    let env = ["HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1"]
+
+    func status(_ spec: String, state: String = "idle", error: String? = nil, why: String? = nil) -> Status {
+        var s = Status()
+        s.version = "9.9"
+        s.pid = 42
+        s.sink.spec = spec
+        s.sink.state = state
+        s.sink.error = error
+        s.sink.why = why
+        s.theme.name = "freedesktop"
+        s.theme.chain = ["freedesktop"]
+        return s
+    }
+
+    func doctor(_ s: Status?, files: Set<String> = [], card: Bool = false) -> Doctor.Report {
+        Doctor.report(status: s, noDaemon: s == nil ? "no cued answers on /s (No such file or directory)" : nil, socket: "/s",
+                      environment: env, soundCard: card, exists: { files.contains($0) })
+    }
+
+    @Test func heardOrRecordedIsZero() {
+        let pw = doctor(status("alsa:default", state: "idle"), files: ["/run/user/1/pipewire-0"])
+        #expect(pw.exitCode == 0, "\(pw.lines)")
+        #expect(pw.lines.contains("ok  sound server: PipeWire (/run/user/1/pipewire-0)"))
+        #expect(pw.lines.contains("ok  output alsa:default: idle"))
+        let wav = doctor(status("wav:/tmp/c.wav", state: "closed"))
+        #expect(wav.exitCode == 0)
+        #expect(wav.lines.contains("ok  output wav:/tmp/c.wav: closed: cues are recorded to /tmp/c.wav"))
+        // A card and no server: ALSA's default plays on it.
+        #expect(doctor(status("alsa:default", state: "closed"), card: true).exitCode == 0)
+    }
+
+    @Test func nothingHeardIsOneWithAFix() {
+        let null = doctor(status("null", why: "auto: no sound server answers"))
+        #expect(null.exitCode == 1)
+        #expect(null.lines.contains("--  auto: no sound server answers"))
+        #expect(null.lines.contains("!!  output null: nothing is heard (cued plays to nothing)"))
+        #expect(null.lines.contains { $0.hasPrefix("    fix: ") && Doctor.has($0, "--sink wav:FILE") })
+        // ALSA's words for "PipeWire is not running", turned into the fix.
+        let down = doctor(status("alsa:default", state: "failed", error: "cannot open PCM 'default': Host is down"),
+                          files: ["/run/user/1/pipewire-0"])
+        #expect(down.exitCode == 1)
+        #expect(down.lines.contains("    fix: the sound server is not running: systemctl --user start pipewire pipewire-pulse"))
+        // Not opened yet, but nothing it could open: no server, no card.
+        let nowhere = doctor(status("alsa:default", state: "closed"))
+        #expect(nowhere.exitCode == 1, "\(nowhere.lines)")
+        var muted = status("alsa:default")
+        muted.muted = true
+        #expect(doctor(muted, card: true).lines.contains("    fix: cuectl unmute"))
+        #expect(doctor(muted, card: true).exitCode == 1)
+    }
+
+    @Test func noDaemonIs69AndTheUnitsDecideTheFix() {
+        let none = doctor(nil)
+        #expect(none.exitCode == 69)
+        #expect(none.lines.first == "!!  no cued answers on /s (No such file or directory)")
+        #expect(none.lines.contains("    fix: run cued in a terminal (its units are not installed: make install or the cued package)"))
+        let installed = doctor(nil, files: ["/usr/lib/systemd/user/cued.socket", "/home/u/.config/systemd/user/sockets.target.wants/cued.socket"])
+        #expect(installed.lines.contains("    fix: systemctl --user start cued.socket"))
+        #expect(installed.lines.contains("--  units installed in /usr/lib/systemd/user, cued.socket enabled"))
+    }
+}

@@ -1,0 +1,38 @@
+import CuedProtocol
+import Foundation
+import Testing
+import TestSupport
+
+/// `cued --sink auto` on this machine as it is: with no sound server in its
+/// runtime directory it plays on ALSA's default if that opens (a card), else on
+/// null, with one warning that says why and how to record; `status` says which
+/// and why. (Through a real PipeWire: PipeWireTests.autoPicksPipeWireWhileItAnswers;
+/// the order of the choice: ConfigTests' AutoSinkChoiceTests.)
+@Suite(.timeLimit(.minutes(2))) struct AutoSinkTests {
+    @Test func autoWithoutASoundServer() throws {
+        let d = try DaemonHarness(args: ["--sink", "auto"])
+        let s = try d.status()
+        let aplay = try runProcess("/usr/bin/aplay", ["-q", "-D", "default", "-t", "raw", "-f", "S16_LE", "-r", "48000", "-c", "2", "/dev/null"])
+        let log = d.readStderr()
+        if aplay.status == 0 {
+            #expect(s.sink.spec == "alsa:default", "\(s.sink)")
+            #expect(s.sink.why == "auto: ALSA's default PCM opens (no sound server found)")
+        } else {
+            #expect(s.sink.spec == "null", "\(s.sink)")
+            #expect(s.sink.why?.hasPrefix("auto: no sound server answers and ALSA's default PCM does not open (cannot open PCM 'default': ") == true, "\(s.sink)")
+            #expect(s.sink.why?.hasSuffix("cues are played to nothing: to record them instead, --sink wav:FILE") == true)
+            let warnings = log.split(separator: "\n").filter { $0.contains(" warning ") }
+            #expect(warnings.count == 1 && warnings[0].contains("sink null: auto: "), "\(log)")
+        }
+        #expect(try d.request("play pop wait") == "ok")
+        // cuectl status shows the why under the sink.
+        let table = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "status"])
+        #expect(table.out.contains(s.sink.why ?? "-"), "\(table.out)")
+    }
+
+    /// A named sink has no why.
+    @Test func namedSinkHasNoWhy() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        #expect(try d.status().sink.why == nil)
+    }
+}
