@@ -46,6 +46,8 @@ public struct OutputStream: Sendable {
     /// The last write took nothing although the device said it had room: wait for its
     /// descriptors (or a deadline), never try again at once (that spins).
     private var starved = false
+    /// Frames written since the stream (re)started.
+    private var streamFrames = 0
 
     public init(format: SinkFormat, writeAhead: WriteAhead) {
         self.format = format
@@ -98,6 +100,13 @@ public struct OutputStream: Sendable {
             // A device without a clock always has room: real time is the limit.
             return .wait(until: timeline.time(ofFrame: timeline.written - limitFrames + 1))
         }
+        if clockless && streamFrames < limitFrames && unwritten == 0 {
+            // A device without a clock plays nothing in real time: what it takes is heard at
+            // once (a file has it). A stream's start is given all it may hold ahead at once,
+            // as a device with a clock would take a whole buffer (alsa-lib's `file` plugin
+            // passes frames on only past one buffer); then it is paced like the rest.
+            return .write(render: period)
+        }
         if writeAhead == .lowWater && unwritten == 0 {
             let a = ahead(now: now)
             if a >= lowWaterFrames {
@@ -123,6 +132,7 @@ public struct OutputStream: Sendable {
         if n > 0 {
             timeline.restartIfDry(now: now)
             timeline.add(n)
+            streamFrames += n
             urgent = false
             // A device with a clock holds what it was just given; one that holds
             // less than half of it took it faster than it can play.
@@ -171,6 +181,7 @@ public struct OutputStream: Sendable {
     /// The stream stopped once it drained: everything written has been heard.
     public mutating func stopped() {
         starved = false
+        streamFrames = 0
         unwritten = 0
         history = 0
         delay = 0

@@ -46,9 +46,17 @@ import Testing
         #expect(s.clockless)
         #expect(s.heard(now: t0) == 240)  // a file has what it was given
         #expect(s.timeHeard(239, now: t0) == t0)
-        // 240 ahead of real time, the low water: wait until one frame's time has passed.
+        // A stream's start: all it may hold ahead (a buffer and a period) at once.
+        for _ in 0..<2 {
+            #expect(s.next(now: t0, room: 480, deviceWoke: false) == .write(render: 240))
+            s.didRender(240)
+            s.didWrite(frames: 240, xruns: 0, delay: 0, now: t0)
+        }
+        // 720 ahead of real time, the limit: wait until one frame's time has passed; then,
+        // past the start, it keeps to the low water (240).
         #expect(s.next(now: t0, room: 480, deviceWoke: false) == .wait(until: t0 + ns(1)))
-        let t1 = t0 + ns(1)
+        #expect(s.next(now: t0 + ns(1), room: 480, deviceWoke: false) == .wait(until: t0 + ns(481)))
+        let t1 = t0 + ns(481)
         #expect(s.next(now: t1, room: 480, deviceWoke: false) == .write(render: 240))
         s.didRender(240)
         s.didWrite(frames: 240, xruns: 0, delay: 0, now: t1)
@@ -60,6 +68,9 @@ import Testing
         s.didWrite(frames: 240, xruns: 0, delay: 0, now: t1)
         s.voiceStartedMidStream()
         #expect(s.next(now: t1, room: 480, deviceWoke: false) == .wait(until: t1 + ns(480)))  // 719 ahead: at the limit
+        // A new stream starts with all it may hold again.
+        s.stopped()
+        #expect(s.next(now: t1 + 1_000_000_000, room: 480, deviceWoke: false) == .write(render: 240))
     }
 
     /// When a frame is heard: the device's delay after the last write, counted down in real time.
