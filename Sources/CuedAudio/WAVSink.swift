@@ -10,6 +10,11 @@ import Glibc
 /// and the file stays valid even if cued is killed.
 /// Threading: every method on the audio thread only (see `Sink`).
 public final class WAVSink: Sink {
+    /// Its write waits as a device would (a `DeviceClock`): kept full, as before the
+    /// low water, it sleeps once a period inside that write, which costs the audio thread
+    /// half what a timed poll before each write does (measured: 9 vs 20 ms of CPU a second
+    /// with a cue playing); nothing here is heard, so there is no latency to win.
+    public var writeAhead: WriteAhead { .fill }
     public let spec: String
     public let path: String
     private let format: SinkFormat

@@ -16,6 +16,11 @@ import Glibc
 /// Otherwise it behaves like the null sink: frames consumed at the real rate.
 /// Threading: every method on the audio thread only (see `Sink`).
 public final class FaultSink: Sink {
+    /// Its write waits as a device would (a `DeviceClock`): kept full, as before the
+    /// low water, it sleeps once a period inside that write, which costs the audio thread
+    /// half what a timed poll before each write does (measured: 9 vs 20 ms of CPU a second
+    /// with a cue playing); nothing here is heard, so there is no latency to win.
+    public var writeAhead: WriteAhead { .fill }
     public enum Fault: String, Sendable { case EPIPE, ESTRPIPE, ENODEV, EIO }
 
     public let spec: String

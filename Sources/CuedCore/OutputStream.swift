@@ -1,12 +1,13 @@
 /// How a stream keeps its device fed.
 public enum WriteAhead: Sendable, Equatable {
     /// Keep the device's buffer full: a sound server's plugin, whose ring is not the
-    /// device (the server takes from it on its own cycle). A cue that arrives
+    /// device (the server takes from it on its own cycle); a sink whose write waits as a
+    /// device would (null, wav: nothing heard, nothing to win). A cue that arrives
     /// mid-stream is mixed into what the device gives back (`rewind`) if it can.
     case fill
-    /// Keep about a period and a margin written ahead (hardware, dmix, a file, the
-    /// test devices), and write a cue that arrives mid-stream at once: it waits
-    /// behind that much at most, not behind a whole buffer.
+    /// Keep about a period and a margin written ahead (hardware, dmix, a file), and
+    /// write a cue that arrives mid-stream at once: it waits behind that much at most,
+    /// not behind a whole buffer.
     case lowWater
 }
 
