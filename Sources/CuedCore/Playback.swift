@@ -100,22 +100,26 @@ final class Playback {
         heard(now: now)
         var paced: UInt64?
         var watch = DeviceWatch.none
+        var wrote = false
         if machine.wantsToWrite, let stream {
             switch stream.next(now: now, room: sink.availableFrames(), deviceWoke: deviceWoke) {
             case .write(let render):
                 writeOnce(render: render, now: now)
                 reportEnds()
-                return exited ? .sleep(until: nil, watch: .none) : .again
+                wrote = true
             case .wait(let until): paced = until
             case .waitForDevice: watch = .room
             }
         }
         if exited { return .sleep(until: nil, watch: .none) }
+        // Also after a write: a device that always has room (its write waits instead) would
+        // otherwise keep the machine's deadline from ever firing (the drain's end, shutdown).
         if let d = machine.deadline, now >= d {
             feed(.timer, now: now)
             reportEnds()
             return .again
         }
+        if wrote { return .again }
         if case .idle = machine.state { watch = .idle }
         return .sleep(until: wake(paced: paced, now: now), watch: paced != nil ? .none : watch)
     }

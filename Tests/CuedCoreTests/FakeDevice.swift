@@ -21,6 +21,9 @@ final class FakeDevice: Sink {
     var stallFromWrite: Int?
     /// Every open fails while true.
     var failOpen = false
+    /// Its write waits for room as a blocking device (the null sink) does: it says it always
+    /// has room, and a write moves `now` on until the frames fit.
+    var waitsInWrite = false
 
     private(set) var timeline: FrameTimeline
     /// Samples kept, in stream order (16-bit stereo).
@@ -57,12 +60,16 @@ final class FakeDevice: Sink {
     func availableFrames() -> Int {
         roomChecks += 1
         if stalled { return 0 }
+        if waitsInWrite { return .max }
         return clockless ? format.bufferFrames : format.bufferFrames - timeline.queued(at: now)
     }
     func write(_ data: UnsafeRawPointer, frames n: Int) throws(SinkError) -> SinkWrite {
         writes += 1
         if let s = stallFromWrite, writes >= s, opens == 1 { stalled = true }
         if stalled { return SinkWrite(frames: 0) }
+        if waitsInWrite, timeline.queued(at: now) + n > format.bufferFrames {
+            now = timeline.time(ofFrame: timeline.written + n - format.bufferFrames)
+        }
         let take = clockless ? n : min(n, max(0, format.bufferFrames - timeline.queued(at: now)))
         guard take > 0 else { return SinkWrite(frames: 0) }
         if running && !clockless && timeline.queued(at: now) == 0 { underruns += 1 }
@@ -138,13 +145,17 @@ struct FakeRun {
 
     /// Steps until the playback sleeps; returns how it sleeps.
     @discardableResult
-    private mutating func settle(deviceWoke: Bool) -> Playback.Wait {
+    private mutating func settle(deviceWoke: Bool, until limit: UInt64? = nil) -> Playback.Wait {
         var woke = deviceWoke
+        let limit = limit ?? now
         for _ in 0..<100_000 {
+            // A device whose write waits moves time on: stop where the caller's time ends.
+            if now > limit { collect(); return .sleep(until: now, watch: .none) }
             device.now = now
             box.now = now
             steps += 1
             let w = playback.step(now: now, deviceWoke: woke)
+            now = max(now, device.now)  // a write that waited took time
             woke = false
             if w != .again { collect(); return w }
         }
@@ -163,7 +174,7 @@ struct FakeRun {
         var idleTurns = 0
         while true {
             let before = now
-            let w = settle(deviceWoke: false)
+            let w = settle(deviceWoke: false, until: end)
             guard case .sleep(let until, let watch) = w, !playback.exited else { return }
             var next = until ?? end
             var roomWake = false
@@ -172,10 +183,10 @@ struct FakeRun {
                 let room = device.timeline.time(ofFrame: device.timeline.written - device.format.bufferFrames + device.format.periodFrames)
                 if room < next { next = max(room, now + 1); roomWake = true }
             }
-            if next >= end { now = end; device.now = end; return }
+            if next >= end { now = max(now, end); device.now = now; return }
             now = max(next, now)
             device.now = now
-            if roomWake { settle(deviceWoke: true) }
+            if roomWake { settle(deviceWoke: true, until: end) }
             // A sleep that ends where it started, over and over, is the thread spinning.
             idleTurns = now == before ? idleTurns + 1 : 0
             if idleTurns > 1_000 { Issue.record("the playback spins at \(now) ns"); return }

@@ -103,6 +103,25 @@ import Testing
         _ = t0
     }
 
+    /// A device whose write waits for room (the null sink), kept full: the machine's
+    /// deadlines still fire although every step finds room (they did not: the drain never
+    /// ended, and shutdown waited for its abandon limit).
+    @Test func aDeviceThatAlwaysHasRoomStillDrainsStopsAndShutsDown() throws {
+        let d = FakeDevice(periodFrames: 240, bufferFrames: 480, writeAhead: .fill)
+        d.waitsInWrite = true
+        var run = FakeRun(d)
+        run.play(Cue(name: "short", stereo: [Float](repeating: 0.1, count: 2_400 * 2)), id: 1)
+        run.run(for: 200 * .ms)
+        #expect(run.ends[1]?.reason == .played)
+        #expect(run.playback.machine.phase == .idle, "\(run.playback.machine.state)")
+        run.play(Self.bedCue, id: 2)
+        run.run(for: 20 * .ms)
+        run.submit(.shutdown(deadline: run.now + 30 * .ms))
+        run.run(for: 100 * .ms)
+        #expect(run.playback.exited)
+        #expect(run.ends[2]?.reason == .shutdown)
+    }
+
     // MARK: - Rewind
 
     /// A device that can give back what it has not played: a cue that arrives while
