@@ -188,7 +188,7 @@ public final class Daemon: @unchecked Sendable {
                 }
             })
         case .status:
-            return .later(afterQueuedCues().map { .ok(self.status().json.encoded) })
+            return .now(.ok(status().json.encoded))
         }
     }
 
@@ -350,19 +350,6 @@ public final class Daemon: @unchecked Sendable {
         let promise = loop.makePromise(of: Reply.self)
         waitingForStops[id] = promise
         return .later(promise.futureResult)
-    }
-
-    /// Completes once the audio thread has taken every command submitted before
-    /// (a `stop` that matches no voice is answered in queue order), so `status`
-    /// counts a cue whose reply came before it (the engine counts `played` when
-    /// it starts a voice); at most 100 ms later if the audio thread is stuck.
-    private func afterQueuedCues() -> EventLoopFuture<Void> {
-        let id = ticket()
-        guard engine.submit(.stop(.id(0), ticket: id)) else { return loop.makeSucceededVoidFuture() }
-        let promise = loop.makePromise(of: Reply.self)
-        waitingForStops[id] = promise
-        loop.scheduleTask(in: .milliseconds(100)) { self.waitingForStops.removeValue(forKey: id)?.succeed(.ok(nil)) }
-        return promise.futureResult.map { _ in }
     }
 
     private func ticket() -> UInt64 {

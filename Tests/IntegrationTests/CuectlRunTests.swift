@@ -52,20 +52,6 @@ import TestSupport
         #expect(fd.out.hasSuffix("/in\n"), "\(fd.out)")
     }
 
-    /// `status` right after `cuectl run -- false` counts its cues everywhere:
-    /// the per-app count (kept where the request is read) and the engine's
-    /// (counted when the audio thread starts the voice) agree, for every round.
-    @Test func statusRightAfterARunCountsItsCues() throws {
-        let d = try DaemonHarness(cues: Self.cues, args: ["--sink", "null"])
-        for round in 1...10 {
-            #expect(try cuectl(d.socketPath, ["run", "--", "false"]).status == 1)
-            let s = try d.status()
-            #expect(s.cues["fail"]?.played == round && s.cues["psst2"]?.played == round, "round \(round): \(s.cues)")
-            #expect(s.apps["false"]?.played == 2 * round, "round \(round): \(s.apps)")
-            #expect(s.played == 2 * round, "round \(round)")
-        }
-    }
-
     static let forwarded: [(Int32, Int32)] = [(SIGTERM, 42), (SIGINT, 43), (SIGHUP, 44), (SIGUSR1, 45)]
 
     @Test(arguments: forwarded)
