@@ -47,7 +47,10 @@ import TestSupport
         let (cap, open) = try cap(d)
         #expect(open >= 3 && open <= 12, "cued holds \(open) descriptors once it listens")
         #expect(cap == nofile - open - Self.reserve)
-        #expect(cap > 1)
+        // At 24 the margin is thin: cued counts what it holds once it listens (10 to 12 here,
+        // a transient descriptor or two included), so 24 - 12 - 11 leaves 1. The old cap was 1
+        // at every limit: 32 and 64 show that it is gone.
+        #expect(nofile == 24 ? cap >= 1 : cap > 1, "cap \(cap), open \(open)")
         let clients = try (0..<80).map { _ in try d.client() }
         for c in clients { try? c.send(Array("ping\n".utf8)) }
         let lines = clients.map { (try? $0.readLine()) ?? "(nothing)" }
