@@ -9,7 +9,6 @@ public enum VoiceLoop: Equatable, Sendable {
     /// Again and again for at most this many seconds of sound, then a short fade.
     case seconds(Double)
 
-    public static let maxTimes = 1_000
     public static let maxSeconds = 3_600.0
 }
 
@@ -35,14 +34,6 @@ public enum VoiceEndReason: String, Sendable, CaseIterable {
     case cut
     /// cued stopped: held cues never started; voices still sounding at the grace's end were cut off.
     case shutdown
-
-    /// Ended by a request or a policy, not by the device or time.
-    public var isStop: Bool {
-        switch self {
-        case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted: return true
-        case .played, .busy, .late, .cut, .shutdown: return false
-        }
-    }
 }
 
 /// Who hears of a voice's end.
@@ -71,8 +62,6 @@ public struct VoiceRequest: Sendable {
     public var priority: Int
     public var loop: VoiceLoop
     public var notify: VoiceNotify
-
-    public static let priorityRange: ClosedRange<Int> = -100...100
 
     public init(id: UInt64, cue: Cue, gain: Float = 1, requestTime: UInt64 = 0, owner: String = "", connection: UInt64 = 0,
                 priority: Int = 0, loop: VoiceLoop = .once, notify: VoiceNotify = []) {
