@@ -3,14 +3,14 @@ SWIFT     ?= swift
 SINK      ?=
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Build: the C libraries. Tests: ALSA tools, socat and netcat (the README's clients),
+# Build: the C libraries (libpipewire for --sink pipewire). Tests: ALSA tools, socat and netcat (the README's clients),
 # systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
 # the shells `cuectl shell-init` and the completions are tested in. Install: strip
 # (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc
 # makes the man pages (make man; install uses the committed roff and make test checks it is
 # current); python3 runs the README's Python example; bash-completion loads the bash
 # completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test.
-APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
+APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpipewire-0.3-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
              fuse3 python3-fusepy dpkg-dev lintian

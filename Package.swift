@@ -18,6 +18,7 @@ let package = Package(
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "CSampleRate", pkgConfig: "samplerate", providers: [.apt(["libsamplerate0-dev"])]),
+        .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
 
         // Pure: no audio, no sockets, no NIO.
         .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),
@@ -30,7 +31,7 @@ let package = Package(
         .target(name: "CuedConfig", dependencies: ["CuedProtocol", "CuedSystem"]),
 
         // C edge.
-        .target(name: "CuedAudio", dependencies: ["CuedCore", "CuedSystem", "CALSA", "CSndFile", "CSampleRate"]),
+        .target(name: "CuedAudio", dependencies: ["CuedCore", "CuedSystem", "CALSA", "CSndFile", "CSampleRate", "CPipeWire"]),
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [

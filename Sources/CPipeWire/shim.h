@@ -1,0 +1,111 @@
+#pragma once
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <pipewire/pipewire.h>
+#include <spa/param/audio/format-utils.h>
+
+/* What cued needs of libpipewire that Swift cannot call: the loop's methods and
+   the pod builder are static inline/macros, pw_properties_new is variadic, and
+   event listeners are C structs of function pointers. The listeners only record
+   what happened in `struct cued_pw_events`; the Swift side (PipeWireSink) reads
+   it after each pw_loop_iterate and decides. Everything runs on the thread that
+   entered the loop (cued's audio thread): no locking. */
+
+struct cued_pw_events {
+    int state;            /* enum pw_stream_state, last seen */
+    int failed;           /* the stream went to ERROR, or the core reported an error */
+    char error[256];      /* why, for SinkError */
+    int format_ready;     /* the server accepted a format (param_changed Format) */
+    int buffers;          /* buffers the stream has now */
+    unsigned long process; /* process events (a buffer was recycled: room) */
+    struct spa_hook core_listener;
+    struct spa_hook stream_listener;
+};
+
+static inline void cued_pw_init(void) { pw_init(NULL, NULL); }
+
+static inline struct pw_properties *cued_pw_properties_new(void) { return pw_properties_new(NULL, NULL); }
+
+static inline int cued_pw_loop_get_fd(struct pw_loop *loop) { return pw_loop_get_fd(loop); }
+static inline void cued_pw_loop_enter(struct pw_loop *loop) { pw_loop_enter(loop); }
+static inline void cued_pw_loop_leave(struct pw_loop *loop) { pw_loop_leave(loop); }
+/* Dispatches what is ready, waiting up to timeout_ms (0: not at all). */
+static inline int cued_pw_loop_iterate(struct pw_loop *loop, int timeout_ms) { return pw_loop_iterate(loop, timeout_ms); }
+
+static void cued_pw_on_core_error(void *data, uint32_t id, int seq, int res, const char *message) {
+    struct cued_pw_events *ev = data;
+    (void)seq;
+    /* Errors on other objects (a rejected param) are not the connection's; a core
+       error (the server went away: -EPIPE) ends everything. */
+    if (id != PW_ID_CORE && res != -EPIPE)
+        return;
+    ev->failed = 1;
+    snprintf(ev->error, sizeof ev->error, "PipeWire: %s (%s)", message ? message : "core error", strerror(-res));
+}
+
+static void cued_pw_on_state_changed(void *data, enum pw_stream_state old, enum pw_stream_state state, const char *error) {
+    struct cued_pw_events *ev = data;
+    (void)old;
+    ev->state = state;
+    if (state == PW_STREAM_STATE_ERROR) {
+        ev->failed = 1;
+        snprintf(ev->error, sizeof ev->error, "PipeWire stream error: %s", error ? error : "unknown");
+    } else if (state == PW_STREAM_STATE_UNCONNECTED && !ev->failed) {
+        ev->failed = 1;
+        snprintf(ev->error, sizeof ev->error, "PipeWire stream disconnected%s%s", error ? ": " : "", error ? error : "");
+    }
+}
+
+static void cued_pw_on_param_changed(void *data, uint32_t id, const struct spa_pod *param) {
+    struct cued_pw_events *ev = data;
+    if (id == SPA_PARAM_Format)
+        ev->format_ready = param != NULL;
+}
+
+static void cued_pw_on_add_buffer(void *data, struct pw_buffer *buffer) { (void)buffer; ((struct cued_pw_events *)data)->buffers++; }
+static void cued_pw_on_remove_buffer(void *data, struct pw_buffer *buffer) { (void)buffer; ((struct cued_pw_events *)data)->buffers--; }
+static void cued_pw_on_process(void *data) { ((struct cued_pw_events *)data)->process++; }
+
+static const struct pw_core_events cued_pw_core_events = {
+    PW_VERSION_CORE_EVENTS,
+    .error = cued_pw_on_core_error,
+};
+
+static const struct pw_stream_events cued_pw_stream_events = {
+    PW_VERSION_STREAM_EVENTS,
+    .state_changed = cued_pw_on_state_changed,
+    .param_changed = cued_pw_on_param_changed,
+    .add_buffer = cued_pw_on_add_buffer,
+    .remove_buffer = cued_pw_on_remove_buffer,
+    .process = cued_pw_on_process,
+};
+
+static inline void cued_pw_listen(struct cued_pw_events *ev, struct pw_core *core, struct pw_stream *stream) {
+    pw_core_add_listener(core, &ev->core_listener, &cued_pw_core_events, ev);
+    pw_stream_add_listener(stream, &ev->stream_listener, &cued_pw_stream_events, ev);
+}
+
+static inline void cued_pw_unlisten(struct cued_pw_events *ev) {
+    spa_hook_remove(&ev->stream_listener);
+    spa_hook_remove(&ev->core_listener);
+}
+
+/* Connects a playback stream offering one format: interleaved S16LE (f32 = 0) or
+   F32LE (f32 = 1), `channels` at `rate` (FL FR for stereo). */
+static inline int cued_pw_stream_connect(struct pw_stream *stream, int f32, uint32_t rate, uint32_t channels,
+                                         enum pw_stream_flags flags) {
+    uint8_t buffer[1024];
+    struct spa_pod_builder b = SPA_POD_BUILDER_INIT(buffer, sizeof(buffer));
+    struct spa_audio_info_raw info = { 0 };
+    info.format = f32 ? SPA_AUDIO_FORMAT_F32_LE : SPA_AUDIO_FORMAT_S16_LE;
+    info.rate = rate;
+    info.channels = channels;
+    if (channels == 2) {
+        info.position[0] = SPA_AUDIO_CHANNEL_FL;
+        info.position[1] = SPA_AUDIO_CHANNEL_FR;
+    }
+    const struct spa_pod *params[1];
+    params[0] = spa_format_audio_raw_build(&b, SPA_PARAM_EnumFormat, &info);
+    return pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY, flags, params, 1);
+}
