@@ -5,7 +5,7 @@ _cued() {
     case $prev in
         --socket|--config|--check-config) COMPREPLY=($(compgen -f -- "$cur")); return ;;
         --sounds) COMPREPLY=($(compgen -d -- "$cur")); return ;;
-        --sink) COMPREPLY=($(compgen -W "auto alsa alsa:default null wav:" -- "$cur")); return ;;
+        --sink) COMPREPLY=($(compgen -W "auto alsa alsa:default pipewire null wav:" -- "$cur")); return ;;
         --log-level) COMPREPLY=($(compgen -W "trace debug info notice warning error critical" -- "$cur")); return ;;
         --latency-ms|--voices|--idle-close-s|--session-ttl-s|--rate-limit|--max-clients) return ;;
     esac

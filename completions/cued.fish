@@ -3,7 +3,7 @@ complete -c cued -f
 complete -c cued -l socket -r -F -d 'the socket to listen on'
 complete -c cued -l config -r -F -d 'the config file'
 complete -c cued -l check-config -r -F -d 'check a config file and exit'
-complete -c cued -l sink -x -a 'auto alsa alsa:default null wav:' -d 'the audio output'
+complete -c cued -l sink -x -a 'auto alsa alsa:default pipewire null wav:' -d 'the audio output'
 complete -c cued -l latency-ms -x -d 'device buffer in ms'
 complete -c cued -l voices -x -d 'cues sounding at once'
 complete -c cued -l idle-close-s -x -d 'close the device after this much silence'

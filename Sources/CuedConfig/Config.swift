@@ -327,11 +327,14 @@ struct Checker {
 /// `--sink` / `sink =` syntax, shared by the flag and the config file: the
 /// one place that knows the sink grammar's words.
 public enum SinkSyntax {
-    public static let summary = "auto, alsa[:PCM], null or wav:PATH"
+    public static let summary = "auto, alsa[:PCM], pipewire[:TARGET], null or wav:PATH"
 
     /// nil if `s` is a sink spec, else why not.
     public static func problem(_ s: String) -> String? {
-        if s == "auto" || s == "alsa" || s == "null" || s.hasPrefix("fault:") { return nil }
+        if s == "auto" || s == "alsa" || s == "pipewire" || s == "null" || s.hasPrefix("fault:") { return nil }
+        if s.hasPrefix("pipewire:") {
+            return s.count > 9 ? nil : "'pipewire:' needs a target node's name or serial, e.g. pipewire:alsa_output.pci-0000_00_1f.3.analog-stereo (list them with pw-cli ls Node), or plain 'pipewire' for the default output"
+        }
         if s.hasPrefix("alsa:") { return s.count > 5 ? nil : "'alsa:' needs a PCM name, e.g. alsa:default (list them with aplay -L)" }
         if s.hasPrefix("wav:") {
             guard s.count > 4 else { return "'wav:' needs a file path, e.g. wav:/tmp/cued.wav" }
@@ -346,7 +349,7 @@ public enum SinkSyntax {
         if s.hasPrefix("/") && s.count > 1 { return "wav:" + s }
         let lower = s.lowercased()
         if ["pulse", "pulseaudio"].contains(lower) { return "alsa:pulse" }
-        if ["pipewire", "pw"].contains(lower) { return "alsa:pipewire" }
+        if ["pipewire", "pw"].contains(lower) { return "pipewire" }
         if ["default", "sysdefault", "dmix", "dsnoop", "jack", "oss"].contains(lower) { return "alsa:" + lower }
         for prefix in ["hw:", "plughw:", "sysdefault:", "dmix:", "front:", "iec958:", "hdmi:"] where lower.hasPrefix(prefix) {
             return "alsa:" + s

@@ -221,6 +221,9 @@ public final class Server: Sendable {
         case .alsa(let pcm):
             return ALSASink(device: pcm, latencyMs: s.latencyMs,
                             streamProperties: ALSASink.defaultStreamProperties.merging(s.stream) { $1 })
+        case .pipewire(let target):
+            return PipeWireSink(target: target,
+                                streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 })
         case .null, .auto: return NullSink(latencyMs: latency)  // auto is resolved before
         case .wav(let path): return WAVSink(path: path, latencyMs: latency, overwrite: options.overwriteRecording)
         case .fault(let spec):

@@ -115,11 +115,13 @@ public struct Settings: Sendable, Equatable {
     }
 }
 
-/// `--sink SPEC`: `auto`, `alsa[:PCM]`, `null`, `wav:PATH`, or `fault:SPEC` for tests.
+/// `--sink SPEC`: `auto`, `alsa[:PCM]`, `pipewire[:TARGET]`, `null`, `wav:PATH`, or `fault:SPEC` for tests.
 public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
     /// One of the others, picked at start (`AutoSink`).
     case auto
     case alsa(String)
+    /// A native PipeWire stream; the target node (name or serial), nil: the default.
+    case pipewire(String?)
     case null
     case wav(String)
     /// A fault-injecting sink for tests (see `FaultSink`).
@@ -136,6 +138,8 @@ public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
         if s == "alsa" { return .success(.alsa("default")) }
         if s == "null" { return .success(.null) }
         if s.hasPrefix("alsa:") { return .success(.alsa(String(s.dropFirst(5)))) }
+        if s == "pipewire" { return .success(.pipewire(nil)) }
+        if s.hasPrefix("pipewire:") { return .success(.pipewire(String(s.dropFirst(9)))) }
         return .success(.wav(String(s.dropFirst(4))))
     }
 
@@ -143,6 +147,7 @@ public enum SinkSpec: Sendable, Equatable, CustomStringConvertible {
         switch self {
         case .auto: return "auto"
         case .alsa(let pcm): return "alsa:" + pcm
+        case .pipewire(let target): return target.map { "pipewire:" + $0 } ?? "pipewire"
         case .null: return "null"
         case .wav(let path): return "wav:" + path
         case .fault(let spec): return "fault:" + spec

@@ -94,7 +94,7 @@ import TestSupport
 
     /// A near-miss names the spec it probably meant; anything else only the grammar.
     @Test(arguments: [
-        ("pulse", "alsa:pulse"), ("PipeWire", "alsa:pipewire"), ("default", "alsa:default"), ("dmix", "alsa:dmix"),
+        ("pulse", "alsa:pulse"), ("PipeWire", "pipewire"), ("default", "alsa:default"), ("dmix", "alsa:dmix"),
         ("hw:0,0", "alsa:hw:0,0"), ("plughw:1", "alsa:plughw:1"), ("/tmp/c.wav", "wav:/tmp/c.wav"), ("wav", "wav:/tmp/cued.wav"),
     ])
     func sinkNearMissesSuggestTheSpec(given: String, meant: String) {
