@@ -25,11 +25,11 @@ import Glibc
 /// the graph is playing, as in PipeWire's own examples: a cue that arrives mid-stream
 /// is heard one to two quanta later.
 ///
-/// Timing (`delayFrames`): frames in the buffer being filled, plus those queued
-/// (`pw_time.queued`, counted in frames since each `pw_buffer.size` is set to its
-/// frames), plus the resampler's (`buffered`), plus what the graph holds: the buffer
-/// it took last (played in the next cycle) and the device delay (`pw_time.delay`),
-/// less the time elapsed since the graph's cycle stamped `pw_time.now`.
+/// Timing (`delayFrames`, from `pw_stream_get_time_n`): frames in the buffer being
+/// filled, plus those in the buffers still queued (`queued_buffers` of them, the last
+/// ones queued), plus the resampler's (`buffered`), plus what the graph holds: the
+/// buffer it took last (played in its next cycle) and the device delay (`delay`),
+/// less the time elapsed since the graph's cycle stamped `now`.
 ///
 /// Errors (server absent, core error or disconnect, stream error state) become
 /// `SinkError`s; the engine closes the sink and opens it again later.
@@ -234,7 +234,9 @@ public final class PipeWireSink: Sink {
             chunk.pointee.offset = 0
             chunk.pointee.stride = Int32(Self.stride)
             chunk.pointee.size = UInt32(heldFrames * Self.stride)
-            b.pointee.size = UInt64(heldFrames)  // pw_time.queued counts these
+            b.pointee.size = UInt64(heldFrames)
+            recent[recentEnd] = heldFrames
+            recentEnd = (recentEnd + 1) % Self.recentCount
             held = nil
             lastBufferFrames = heldFrames
             heldFrames = 0
@@ -253,14 +255,24 @@ public final class PipeWireSink: Sink {
         guard let stream else { return 0 }
         var t = pw_time()
         guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0 else { return heldFrames }
-        let mine = heldFrames + Int(clamping: t.queued) + Int(clamping: t.buffered)
-        guard active, t.now > 0, t.rate.denom > 0 else { return mine }
+        // Not `t.queued`: pw_stream_flush zeroes the counters it is the difference of but
+        // not the graph's last snapshot of them, so until the next cycle it wraps around.
+        // The queue is first in, first out: the buffers still queued are the last ones queued.
+        let queued = min(Int(t.queued_buffers), Self.recentCount)
+        var frames = heldFrames + min(Int(clamping: t.buffered), rate)
+        for i in 0..<queued { frames += recent[(recentEnd - 1 - i + Self.recentCount) % Self.recentCount] }
+        guard active, t.now > 0, t.rate.denom > 0, t.rate.num > 0 else { return frames }
         // At `now` the graph had just taken a buffer (played in its next cycle) and its
-        // device still held `delay` (in 1/denom s).
-        let device = Int(clamping: t.delay) * rate * Int(t.rate.num) / Int(t.rate.denom)
-        let elapsed = (Int(clamping: MonotonicClock.now()) - Int(t.now)) * rate / 1_000_000_000
-        return mine + max(0, lastBufferFrames + device - max(0, elapsed))
+        // device still held `delay` (in num/denom s).
+        let device = Int(clamping: min(max(0, t.delay), Int64(t.rate.denom))) * rate * Int(t.rate.num) / Int(t.rate.denom)
+        let elapsed = Int(min(MonotonicClock.now() &- UInt64(max(0, t.now)), 1_000_000_000)) * rate / 1_000_000_000
+        return frames + max(0, lastBufferFrames + device - elapsed)
     }
+
+    /// The frames of the last buffers queued (a ring of `recentCount`, ending at `recentEnd`).
+    private static let recentCount = 16
+    private var recent = [Int](repeating: 0, count: PipeWireSink.recentCount)
+    private var recentEnd = 0
 
     /// Called once what was written has played: the stream goes inactive (the graph can
     /// drop to its own quantum and suspend) and what is queued, by then silence, is dropped.
