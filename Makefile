@@ -35,7 +35,7 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps bench-deps build run deb deb-package test bench fuzz reliability sounds man man-check install install-files install-units uninstall clean
+.PHONY: deps pkgconfig bench-deps build run deb deb-package test bench fuzz reliability sounds man man-check install install-files install-units uninstall clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -45,6 +45,19 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
+
+# SwiftPM refuses any -D in a pkg-config file's Cflags, with a warning on every build, and
+# libpipewire-0.3.pc has -D_REENTRANT (a no-op with glibc): make's builds read the same
+# flags without it, from a copy in .build/pkgconfig (a plain `swift build` still warns).
+PC_DIR := $(CURDIR)/.build/pkgconfig
+SYSTEM_PKG_CONFIG_PATH := $(PKG_CONFIG_PATH)
+export PKG_CONFIG_PATH := $(PC_DIR)$(if $(SYSTEM_PKG_CONFIG_PATH),:$(SYSTEM_PKG_CONFIG_PATH))
+pkgconfig: deps
+	@mkdir -p '$(PC_DIR)'; export PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)'; \
+	printf 'Name: libpipewire-0.3\nDescription: libpipewire without -D flags (for SwiftPM)\nVersion: %s\nLibs: %s\nCflags: %s\n' \
+	  "$$(pkg-config --modversion libpipewire-0.3)" "$$(pkg-config --libs libpipewire-0.3)" \
+	  "$$(pkg-config --cflags-only-I libpipewire-0.3)" > '$(PC_DIR)/libpipewire-0.3.pc.tmp' && \
+	mv '$(PC_DIR)/libpipewire-0.3.pc.tmp' '$(PC_DIR)/libpipewire-0.3.pc'
 
 # Not `pulseaudio`: Debian's package conflicts with pipewire-alsa, which the tests need;
 # PipeWire's own PulseAudio server (pipewire-pulse) is what the bench measures.
@@ -61,7 +74,7 @@ bench-deps: deps
 bench: bench-deps build
 	/usr/bin/python3 bench/bench.py
 
-build: deps
+build: deps pkgconfig
 	$(RELEASE)
 
 FUZZ_INPUTS ?= 10000000
@@ -118,7 +131,7 @@ test: deps build
 	@# frames, which is what these tests would then report, not cued).
 	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
 
-sounds: deps
+sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth
 	.build/release/cuesynth --out Sounds --picture docs/cues.png --report
 
