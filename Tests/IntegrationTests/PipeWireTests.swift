@@ -6,7 +6,8 @@ import TestSupport
 
 /// cued through a real, private PipeWire (see `PipeWireStack`): through
 /// PipeWire's ALSA plugin (`alsa:default`, which pipewire-alsa points at
-/// PipeWire) and through pipewire-pulse with libasound2-plugins' `alsa:pulse`.
+/// PipeWire), through pipewire-pulse with libasound2-plugins' `alsa:pulse`, and
+/// through its own native stream (`pipewire`).
 /// What reaches the null sink is recorded from its monitor.
 ///
 /// Why the monitor is compared sample-exact: cued writes S16_LE; PipeWire
@@ -17,7 +18,7 @@ import TestSupport
 @Suite(.serialized, .timeLimit(.minutes(3)),
        .enabled(if: PipeWireStack.unavailableReason == nil, Comment(rawValue: PipeWireStack.unavailableReason ?? "")))
 struct PipeWireTests {
-    static let sinks = ["alsa:default", "alsa:pulse"]
+    static let sinks = ["alsa:default", "alsa:pulse", "pipewire"]
 
     func start(_ stack: PipeWireStack, _ sink: String, cues: [String: [Int16]] = Fixture.standard) throws -> DaemonHarness {
         try DaemonHarness(cues: cues, args: ["--sink", sink, "--log-level", "debug"], extraEnv: stack.environment)
@@ -145,7 +146,8 @@ struct PipeWireTests {
         if sink == "alsa:default" {
             #expect(st.rewinds >= 1, "no cue was mixed into audio PipeWire gave back; \(cuedSays)")
         } else {
-            #expect(st.rewinds == 0, "the pulse plugin must not be rewound; \(cuedSays)")
+            // The pulse plugin must not be rewound; the native stream cannot be (a queued buffer is the graph's).
+            #expect(st.rewinds == 0, "\(sink) was rewound; \(cuedSays)")
         }
     }
 
@@ -162,6 +164,11 @@ struct PipeWireTests {
             // The pulse plugin names the client itself; pipewire-pulse maps the role "event" to "Notification".
             #expect(stream.props["application.name"] as? String == "ALSA plug-in [cued]")
             #expect(stream.props["media.role"] as? String == "Notification")
+        } else if sink == "pipewire" {
+            #expect(stream.props["application.name"] as? String == "cued")
+            #expect(stream.props["node.name"] as? String == "cued")
+            #expect(stream.props["media.role"] as? String == "Notification")
+            #expect(stream.props["node.latency"] as? String == "128/48000")
         } else {
             #expect(stream.props["application.name"] as? String == "cued")
             #expect(stream.props["media.role"] as? String == "event")
@@ -182,8 +189,9 @@ struct PipeWireTests {
         #expect(try d.request("play pop") == "ok")
         #expect(waitIdle(d))  // the PCM stays open (idle-close is 30 s)
         try stack.restart()
-        if sink == "alsa:default" {
-            // PipeWire's plugin signals the lost connection on its descriptor: noticed before any cue.
+        if sink != "alsa:pulse" {
+            // PipeWire's plugin signals the lost connection on its descriptor, the native stream on its
+            // loop's: noticed before any cue.
             #expect(eventually(timeout: 3) { (try? d.status())?.sink.state == "closed" })
         }
         let path = stack.dir.file("monitor.raw")
@@ -289,20 +297,57 @@ struct PipeWireTests {
         #expect(down.out.contains("    fix: the sound server is not running: systemctl --user start pipewire pipewire-pulse\n"), "\(down.out)")
     }
 
-    /// Item 2's first row, as it stands: cued on alsa:default started before the
-    /// sound server (a login race) plays once the server is up: the first cue
-    /// after it opens the device and is heard at the monitor. (auto does not
-    /// follow yet: it picks once, at start.)
-    @Test func alsaDefaultStartedBeforePipeWirePlaysOnceItIsUp() throws {
+    /// Item 2's first row, as it stands: cued on alsa:default or the native stream,
+    /// started before the sound server (a login race), runs, shows the sink failing
+    /// in `status`, and plays once the server is up: the first cue after it opens the
+    /// device and is heard at the monitor. (auto does not follow yet: it picks once, at start.)
+    @Test(arguments: ["alsa:default", "pipewire"])
+    func startedBeforePipeWirePlaysOnceItIsUp(sink: String) throws {
         let stack = try PipeWireStack()
         stack.stopServers()
-        let d = try start(stack, "alsa:default")
+        let d = try start(stack, sink)
         #expect(try d.request("play pop wait").hasPrefix("err not-played"), "PipeWire is down: nothing plays")
+        let failing = try d.status()
+        #expect(failing.sink.state == "failed", "\(failing.sink)")
+        #expect(failing.sink.error != nil, "\(failing.sink)")
+        #expect(try d.request("ping") == "ok pong")
         try stack.startServers()
         let raw = stack.dir.file("monitor.raw")
         _ = try stack.record(to: raw)
         #expect(try d.request("play pop wait") == "ok")
         #expect(try d.status().sink.kind == "pipewire")
         #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
+    }
+
+    /// `play … wait` on the native stream answers once the cue has sounded: not before
+    /// its last frame can have reached the graph (its length after the request), and not
+    /// long after (the stream's timing, not a guess); the cue is heard once, sample-exact.
+    @Test func playWaitOnTheNativeStreamRepliesOnceTheCueHasSounded() throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, "pipewire")
+        #expect(try d.request("play pop") == "ok")  // opened: the waits below time the stream, not the connection
+        #expect(waitIdle(d))
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        let pop = Fixture.standard["pop"]!.stereo
+        let popSeconds = Double(pop.count / 2) / 48_000
+        let c = try d.client()
+        var took: [Double] = []
+        for _ in 0..<5 {
+            let t0 = Date()
+            #expect(try c.request("play pop wait") == "ok")
+            took.append(Date().timeIntervalSince(t0))
+            #expect(waitIdle(d))
+        }
+        usleep(300_000)
+        recorder.stop()
+        for t in took {
+            #expect(t >= popSeconds, "replied \(t) s after the request, before a \(popSeconds) s cue can have sounded")
+            #expect(t < popSeconds + 0.1, "replied \(t) s after the request for a \(popSeconds) s cue")
+        }
+        let rec = try Recording(path: path)
+        #expect(rec.occurrences(of: pop).count == 5, "\(rec.firstMismatch(rec.sounds(), pop))")
+        let st = try d.status()
+        #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
     }
 }
