@@ -169,7 +169,11 @@ def fixtures(tmp):
     return sounds, os.path.join(sounds, "probe.wav")
 
 
-def run(trials=None, idle_s=None, quick=False):
+# cued's outputs on PipeWire: its ALSA plugin, pipewire-pulse's, and the native stream.
+CUED_SINKS = (("alsa:default", "pipewire"), ("alsa:pulse", "pulse"), ("pipewire", "native"))
+
+
+def run(trials=None, idle_s=None, quick=False, cued_only=False):
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
         log("PipeWire section skipped: missing", " ".join(missing))
@@ -188,7 +192,7 @@ def run(trials=None, idle_s=None, quick=False):
         # Idle cost first, with nothing recording (a monitor stream keeps the graph running).
         log("pipewire idle: no cued, %.0f s" % idle_s)
         res["idle"]["no cued"] = server_wakeups(stack, idle_s)
-        for sink, label in (("alsa:default", "idle-pw"), ("alsa:pulse", "idle-pulse")):
+        for sink, label in (("alsa:default", "idle-pw"), ("alsa:pulse", "idle-pulse"), ("pipewire", "idle-native")):
             cued, sock = start_cued(stack, label, sink, sounds, ["--idle-close-s", "3600"])
             c = Client(sock)
             c.request("play probe")
@@ -209,7 +213,7 @@ def run(trials=None, idle_s=None, quick=False):
         def reap(p):
             p.wait()
 
-        for sink, label in (("alsa:default", "pipewire"), ("alsa:pulse", "pulse")):
+        for sink, label in CUED_SINKS:
             cued, sock = start_cued(stack, label, sink, sounds, ["--idle-close-s", "3600"])
             c = Client(sock)
             log("pipewire latency: cued on %s, kept connection" % sink)
@@ -220,7 +224,7 @@ def run(trials=None, idle_s=None, quick=False):
             res.setdefault("status", {})[sink] = {"sink": status["sink"], "latency_us": status["latency_us"],
                                                   "stalls": status.get("stalls"), "xruns": status["xruns"],
                                                   "dropped": status["dropped"], "audio_thread": status.get("audio_thread")}
-            if sink == "alsa:default":
+            if sink == "alsa:default" and not cued_only:
                 log("pipewire latency: cuectl play")
                 lat["`cuectl play` (cued on `%s`)" % sink] = measure(stream, spawner([CUECTL, "--socket", sock, "play", "probe"]), reap,
                                                                     trials, gap_s=0.5)
@@ -248,6 +252,8 @@ def run(trials=None, idle_s=None, quick=False):
             cued.terminate()
             cued.wait()
 
+        if cued_only:  # BENCH_PW_CUED_ONLY=1: cued's rows only (working on a sink)
+            return res
         log("pipewire latency: pactl play-sample")
         lat["`pactl play-sample`"] = measure(stream, spawner(["pactl", "play-sample", "probe", "nul"]), reap, trials)
         log("pipewire latency: paplay")
@@ -374,7 +380,7 @@ if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     quick = os.environ.get("BENCH_QUICK") == "1"
     trials = int(os.environ["BENCH_PW_TRIALS"]) if "BENCH_PW_TRIALS" in os.environ else None
-    result = run(trials=trials, quick=quick)
+    result = run(trials=trials, quick=quick, cued_only=os.environ.get("BENCH_PW_CUED_ONLY") == "1")
     with open(os.path.join(tempfile.gettempdir(), "cued-bench-pipewire.json"), "w") as f:
         json.dump(result, f)
     md = report(result)
