@@ -16,13 +16,16 @@ enum Response: Sendable {
 
 /// The daemon's state and its answer to every request: a verb table (one
 /// handler per verb) over parts of its own — playing (`PlayPolicy`), mute
-/// (`MuteState`), reloads (`Reloader`), status (`StatusReport`). Confined to
-/// the event loop: every method runs there (the signal thread and the audio
-/// thread hop onto it). Blocking work runs in lanes and completes back on the
-/// loop: reloads on `reloads` (one at a time), decoding and listing the theme
-/// on `decoding` (a share per client, a deadline), state saves on the saver's
-/// own thread; the audio engine is fed through its queue and never waited on.
-public final class Daemon: @unchecked Sendable {
+/// (`MuteState`), reloads (`Reloader`), status (`StatusReport`).
+///
+/// Confined to the event loop, in its type: not Sendable, it stays where it is
+/// made (on the loop); other threads hold it only in a `NIOLoopBound` or
+/// `NIOLoopBoundBox`, which checks the loop at each use, and hop onto the loop.
+/// Blocking work runs in lanes and completes back on the loop: reloads on
+/// `reloads` (one at a time), decoding and listing the theme on `decoding` (a
+/// share per client, a deadline), state saves on the saver's own thread; the
+/// audio engine is fed through its queue and never waited on.
+public final class Daemon {
     public let loop: any EventLoop
     public let engine: AudioEngine
     public let logger: Logger
