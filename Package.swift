@@ -69,9 +69,11 @@ let package = Package(
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
         .testTarget(name: "CuedServerTests", dependencies: [
-            "CuedServer",
+            "CuedServer", "CuedProtocol",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
+            .product(name: "Logging", package: "swift-log"),
         ]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "TestSupport"]),
