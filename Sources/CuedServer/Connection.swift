@@ -13,51 +13,12 @@ struct PeerCredentials: Sendable {
     var gid: UInt32 = 0
 }
 
-/// What the line decoder hands on: a complete line (without LF), or the news
-/// that a line went past the limit.
+/// A request line (without LF) as the connection machine cuts it from what
+/// was read, or the news that a line went past the limit (the connection
+/// then closes with a last line).
 enum LineEvent: Equatable {
     case line([UInt8])
     case tooLong
-}
-
-/// Splits the byte stream at LF. A line longer than the protocol allows is
-/// reported once and everything after it discarded (the connection closes).
-/// A last line without LF at end of input still counts as a request.
-struct LineDecoder: ByteToMessageDecoder {
-    typealias InboundOut = LineEvent
-    private var overflowed = false
-    /// Bytes allowed before the LF: the limit plus an optional CR.
-    private let maxBytes = ProtocolLimits.maxLineBytes + 1
-
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if overflowed { buffer.moveReaderIndex(to: buffer.writerIndex); return .needMoreData }
-        if let lf = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
-            let length = lf - buffer.readerIndex
-            if length > maxBytes { return overflow(context: context, buffer: &buffer) }
-            let bytes = buffer.readBytes(length: length)!
-            buffer.moveReaderIndex(forwardBy: 1)
-            context.fireChannelRead(Self.wrapInboundOut(.line(bytes)))
-            return .continue
-        }
-        if buffer.readableBytes > maxBytes { return overflow(context: context, buffer: &buffer) }
-        return .needMoreData
-    }
-
-    private mutating func overflow(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
-        overflowed = true
-        buffer.moveReaderIndex(to: buffer.writerIndex)
-        context.fireChannelRead(Self.wrapInboundOut(.tooLong))
-        return .needMoreData
-    }
-
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
-        while try decode(context: context, buffer: &buffer) == .continue {}
-        if seenEOF, !overflowed, buffer.readableBytes > 0 {
-            let bytes = buffer.readBytes(length: buffer.readableBytes)!
-            context.fireChannelRead(Self.wrapInboundOut(.line(bytes)))
-        }
-        return .needMoreData
-    }
 }
 
 /// The live connections, for the connection cap: at the cap the longest-idle
@@ -141,7 +102,7 @@ extension Daemon: ConnectionHost {
 /// them out on the channel: a light turn inline when a read arrives, the rest
 /// in the `FairScheduler`'s slices. Errors close this connection only.
 final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
-    typealias InboundIn = LineEvent
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
@@ -229,12 +190,12 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let event = Self.unwrapInboundIn(data)
-        if !machine.received(event, cost: VerbCost.of(event)) { readWhileClosing = true }
+        let buffer = Self.unwrapInboundIn(data)
+        if !machine.received(buffer.readableBytesView) { readWhileClosing = true }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        machine.readFinished(lightCost: scheduler.settings.lightCost)
+        machine.readFinished(lightLines: scheduler.settings.lightTurn)
         lightTurn(context)
         if machine.closing && closeOnceRead && lastLineWritten && readWhileClosing { context.close(promise: nil) }
         context.fireChannelReadComplete()
@@ -257,7 +218,7 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
             afterRunning(context)
             return
         }
-        machine.grantTurn(scheduler.settings.lightCost)
+        machine.grantTurn(scheduler.settings.lightTurn)
         _ = serve(context)
     }
 

@@ -1,3 +1,5 @@
+import CuedProtocol
+
 /// One connection's request pipeline as a value: which line runs next, when
 /// the socket may be read, when the connection is done. No NIO and no clock:
 /// `ConnectionHandler` feeds it what happened and carries out what it says,
@@ -12,19 +14,23 @@
 ///   line may overdraw, and the debt is paid on later turns).
 /// - The socket is read only when everything read before is answered and the
 ///   client takes its replies: what one client sends is never buffered without
-///   bound. A connection whose last read held more than a light turn's worth is
+///   bound. Lines are cut from the bytes only when they run. A connection
+///   whose last read held more than a light turn's worth of lines is
 ///   *heavy*: its next read waits for a grant from the scheduler, so a flood
 ///   is read a few connections at a time, not all at once.
 struct ConnectionMachine {
-    struct Line {
-        var event: LineEvent
-        var cost: Int
-    }
-
-    private var lines: [Line] = []
+    /// Bytes read and not yet run: at most one read (the socket is not read
+    /// while lines wait) plus the start of a line. Lines are cut from it only
+    /// when they run, so a read costs the loop a copy, not a decode per line.
+    private var bytes: [UInt8] = []
     private var head = 0
-    /// The cost of the lines read and not yet run.
-    private(set) var queuedCost = 0
+    /// Lines waiting in `bytes` (LFs), plus one for a line over the limit or an
+    /// unterminated last line at EOF.
+    private(set) var queuedLines = 0
+    /// A line went past the limit: the lines before it run, then `.tooLong`; what comes after is discarded.
+    private var overflowed = false
+    /// Bytes allowed before the LF: the protocol's limit plus an optional CR.
+    let maxLineBytes: Int
     /// What this connection may still spend before it yields (may go below 0).
     private(set) var credit = 0
     /// A line's reply comes later; the lines after it wait for it.
@@ -42,30 +48,59 @@ struct ConnectionMachine {
     /// A last line went out (or is going): nothing more runs.
     private(set) var closing = false
 
-    var hasQueued: Bool { head < lines.count }
-    var queuedLines: Int { lines.count - head }
+    init(maxLineBytes: Int = ProtocolLimits.maxLineBytes + 1) {
+        self.maxLineBytes = maxLineBytes
+    }
+
+    var hasQueued: Bool { queuedLines > 0 }
 
     /// Lines it can run now (given credit).
     var runnable: Bool { !closing && !waiting && writable && hasQueued }
 
     // MARK: Input
 
-    /// A line was decoded. Returns false when it is discarded (the connection is closing).
-    mutating func received(_ event: LineEvent, cost: Int) -> Bool {
+    /// Bytes were read. Returns false when they are discarded (the connection is closing).
+    mutating func received<Bytes: Collection>(_ chunk: Bytes) -> Bool where Bytes.Element == UInt8 {
         guard !closing else { return false }
-        lines.append(Line(event: event, cost: cost))
-        queuedCost += cost
+        guard !overflowed, !inputClosed else { return true }
+        if head == bytes.count {
+            bytes.removeAll(keepingCapacity: bytes.capacity <= 16 * 1024)
+            head = 0
+        } else if head >= 4096 {
+            bytes.removeFirst(head)
+            head = 0
+        }
+        let start = bytes.count
+        bytes.append(contentsOf: chunk)
+        var lastLF = -1
+        for i in start..<bytes.count where bytes[i] == 0x0A {
+            queuedLines += 1
+            lastLF = i
+        }
+        // The unterminated rest: over the limit already, it can only be too long.
+        let partialStart = lastLF >= 0 ? lastLF + 1 : head
+        if bytes.count - partialStart > maxLineBytes {
+            bytes.removeSubrange(partialStart...)
+            overflowed = true
+            queuedLines += 1
+        }
         return true
     }
 
-    /// A read finished: the connection is heavy if it brought more than `lightCost` to run.
-    mutating func readFinished(lightCost: Int) {
-        heavy = queuedCost > lightCost
+    /// A read finished: the connection is heavy if it brought more than `lightLines` lines.
+    mutating func readFinished(lightLines: Int) {
+        heavy = queuedLines > lightLines
     }
 
     /// The client half-closed. True when the connection can close now (nothing left to answer).
     mutating func inputEnded() -> Bool {
+        guard !inputClosed else { return done }
         inputClosed = true
+        // A last line without LF still counts as a request.
+        if !overflowed, !closing, bytes.count > head, bytes.last != 0x0A {
+            bytes.append(0x0A)
+            queuedLines += 1
+        }
         return done
     }
 
@@ -95,18 +130,17 @@ struct ConnectionMachine {
             return .idle
         }
         guard credit > 0 else { return .yield }
-        let line = lines[head]
-        head += 1
-        credit -= line.cost
-        queuedCost -= line.cost
-        if head == lines.count {
-            lines.removeAll(keepingCapacity: lines.capacity <= 64)
-            head = 0
-        } else if head >= 1024 && head * 2 >= lines.count {
-            lines.removeFirst(head)
-            head = 0
+        queuedLines -= 1
+        let event: LineEvent
+        if let lf = bytes[head...].firstIndex(of: 0x0A) {
+            event = lf - head > maxLineBytes ? .tooLong : .line(Array(bytes[head..<lf]))
+            head = lf + 1
+        } else {  // only the overflow is left
+            event = .tooLong
+            head = bytes.count
         }
-        return .run(line.event)
+        credit -= VerbCost.of(event)
+        return .run(event)
     }
 
     /// The line just run answers later.
@@ -120,9 +154,9 @@ struct ConnectionMachine {
     /// A last line is going out: nothing queued will run.
     mutating func close() {
         closing = true
-        lines.removeAll()
+        bytes = []
         head = 0
-        queuedCost = 0
+        queuedLines = 0
     }
 
     // MARK: Reading

@@ -82,7 +82,9 @@ public final class Server: Sendable {
         let limits = options.limits
         let fdLimit = DescriptorLimit.raise()
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The loop's ticks let the scheduler put a slice off until the loop has polled its sockets.
+        let ticks = LoopTicks()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: ticks)
         let loop = group.next()
         // Two threads: a long reload never holds up a state save or a theme sound.
         // Lanes: a reload never holds up a state save, and neither waits behind a decoder.
@@ -121,7 +123,7 @@ public final class Server: Sendable {
         // Loop-confined: the bound wrappers check it (and only they cross into the initializer).
         let (table, scheduler) = try! loop.submit {
             (NIOLoopBound(ConnectionTable(capacity: limits.maxClients), eventLoop: loop),
-             NIOLoopBound(FairScheduler(loop: loop), eventLoop: loop))
+             NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
         }.wait()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
@@ -139,8 +141,6 @@ public final class Server: Sendable {
             .childChannelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
                     try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: daemon, table: table.value, scheduler: scheduler.value))
                 }
             }

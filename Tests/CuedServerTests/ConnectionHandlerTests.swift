@@ -98,7 +98,7 @@ final class ReadCounter: ChannelOutboundHandler {
         let reads = ReadCounter()
         let channel = EmbeddedChannel(loop: loop)
         try channel.pipeline.syncOperations.addHandlers([
-            reads, ByteToMessageHandler(LineDecoder()),
+            reads,
             ConnectionHandler(host: host, table: table, scheduler: scheduler, clock: clock),
         ])
         try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
@@ -241,6 +241,36 @@ final class ReadCounter: ChannelOutboundHandler {
         #expect(host.refused == 1)
         try first.send("ping\n")
         #expect(try first.replies() == ["ok pong", "ok pong"])
+    }
+
+    /// At most one slice works per loop tick: one due again before the loop
+    /// has polled its sockets (its timer came due among other tasks) waits.
+    @Test func aSliceWaitsForTheLoopToPollFirst() throws {
+        let ticks = LoopTicks()
+        var settings = FairScheduler.Settings()
+        settings.sliceBudget = 8
+        settings.quantum = 8
+        let scheduler = FairScheduler(loop: loop, settings: settings, ticks: ticks)
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: host, table: table, scheduler: scheduler))
+        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
+        var b = channel.allocator.buffer(capacity: 100)
+        b.writeString(String(repeating: "ping\n", count: 20))
+        try channel.writeInbound(b)
+        let client = Client(channel: channel, reads: ReadCounter())
+        slice()
+        #expect(try client.replies().count == 8)
+        slice()  // the same tick: put off
+        slice()
+        #expect(try client.replies().isEmpty)
+        #expect(scheduler.deferredSlices == 2)
+        ticks.advance()
+        slice()
+        #expect(try client.replies().count == 8)
+        ticks.advance()
+        slice()
+        #expect(try client.replies().count == 4)
+        #expect(scheduler.slices == 3)
     }
 
     /// An event line (`end ID REASON`) reaches its connection while it is open.

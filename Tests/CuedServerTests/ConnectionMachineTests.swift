@@ -6,7 +6,7 @@ import Testing
     func line(_ s: String) -> LineEvent { .line(Array(s.utf8)) }
 
     func feed(_ m: inout ConnectionMachine, _ lines: [String]) {
-        for l in lines { let ok = m.received(line(l), cost: VerbCost.of(line(l))); #expect(ok) }
+        for l in lines { let ok = m.received(Array((l + "\n").utf8)); #expect(ok) }
     }
 
     /// Runs what the credit allows; returns the lines run.
@@ -26,7 +26,7 @@ import Testing
         m.grantTurn(4)
         #expect(drain(&m) == ["ping", "ping"])
         do { let v = m.next(); #expect(v == .idle) }
-        #expect(!m.hasQueued && m.queuedCost == 0)
+        #expect(!m.hasQueued && m.queuedLines == 0)
     }
 
     /// A costly line may overdraw; the debt is paid on later turns.
@@ -87,7 +87,7 @@ import Testing
     @Test func aHeavyConnectionsReadsWaitForAGrant() {
         var m = ConnectionMachine()
         feed(&m, Array(repeating: "ping", count: 10))
-        m.readFinished(lightCost: 4)
+        m.readFinished(lightLines: 4)
         #expect(m.heavy)
         m.grantTurn(100)
         _ = drain(&m)
@@ -98,7 +98,7 @@ import Testing
         #expect(!m.readHeld)
         // The next read brings one line: light again, its reads are free.
         feed(&m, ["ping"])
-        m.readFinished(lightCost: 4)
+        m.readFinished(lightLines: 4)
         #expect(!m.heavy)
         m.grantTurn(4)
         _ = drain(&m)
@@ -109,7 +109,7 @@ import Testing
     @Test func aGrantWhileBusyIsKeptForLater() {
         var m = ConnectionMachine()
         feed(&m, Array(repeating: "ping", count: 10))
-        m.readFinished(lightCost: 4)
+        m.readFinished(lightLines: 4)
         m.grantTurn(100)
         _ = drain(&m)
         do { let v = m.readRequested(); #expect(v == .askGrant) }
@@ -143,15 +143,15 @@ import Testing
         feed(&m, ["ping", "ping"])
         m.close()
         do { let v = m.next(); #expect(v == .idle) }
-        do { let v = m.received(line("ping"), cost: 1); #expect(!v) }
+        do { let v = m.received(Array("ping\n".utf8)); #expect(!v) }
         do { let v = m.readRequested(); #expect(v == .read) }
-        #expect(m.queuedCost == 0)
+        #expect(m.queuedLines == 0)
     }
 
     /// A long pipeline's queue is compacted as it runs (no unbounded head).
     @Test func aLongQueueRunsInOrder() {
         var m = ConnectionMachine()
-        for k in 0..<5_000 { _ = m.received(line("threshold \(k)"), cost: 1) }
+        for k in 0..<5_000 { _ = m.received(Array("threshold \(k)\n".utf8)) }
         var seen = 0
         while true {
             m.grantTurn(16)
@@ -160,6 +160,56 @@ import Testing
             for l in run { #expect(l == "threshold \(seen)"); seen += 1 }
         }
         #expect(seen == 5_000)
+    }
+
+    /// Lines are cut where they run, whatever the reads' boundaries.
+    @Test func linesSpanReads() {
+        var m = ConnectionMachine()
+        _ = m.received(Array("pi".utf8))
+        #expect(!m.hasQueued)
+        _ = m.received(Array("ng\nthresh".utf8))
+        _ = m.received(Array("old 2\r\n".utf8))
+        #expect(m.queuedLines == 2)
+        m.grantTurn(16)
+        #expect(drain(&m) == ["ping", "threshold 2\r"])
+    }
+
+    /// A line over the limit: the lines before it run, then it is reported once, and the rest is discarded.
+    @Test func aLineOverTheLimitComesAfterTheLinesBeforeIt() {
+        var m = ConnectionMachine(maxLineBytes: 10)
+        _ = m.received(Array("ping\n".utf8) + Array(repeating: UInt8(ascii: "a"), count: 11))
+        _ = m.received(Array("\nping\n".utf8))
+        #expect(m.queuedLines == 2)
+        m.grantTurn(16)
+        do { let v = m.next(); #expect(v == .run(line("ping"))) }
+        do { let v = m.next(); #expect(v == .run(.tooLong)) }
+        do { let v = m.next(); #expect(v == .idle) }
+        // The same with the LF in the same read.
+        var n = ConnectionMachine(maxLineBytes: 10)
+        _ = n.received(Array(repeating: UInt8(ascii: "b"), count: 12) + Array("\nping\n".utf8))
+        n.grantTurn(16)
+        do { let v = n.next(); #expect(v == .run(.tooLong)) }
+        // A line of exactly the limit is a line.
+        var o = ConnectionMachine(maxLineBytes: 10)
+        _ = o.received(Array(repeating: UInt8(ascii: "c"), count: 10) + [0x0A])
+        o.grantTurn(16)
+        do { let v = o.next(); #expect(v == .run(.line(Array(repeating: UInt8(ascii: "c"), count: 10)))) }
+    }
+
+    /// A last line without LF at EOF still counts as a request; an empty rest does not.
+    @Test func aLastLineWithoutLFCounts() {
+        var m = ConnectionMachine()
+        _ = m.received(Array("ping\nstatus".utf8))
+        #expect(m.queuedLines == 1)
+        do { let v = m.inputEnded(); #expect(!v) }
+        #expect(m.queuedLines == 2)
+        m.grantTurn(100)
+        #expect(drain(&m) == ["ping", "status"])
+        #expect(m.done)
+        var n = ConnectionMachine()
+        _ = n.received(Array("ping\n".utf8))
+        _ = n.inputEnded()
+        #expect(n.queuedLines == 1)
     }
 
     @Test func verbCosts() {
