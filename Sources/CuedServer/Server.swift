@@ -81,7 +81,9 @@ public final class Server: Sendable {
         let limits = options.limits
         let fdLimit = DescriptorLimit.raise()
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The loop's ticks let the scheduler put a slice off until the loop has polled its sockets.
+        let ticks = LoopTicks()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: ticks)
         let loop = group.next()
         // Two threads: a long reload never holds up a state save or a theme sound.
         // Lanes: a reload never holds up a state save, and neither waits behind a decoder.
@@ -129,7 +131,11 @@ public final class Server: Sendable {
         if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
         engine.start()
 
-        let table = ConnectionTable(capacity: limits.maxClients)
+        // Loop-confined: the bound wrappers check it (and only they cross into the initializer).
+        let (table, scheduler) = try! loop.submit {
+            (NIOLoopBound(ConnectionTable(capacity: limits.maxClients), eventLoop: loop),
+             NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
+        }.wait()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
             // Out of descriptors (EMFILE/ENFILE): stop accepting for a moment instead of spinning.
@@ -140,14 +146,13 @@ public final class Server: Sendable {
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             // One read of at most 4 KiB a turn per connection: a client's pipeline is
-            // decoded a few hundred lines at a time, never 10,000 in one go.
+            // decoded a few hundred lines at a time, never 10,000 in one go (and a
+            // heavy connection reads only when the scheduler grants it).
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon.value, table: table))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: daemon.value, table: table.value, scheduler: scheduler.value))
                 }
             }
         let channel: Channel
@@ -166,7 +171,7 @@ public final class Server: Sendable {
         let fdsInUse = DescriptorLimit.inUse()
         let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse)
         if limits.maxClients > fdCap {
-            try? loop.submit { table.capacity = fdCap }.wait()
+            try? loop.submit { table.value.capacity = fdCap }.wait()
             logger.warning("connection cap lowered to fit the descriptor limit", metadata: [
                 "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve)"])
         }
