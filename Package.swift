@@ -70,9 +70,11 @@ let package = Package(
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
         .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
         .testTarget(name: "CuedServerTests", dependencies: [
-            "CuedServer",
+            "CuedServer", "CuedProtocol", "CuedCore", "CuedConfig", "CuedAudio",
+            .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
+            .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
         .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "TestSupport"]),

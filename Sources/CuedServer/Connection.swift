@@ -1,5 +1,6 @@
 import CuedCore
 import CuedProtocol
+import Logging
 import NIOCore
 #if canImport(Glibc)
 import Glibc
@@ -12,58 +13,19 @@ struct PeerCredentials: Sendable {
     var gid: UInt32 = 0
 }
 
-/// What the line decoder hands on: a complete line (without LF), or the news
-/// that a line went past the limit.
-enum LineEvent {
+/// A request line (without LF) as the connection machine cuts it from what
+/// was read, or the news that a line went past the limit (the connection
+/// then closes with a last line).
+enum LineEvent: Equatable {
     case line([UInt8])
     case tooLong
-}
-
-/// Splits the byte stream at LF. A line longer than the protocol allows is
-/// reported once and everything after it discarded (the connection closes).
-/// A last line without LF at end of input still counts as a request.
-struct LineDecoder: ByteToMessageDecoder {
-    typealias InboundOut = LineEvent
-    private var overflowed = false
-    /// Bytes allowed before the LF: the limit plus an optional CR.
-    private let maxBytes = ProtocolLimits.maxLineBytes + 1
-
-    mutating func decode(context: ChannelHandlerContext, buffer: inout ByteBuffer) throws -> DecodingState {
-        if overflowed { buffer.moveReaderIndex(to: buffer.writerIndex); return .needMoreData }
-        if let lf = buffer.readableBytesView.firstIndex(of: UInt8(ascii: "\n")) {
-            let length = lf - buffer.readerIndex
-            if length > maxBytes { return overflow(context: context, buffer: &buffer) }
-            let bytes = buffer.readBytes(length: length)!
-            buffer.moveReaderIndex(forwardBy: 1)
-            context.fireChannelRead(Self.wrapInboundOut(.line(bytes)))
-            return .continue
-        }
-        if buffer.readableBytes > maxBytes { return overflow(context: context, buffer: &buffer) }
-        return .needMoreData
-    }
-
-    private mutating func overflow(context: ChannelHandlerContext, buffer: inout ByteBuffer) -> DecodingState {
-        overflowed = true
-        buffer.moveReaderIndex(to: buffer.writerIndex)
-        context.fireChannelRead(Self.wrapInboundOut(.tooLong))
-        return .needMoreData
-    }
-
-    mutating func decodeLast(context: ChannelHandlerContext, buffer: inout ByteBuffer, seenEOF: Bool) throws -> DecodingState {
-        while try decode(context: context, buffer: &buffer) == .continue {}
-        if seenEOF, !overflowed, buffer.readableBytes > 0 {
-            let bytes = buffer.readBytes(length: buffer.readableBytes)!
-            context.fireChannelRead(Self.wrapInboundOut(.line(bytes)))
-        }
-        return .needMoreData
-    }
 }
 
 /// The live connections, for the connection cap: at the cap the longest-idle
 /// connection (no request in flight, silent for at least `minIdle`) is closed
 /// with a last line to make room; if none is idle the newcomer is refused.
-/// Event loop only (hence unchecked: it is shared by the loop's handlers).
-final class ConnectionTable: @unchecked Sendable {
+/// Event loop only: handed to the handlers through `NIOLoopBound`.
+final class ConnectionTable {
     struct Entry {
         var lastActive: UInt64
         var busy: Bool
@@ -108,72 +70,97 @@ final class ConnectionTable: @unchecked Sendable {
     func remove(_ id: UInt64) { entries.removeValue(forKey: id) }
 }
 
+/// What a connection asks of the daemon. Called on the event loop only.
+protocol ConnectionHost: AnyObject {
+    var logger: Logger { get }
+    /// A new connection's state (its session, rate limits) under its id.
+    func newConnection(id: UInt64) -> Daemon.ConnectionState
+    func respond(to line: [UInt8], connection: inout Daemon.ConnectionState, receivedAt: UInt64) -> Response
+    /// The connection table changed: connections open, one refused, one evicted.
+    func connectionsChanged(open: Int, refused: Int, evicted: Int)
+    func registerEvents(connection: UInt64, send: @escaping (String) -> Void)
+    func unregisterEvents(connection: UInt64)
+}
+
+extension Daemon: ConnectionHost {
+    func newConnection(id: UInt64) -> ConnectionState {
+        var s = ConnectionState(limits: limits)
+        s.id = id
+        return s
+    }
+
+    func connectionsChanged(open: Int, refused: Int, evicted: Int) {
+        clients = open
+        refusedBusy += refused
+        evictedIdle += evicted
+    }
+}
+
 /// One client connection: its private refresh session, one reply per line,
-/// in request order. A request answered later (reload, `play … wait`, a
-/// sound being decoded) holds the connection's later lines until its reply
-/// is written, so they run in order; reading pauses meanwhile. At most
-/// `linesPerTurn` lines run before the loop turns to other connections.
-/// Errors close this connection only.
-final class ConnectionHandler: ChannelDuplexHandler {
-    typealias InboundIn = LineEvent
+/// in request order. The order, the deferred replies, the budgets and when to
+/// read are decided by its `ConnectionMachine`; this handler only carries
+/// them out on the channel: a light turn inline when a read arrives, the rest
+/// in the `FairScheduler`'s slices. Errors close this connection only.
+final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
+    typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
     typealias OutboundOut = ByteBuffer
 
-    static let linesPerTurn = 64
-    static let maxQueuedLines = 1024
     /// How long a closing connection is drained (so its last line is not lost to a reset).
     static let drainNanoseconds: Int64 = 2_000_000_000
     /// The same for a refused newcomer that sends nothing: short, as descriptors are scarce then.
     static let refusedDrainNanoseconds: Int64 = 250_000_000
 
-    private let daemon: Daemon
+    private let host: any ConnectionHost
     private let table: ConnectionTable
+    private let scheduler: FairScheduler
+    private var machine = ConnectionMachine()
+    private var state = Daemon.ConnectionState(limits: Daemon.Limits(), now: 0)
+    private var context: ChannelHandlerContext?
     private var id: UInt64 = 0
-    private var state: Daemon.ConnectionState
-    private var queue: [LineEvent] = []
-    private var queueHead = 0
-    private var busy = false
-    private var scheduled = false
-    /// Lines this connection may still run in the current loop turn.
-    private var budget = ConnectionHandler.linesPerTurn
-    private var readPending = false
-    private var closing = false
     private var active = false
-    /// The client half-closed: close once every line it sent is answered.
-    private var inputClosed = false
+    /// In the scheduler's run queue (its lines run in a slice).
+    private var inRunQueue = false
     /// A refused newcomer: closed as soon as its last line is written and what
     /// it had sent is read (nothing unread, so the client reads the line, not
     /// a reset), instead of draining it for 2 s: at the cap, descriptors are short.
     private var closeOnceRead = false
     private var lastLineWritten = false
     private var readWhileClosing = false
+    /// Monotonic nanoseconds (a fake clock in tests: idleness decides evictions).
+    private let clock: () -> UInt64
 
-    init(daemon: Daemon, table: ConnectionTable) {
-        self.daemon = daemon
+    init(host: any ConnectionHost, table: ConnectionTable, scheduler: FairScheduler,
+         clock: @escaping () -> UInt64 = { MonotonicClock.now() }) {
+        self.host = host
         self.table = table
-        state = Daemon.ConnectionState(limits: daemon.limits)
+        self.scheduler = scheduler
+        self.clock = clock
     }
+
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func channelActive(context: ChannelHandlerContext) {
         active = true
-        switch table.admit(now: MonotonicClock.now(), evict: { reply in self.closeGracefully(context, with: reply) }) {
+        switch table.admit(now: clock(), evict: { reply in self.closeGracefully(context, with: reply) }) {
         case .refused:
-            daemon.refusedBusy += 1
+            host.connectionsChanged(open: table.count, refused: 1, evicted: 0)
             closeOnceRead = true
             closeGracefully(context, with: .err(.busy, "too many connections (\(table.capacity)), none of them idle; try again later"))
             context.fireChannelActive()
             return
         case .evicted(let id):
-            daemon.evictedIdle += 1
             self.id = id
+            host.connectionsChanged(open: table.count, refused: 0, evicted: 1)
         case .admitted(let id):
             self.id = id
+            host.connectionsChanged(open: table.count, refused: 0, evicted: 0)
         }
-        daemon.clients = table.count
-        state.id = id
-        daemon.registerEvents(connection: id) { line in
-            guard self.active, !self.closing else { return }
-            self.send(.event(line), context: context)
+        state = host.newConnection(id: id)
+        host.registerEvents(connection: id) { line in
+            guard self.active, !self.machine.closing else { return }
+            self.write(line, context: context)
             context.flush()
         }
         // SO_PEERCRED while the socket is surely open: who is on the other end.
@@ -181,9 +168,9 @@ final class ConnectionHandler: ChannelDuplexHandler {
             let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
                 level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
             future.assumeIsolated().whenSuccess { cred in
-                self.daemon.logger.debug("client connected", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
+                self.host.logger.debug("client connected", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
                 if cred.uid != getuid() {
-                    self.daemon.logger.warning("refused a client of another user", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
+                    self.host.logger.warning("refused a client of another user", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
                     self.closeGracefully(context, with: .err(.forbidden, "only uid \(getuid()) may use this cued"))
                 }
             }
@@ -193,142 +180,174 @@ final class ConnectionHandler: ChannelDuplexHandler {
 
     func channelInactive(context: ChannelHandlerContext) {
         if active && id != 0 {
-            daemon.unregisterEvents(connection: id)
+            host.unregisterEvents(connection: id)
             table.remove(id)
-            daemon.clients = table.count
+            host.connectionsChanged(open: table.count, refused: 0, evicted: 0)
         }
         active = false
+        machine.close()  // gone: its lines need no answers
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        guard !closing else { readWhileClosing = true; return }
-        queue.append(Self.unwrapInboundIn(data))
-        if !busy && !scheduled { process(context) }
+        let buffer = Self.unwrapInboundIn(data)
+        if !machine.received(buffer.readableBytesView) { readWhileClosing = true }
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
-        // A new read is a new turn, unless lines of this one still wait for theirs.
-        if !scheduled { budget = Self.linesPerTurn }
-        if closing && closeOnceRead && lastLineWritten && readWhileClosing { context.close(promise: nil) }
+        machine.readFinished(lightLines: scheduler.settings.lightTurn)
+        lightTurn(context)
+        if machine.closing && closeOnceRead && lastLineWritten && readWhileClosing { context.close(promise: nil) }
         context.fireChannelReadComplete()
     }
 
-    /// Runs queued lines until one is answered later, the queue is empty, or
-    /// this turn's budget is spent; then the rest runs on a later loop turn,
-    /// after the other connections' events. The budget counts every line run
-    /// in a turn, also those run one by one as the decoder hands them over.
-    private func process(_ context: ChannelHandlerContext) {
-        guard active else { queue.removeAll(); queueHead = 0; return }  // gone: its lines need no answers
-        while !busy, !closing, active, queueHead < queue.count {
-            if budget == 0 {
-                if !scheduled {
-                    scheduled = true
-                    context.eventLoop.assumeIsolated().execute {
-                        self.scheduled = false
-                        self.budget = Self.linesPerTurn
-                        self.process(context)
-                    }
-                }
-                break
-            }
-            budget -= 1
-            let event = queue[queueHead]
-            queueHead += 1
-            run(event, context)
-        }
-        if queueHead == queue.count {
-            queue.removeAll(keepingCapacity: queue.capacity <= 64)
-            queueHead = 0
-        }
-        context.flush()
-        if active { table.touch(id, now: MonotonicClock.now(), busy: busy || queueHead < queue.count) }
-        finishIfDrained(context)
-        resumeReadingIfDue(context)
+    func channelWritabilityChanged(context: ChannelHandlerContext) {
+        machine.writabilityChanged(context.channel.isWritable)
+        if context.channel.isWritable { lightTurn(context) }
+        context.fireChannelWritabilityChanged()
     }
 
-    /// After a half-close: once the last reply is out, close.
-    private func finishIfDrained(_ context: ChannelHandlerContext) {
-        guard inputClosed, !closing, !busy, queueHead == queue.count else { return }
-        closing = true
-        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated()
-            .whenComplete { _ in context.close(promise: nil) }
+    // MARK: Running lines
+
+    /// What just arrived (a read, a reply, writability) runs at once up to a
+    /// light turn, unless the connection already waits for a slice.
+    private func lightTurn(_ context: ChannelHandlerContext) {
+        guard !inRunQueue else { return }
+        if machine.heavy {
+            if machine.runnable { queueForSlice() }
+            afterRunning(context)
+            return
+        }
+        machine.grantTurn(scheduler.settings.lightTurn)
+        _ = serve(context)
+    }
+
+    func serveTurn(quantum: Int) -> (spent: Int, more: Bool) {
+        inRunQueue = false
+        guard let context, active else { return (0, false) }
+        machine.grantTurn(quantum)
+        let spent = serve(context, requeue: false)
+        let more = machine.runnable
+        inRunQueue = more
+        return (spent, more)
+    }
+
+    /// Runs lines while the machine says so; what is left goes to the scheduler.
+    /// Returns the cost run.
+    @discardableResult
+    private func serve(_ context: ChannelHandlerContext, requeue: Bool = true) -> Int {
+        var spent = 0
+        loop: while active {
+            let before = machine.credit
+            switch machine.next() {
+            case .run(let event):
+                spent += before - machine.credit
+                run(event, context)
+            case .yield:
+                if requeue { queueForSlice() }
+                break loop
+            case .idle:
+                break loop
+            }
+        }
+        context.flush()
+        afterRunning(context)
+        return spent
+    }
+
+    private func queueForSlice() {
+        guard !inRunQueue else { return }
+        inRunQueue = true
+        scheduler.enqueue(self)
+    }
+
+    private func afterRunning(_ context: ChannelHandlerContext) {
+        guard active else { return }
+        table.touch(id, now: clock(), busy: machine.waiting || machine.hasQueued)
+        if machine.done { finish(context) }
+        release(machine.releaseHeldRead(), context)
     }
 
     private func run(_ event: LineEvent, _ context: ChannelHandlerContext) {
-        let receivedAt = MonotonicClock.now()
+        let receivedAt = clock()
         switch event {
         case .tooLong:
             closeGracefully(context, with: .err(.lineTooLong, "line exceeds \(ProtocolLimits.maxLineBytes) bytes; closing"))
         case .line(let bytes):
-            switch daemon.respond(to: bytes, connection: &state, receivedAt: receivedAt) {
+            switch host.respond(to: bytes, connection: &state, receivedAt: receivedAt) {
             case .now(let reply):
-                send(reply, context: context)
+                write(reply.line, context: context)
             case .close(let reply):
                 closeGracefully(context, with: reply)
             case .later(let future):
-                busy = true
+                machine.deferred()
                 future.assumeIsolated().whenComplete { result in
-                    self.busy = false
+                    self.machine.answered()
+                    guard !self.machine.closing, self.active else { return }
                     let reply: Reply
                     switch result {
                     case .success(let r): reply = r
                     case .failure(let e): reply = .err(.internal, "\(e)")
                     }
-                    guard !self.closing, self.active else { return }
-                    self.send(reply, context: context)
-                    if !self.scheduled { self.process(context) }
+                    self.write(reply.line, context: context)
+                    context.flush()
+                    self.lightTurn(context)
                 }
             }
         }
     }
 
-    // MARK: Reading
-
-    /// Reads only when nothing is waiting to run: a client's pipeline is
-    /// taken in as fast as it is answered, never buffered without bound.
-    func read(context: ChannelHandlerContext) {
-        if closing {
-            context.read()  // draining: what comes in is discarded
-        } else if busy || queueHead < queue.count || queue.count >= Self.maxQueuedLines {
-            readPending = true
-        } else {
-            context.read()
-        }
+    /// After a half-close: once the last reply is out, close.
+    private func finish(_ context: ChannelHandlerContext) {
+        machine.close()
+        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated()
+            .whenComplete { _ in context.close(promise: nil) }
     }
 
-    private func resumeReadingIfDue(_ context: ChannelHandlerContext) {
-        if readPending && !busy && !closing && queueHead == queue.count {
-            readPending = false
-            context.read()
+    // MARK: Reading
+
+    /// Reads only when what was read before is answered and the replies are
+    /// taken; a heavy connection waits for the scheduler's grant.
+    func read(context: ChannelHandlerContext) {
+        release(machine.readRequested(), context)
+    }
+
+    func readGranted() {
+        guard let context, active else { return }
+        if machine.readGranted() { context.read() }
+    }
+
+    private func release(_ decision: ConnectionMachine.ReadDecision, _ context: ChannelHandlerContext) {
+        switch decision {
+        case .read: context.read()
+        case .hold: break
+        case .askGrant: scheduler.askRead(self)
         }
     }
 
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let e = event as? ChannelEvent, e == .inputClosed {
             // The client half-closed (socat, `nc -N`): answer what was read, then close.
-            inputClosed = true
-            if closing { context.close(promise: nil) } else { finishIfDrained(context) }
+            if machine.closing {
+                context.close(promise: nil)
+            } else if machine.inputEnded() {
+                finish(context)
+            } else {
+                lightTurn(context)
+            }
             return
         }
         context.fireUserInboundEventTriggered(event)
     }
 
     func errorCaught(context: ChannelHandlerContext, error: Error) {
-        daemon.logger.debug("connection error", metadata: ["error": "\(error)"])
+        host.logger.debug("connection error", metadata: ["error": "\(error)"])
         context.close(promise: nil)
     }
 
-    private enum Line { case reply(Reply), event(String) }
-
-    private func send(_ reply: Reply, context: ChannelHandlerContext) { send(.reply(reply), context: context) }
-
-    private func send(_ line: Line, context: ChannelHandlerContext) {
-        var buffer = context.channel.allocator.buffer(capacity: 64)
-        switch line {
-        case .reply(let reply): buffer.writeString(reply.line)
-        case .event(let text): buffer.writeString(text)
-        }
+    private func write(_ line: String, context: ChannelHandlerContext) {
+        var buffer = context.channel.allocator.buffer(capacity: line.utf8.count + 1)
+        buffer.writeString(line)
         buffer.writeInteger(UInt8(ascii: "\n"))
         context.write(Self.wrapOutboundOut(buffer), promise: nil)
     }
@@ -337,11 +356,11 @@ final class ConnectionHandler: ChannelDuplexHandler {
     /// client still sends (so it reads that line instead of a reset), then
     /// closes: at the client's EOF, or after `drainNanoseconds`.
     func closeGracefully(_ context: ChannelHandlerContext, with reply: Reply) {
-        guard !closing else { return }
-        closing = true
-        send(reply, context: context)
+        guard !machine.closing else { return }
+        machine.close()
+        write(reply.line, context: context)
         let channel = context.channel
-        let inputDone = inputClosed
+        let inputDone = machine.inputClosed
         context.writeAndFlush(Self.wrapOutboundOut(channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
             self.lastLineWritten = true
             channel.close(mode: inputDone || (self.closeOnceRead && self.readWhileClosing) ? .all : .output, promise: nil)

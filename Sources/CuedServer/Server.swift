@@ -4,7 +4,6 @@ import CuedCore
 import CuedProtocol
 import CuedSystem
 import Logging
-import NIOConcurrencyHelpers
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -82,7 +81,9 @@ public final class Server: Sendable {
         let limits = options.limits
         let fdLimit = DescriptorLimit.raise()
 
-        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        // The loop's ticks let the scheduler put a slice off until the loop has polled its sockets.
+        let ticks = LoopTicks()
+        let group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: ticks)
         let loop = group.next()
         // Two threads: a long reload never holds up a state save or a theme sound.
         // Lanes: a reload never holds up a state save, and neither waits behind a decoder.
@@ -96,29 +97,45 @@ public final class Server: Sendable {
         engineConfig.voices = settings.voices
         engineConfig.idleCloseSeconds = settings.idleCloseSeconds
         engineConfig.hangOnPlayForTesting = options.hangAudioForTesting
-        let daemonBox = NIOLockedValueBox<Daemon?>(nil)
+        // The daemon lives on the loop; the audio thread's events hop there to reach it.
+        let daemonBox = NIOLoopBoundBox.makeEmptyBox(valueType: Daemon.self, eventLoop: loop)
         let deviceLog = DeviceLog(logger: logger)
         let engine = AudioEngine(sink: sink, configuration: engineConfig) { event in
             // The audio thread: hop to the loop, never wait.
             loop.execute {
                 deviceLog.log(event)
-                daemonBox.withLockedValue { $0 }?.handle(event)
+                daemonBox.value?.handle(event)
             }
         }
         let saver = StateSaver(path: statePath, pool: saves, loop: loop, logger: logger)
         let opts = options
         let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
-        let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
-                            sounds: sounds, sessions: SessionRegistry(ttlSeconds: options.sessionTTLSeconds), limits: limits,
-                            logger: logger,
-                            loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
-                            notify: { notifier.notify($0) })
-        daemon.sinkWhy = sinkWhy
-        daemonBox.withLockedValue { $0 = daemon }
+        let stopping = StopFlag()
+        let sessionTTL = options.sessionTTLSeconds
+        // Made on the loop, it stays there: other threads hold it only as a NIOLoopBound.
+        let made = loop.submit { [logger, saved, sinkWhy] in
+            let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
+                                sounds: sounds, sessions: SessionRegistry(ttlSeconds: sessionTTL), limits: limits, stopping: stopping,
+                                logger: logger,
+                                loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
+                                notify: { notifier.notify($0) })
+            daemon.sinkWhy = sinkWhy
+            daemonBox.value = daemon
+            return NIOLoopBound(daemon, eventLoop: loop)
+        }
+        let daemon: NIOLoopBound<Daemon>
+        do { daemon = try made.wait() } catch {
+            try? group.syncShutdownGracefully()
+            throw StartupError("cannot start the event loop: \(error)", exitCode: 1)
+        }
         if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
         engine.start()
 
-        let table = ConnectionTable(capacity: limits.maxClients)
+        // Loop-confined: the bound wrappers check it (and only they cross into the initializer).
+        let (table, scheduler) = try! loop.submit {
+            (NIOLoopBound(ConnectionTable(capacity: limits.maxClients), eventLoop: loop),
+             NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
+        }.wait()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
             // Out of descriptors (EMFILE/ENFILE): stop accepting for a moment instead of spinning.
@@ -129,14 +146,13 @@ public final class Server: Sendable {
             }
             .childChannelOption(ChannelOptions.allowRemoteHalfClosure, value: true)
             // One read of at most 4 KiB a turn per connection: a client's pipeline is
-            // decoded a few hundred lines at a time, never 10,000 in one go.
+            // decoded a few hundred lines at a time, never 10,000 in one go (and a
+            // heavy connection reads only when the scheduler grants it).
             .childChannelOption(ChannelOptions.maxMessagesPerRead, value: 1)
             .childChannelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(BackPressureHandler())
-                    try channel.pipeline.syncOperations.addHandler(ByteToMessageHandler(LineDecoder()))
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(daemon: daemon, table: table))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: daemon.value, table: table.value, scheduler: scheduler.value))
                 }
             }
         let channel: Channel
@@ -155,7 +171,7 @@ public final class Server: Sendable {
         let fdsInUse = DescriptorLimit.inUse()
         let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse)
         if limits.maxClients > fdCap {
-            try? loop.submit { table.capacity = fdCap }.wait()
+            try? loop.submit { table.value.capacity = fdCap }.wait()
             logger.warning("connection cap lowered to fit the descriptor limit", metadata: [
                 "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve)"])
         }
@@ -173,7 +189,7 @@ public final class Server: Sendable {
         logger.info("cued \(CuedVersion.string) listening", metadata: [
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
             "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
-        let readyStatus = (try? loop.submit { daemon.statusLine() }.wait()) ?? ""
+        let readyStatus = (try? loop.submit { daemon.value.statusLine() }.wait()) ?? ""
         notifier.notify("READY=1", "STATUS=" + readyStatus)
         let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: loop)
 
@@ -181,7 +197,7 @@ public final class Server: Sendable {
             let signal = Signals.wait(signals)
             switch Signals.meaning(signal) {
             case .reload:
-                loop.execute { daemon.reload().whenSuccess { _ in } }
+                loop.execute { daemon.value.reload().whenSuccess { _ in } }
             case .ignore:
                 logger.notice("ignored signal", metadata: ["signal": "\(signal)"])
             case .stop:
@@ -189,20 +205,20 @@ public final class Server: Sendable {
                 break loop
             }
         }
-        stop(daemon: daemon, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier, socketInode: socketInode)
+        stop(stopping: stopping, engine: engine, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier, socketInode: socketInode)
     }
 
     /// SIGTERM: stop accepting, give playing cues up to 500 ms, save what is
     /// pending, close the device, exit. Bounded: whatever hangs (a stuck
     /// device, a full disk) cannot keep cued alive past the deadline.
-    private func stop(daemon: Daemon, channel: Channel, group: MultiThreadedEventLoopGroup, saver: StateSaver,
+    private func stop(stopping: StopFlag, engine: AudioEngine, channel: Channel, group: MultiThreadedEventLoopGroup, saver: StateSaver,
                       watchdog: RepeatedTask?, notifier: SystemdNotifier, socketInode: UInt64?) {
         notifier.notify("STOPPING=1")
-        daemon.stopping.store(true, ordering: .relaxed)
+        stopping.store(true, ordering: .relaxed)
         ExitDeadline.arm(afterMs: Self.graceMs + 1500, logger: logger)
         watchdog?.cancel()
         try? channel.close().wait()
-        if !daemon.engine.shutdown(graceMs: Self.graceMs) {
+        if !engine.shutdown(graceMs: Self.graceMs) {
             logger.error("the audio thread did not stop in time (a stuck device?); exiting without it")
         }
         saver.flush()

@@ -108,7 +108,12 @@ struct PipeWireTests {
         var cues = Fixture.standard
         cues["bed"] = bed
         let stack = try PipeWireStack()
-        let d = try start(stack, sink, cues: cues)
+        // On pulse, what cued handed the device is kept too (see fiftyCues…): a hole at the
+        // monitor in frames cued handed over intact is the pulse transport's, not cued's.
+        let handed = stack.dir.file("handed.raw")
+        let viaCapture = sink == "alsa:pulse"
+        let d = try DaemonHarness(cues: cues, args: ["--sink", viaCapture ? "alsa:pulsecap" : sink, "--log-level", "debug"],
+                                  extraEnv: viaCapture ? try stack.captureEnvironment(to: handed) : stack.environment)
         let c = try d.client()
         #expect(try c.request("play pop") == "ok")  // the device opens before the recording
         #expect(waitIdle(d))
@@ -122,27 +127,38 @@ struct PipeWireTests {
         #expect(waitIdle(d))
         usleep(300_000)
         recorder.stop()
-        let rec = try Recording(path: path)
         let pop = Fixture.standard["pop"]!.stereo
-        // Where the bed starts: its first 97 frames, exactly.
-        let head = Array(bed.prefix(97)).stereo
-        let found = rec.occurrences(of: head)
-        try #require(found.count >= 1, "the bed's start is not at the monitor; sounds \(rec.sounds().prefix(4))")
-        let b = found[0]
-        try #require(rec.samples.count >= 2 * (b + bedFrames), "the recording ends inside the bed")
-        // What is left once the bed is taken away: exactly six pops and nothing else.
-        var rest = [Int16](repeating: 0, count: 2 * bedFrames)
-        for f in 0..<bedFrames {
-            rest[2 * f] = rec.samples[2 * (b + f)] &- bed[f]
-            rest[2 * f + 1] = rec.samples[2 * (b + f) + 1] &- bed[f]
+        /// What is left of a recording once the bed is taken away (nil: the bed is not whole in it).
+        func withoutTheBed(_ rec: Recording) -> Recording? {
+            // Where the bed starts: its first 97 frames, exactly.
+            guard let b = rec.occurrences(of: Array(bed.prefix(97)).stereo).first,
+                  rec.samples.count >= 2 * (b + bedFrames) else { return nil }
+            var rest = [Int16](repeating: 0, count: 2 * bedFrames)
+            for f in 0..<bedFrames {
+                rest[2 * f] = rec.samples[2 * (b + f)] &- bed[f]
+                rest[2 * f + 1] = rec.samples[2 * (b + f) + 1] &- bed[f]
+            }
+            return Recording(samples: rest)
         }
-        let left = Recording(samples: rest)
+        let rec = try Recording(path: path)
+        let left = try #require(withoutTheBed(rec), "the bed is not whole at the monitor; sounds \(rec.sounds().prefix(4))")
         let pops = left.occurrences(of: pop)
         let st = try d.status()
         let cuedSays = "cued: xruns \(st.xruns), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
-        #expect(pops.count == 6, "\(pops.count) of 6 pops sample-exact over the bed; \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)")
-        #expect(left.sounds().count == 6, "what differs from the bed: \(left.sounds().prefix(8)); \(cuedSays)")
         #expect(st.xruns == 0 && st.stalls == 0 && st.dropped == 0, "\(cuedSays)")
+        // Exactly six pops over the bed and nothing else.
+        let what = "\(pops.count) of 6 pops sample-exact over the bed; what differs from the bed: \(left.sounds().prefix(8)); \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)"
+        if pops.count != 6 || left.sounds().count != 6 {
+            if viaCapture, let mine = (try? Recording(path: handed)).flatMap(withoutTheBed),
+               mine.occurrences(of: pop).count == 6, mine.sounds().count == 6 {
+                // cued handed bed and pops over intact; the monitor has a hole the pulse transport made.
+                withKnownIssue("the pulse stream broke on its way to the graph, with every frame handed over intact: \(what)") {
+                    Issue.record("\(what)")
+                }
+            } else {
+                Issue.record("\(what)")
+            }
+        }
         if sink == "alsa:default" {
             #expect(st.rewinds >= 1, "no cue was mixed into audio PipeWire gave back; \(cuedSays)")
         } else {

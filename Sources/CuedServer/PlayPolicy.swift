@@ -1,0 +1,273 @@
+import CuedCore
+import CuedProtocol
+import Logging
+import NIOCore
+
+/// Who asked for a voice, as the audio thread needs it.
+struct Asker {
+    var app: String?
+    var owner: String
+    var connection: UInt64
+    var events: Bool
+    init(_ c: Daemon.ConnectionState) { app = c.app; owner = c.owner; connection = c.id; events = c.events }
+}
+
+/// Playing: admission (mute, then the connection's rate limit), the audio
+/// queue, sounds looked up and decoded in the decoding lane (a share per
+/// client, a deadline), and each voice's one end mapped, in one place, to its
+/// `wait` reply, its `end ID REASON` line, a log line and the per-app counts.
+/// Loop-confined (not Sendable): the daemon owns it and calls it on `loop`.
+final class PlayPolicy {
+    /// A voice's total gain in dB (request, cue, app), from the config in
+    /// force when it is submitted: a sound decoded off the loop is submitted
+    /// after a reload may have replaced the config.
+    typealias Gain = (_ requestDB: Double, _ cue: String, _ app: String?) -> Double
+
+    let loop: any EventLoop
+    let engine: AudioEngine
+    let limits: Daemon.Limits
+    private let sounds: SoundLibrary
+    private let decoding: DecodeLane
+    private let stopping: StopFlag
+    private let logger: Logger
+
+    /// Requests refused by a rate limit (cues and state changes), for `status`.
+    private(set) var rateLimited = 0
+    private(set) var counts = AppCounts()
+
+    /// Replies waiting on the audio thread: `play … wait` (by voice id) and `stop` (by ticket).
+    private var nextTicket: UInt64 = 1
+    private var nextVoiceID: UInt64 = 1
+    private var waitingForVoices: [UInt64: EventLoopPromise<Reply>] = [:]
+    private var waitingForStops: [UInt64: EventLoopPromise<Reply>] = [:]
+    /// How to write an event line to each connection (registered while it is open).
+    private var eventLines: [UInt64: (String) -> Void] = [:]
+
+    static let stoppingReason = "cued is stopping"
+
+    init(loop: any EventLoop, engine: AudioEngine, sounds: SoundLibrary, decoding: DecodeLane, stopping: StopFlag,
+         limits: Daemon.Limits, logger: Logger) {
+        self.loop = loop
+        self.engine = engine
+        self.sounds = sounds
+        self.decoding = decoding
+        self.stopping = stopping
+        self.limits = limits
+        self.logger = logger
+    }
+
+    // MARK: - Admission
+
+    /// Mute and the rate limit: nil if a cue may start, else the reply.
+    func admit(muted: Bool, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
+        if muted { return .ok("muted") }
+        return allowPlay(&conn, now)
+    }
+
+    /// A token for one more cue on this connection, or the reply refusing it.
+    private func allowPlay(_ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
+        guard conn.plays != nil, !conn.plays!.take(now: now) else { return nil }
+        rateLimited += 1
+        return .err(.rateLimited, "more than \(Request.number(limits.playsPerSecond)) cues a second on this connection")
+    }
+
+    /// A token for one more state change (mute, reload…) on this connection, or the reply refusing it.
+    func allowChange(_ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
+        guard conn.changes != nil, !conn.changes!.take(now: now) else { return nil }
+        rateLimited += 1
+        return .err(.rateLimited, "more than \(Request.number(limits.changesPerSecond)) state changes a second on this connection")
+    }
+
+    // MARK: - Starting
+
+    /// Starts a decoded sound (a bank cue): mute, rate limit, the audio queue;
+    /// with `wait`, the reply comes when it has sounded.
+    func start(_ cue: Cue, name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
+               muted: Bool, requestTime: UInt64, gain: Gain) -> Response {
+        if let refused = admit(muted: muted, &conn, requestTime) { return .now(refused) }
+        return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain)
+    }
+
+    /// `play NAME` for a name the bank does not have: the sound theme. A
+    /// sound decoded before plays at once; otherwise it is found and decoded
+    /// off the loop, then played. Mute and the rate limit apply first, so a
+    /// muted or flooding client costs no lookup.
+    func playThemeSound(_ name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
+                        muted: Bool, bankNames: [String], gain: @escaping Gain) -> Response {
+        let now = MonotonicClock.now()
+        if let refused = admit(muted: muted, &conn, now) { return .now(refused) }
+        if let cue = sounds.cachedThemeSound(name) {
+            return submit(cue, name: name, options, Asker(conn), requestTime: now, gain: gain)
+        }
+        let sounds = self.sounds
+        let lookup = decode(owner: conn.owner, what: "theme sound '\(name)'") { sounds.themeSound(name) }.map { result -> SoundLookup in
+            guard case .notFound = result else { return result }
+            return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: `cues theme`, or cuectl cues --theme)"))
+        }
+        return whenLoaded(lookup, name: name, options, conn, gain: gain)
+    }
+
+    func playFile(_ path: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
+                  muted: Bool, gain: @escaping Gain) -> Response {
+        if let refused = admit(muted: muted, &conn, MonotonicClock.now()) { return .now(refused) }
+        let sounds = self.sounds
+        return whenLoaded(decode(owner: conn.owner, what: path) { sounds.file(path) }, name: path, options, conn, gain: gain)
+    }
+
+    /// `cues theme`: the theme's names, listed in the decoding lane (it reads directories).
+    func themeNames(owner: String) -> EventLoopFuture<Reply> {
+        let sounds = self.sounds
+        return decoding.submit(owner: owner, on: loop) { sounds.themeNames() }.map { result in
+            switch result {
+            case .success(let names): return .ok(names.joined(separator: " "))
+            case .failure(let refusal): return .err(.badFile, "the sound theme: " + Self.explain(refusal))
+            }
+        }
+    }
+
+    private func submit(_ cue: Cue, name: String, _ options: PlayOptions, _ asker: Asker, requestTime: UInt64,
+                        gain: Gain) -> Response {
+        // SIGTERM's grace is for cues already playing; a new one would be cut off.
+        if stopping.load(ordering: .relaxed) { return .now(.err(.notPlayed, Self.stoppingReason)) }
+        let id = nextVoiceID
+        nextVoiceID &+= 1
+        var notify: VoiceNotify = []
+        if options.wait { notify.insert(.wait) }
+        if asker.events { notify.insert(.events) }
+        let loops: VoiceLoop = switch options.loop {
+        case .once: .once
+        case .times(let n): .times(n)
+        case .forever: .forever
+        case .seconds(let t): .seconds(t)
+        }
+        let request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(gain(options.gainDB, name, asker.app)),
+                                   requestTime: requestTime, owner: asker.owner, connection: asker.connection,
+                                   priority: options.priority, loop: loops, notify: notify)
+        guard engine.submit(.play(request)) else {
+            return .now(.err(.internal, "audio queue is full; try again"))
+        }
+        if let app = asker.app { counts.played(app) }
+        guard options.wait else { return .now(.ok(options.wantsID ? "\(id)" : nil)) }
+        let promise = loop.makePromise(of: Reply.self)
+        waitingForVoices[id] = promise
+        return .later(promise.futureResult)
+    }
+
+    /// A sound looked up and decoded in the decoding lane, within the client's share and the deadline.
+    private func decode(owner: String, what: String, _ work: @escaping @Sendable () -> SoundLookup) -> EventLoopFuture<SoundLookup> {
+        decoding.submit(owner: owner, on: loop, work).map { result in
+            switch result {
+            case .success(let lookup): return lookup
+            case .failure(let refusal):
+                if case .queueFull = refusal { return .failed(.err(.rateLimited, Self.explain(refusal))) }
+                return .failed(.err(.badFile, "\(what): " + Self.explain(refusal)))
+            }
+        }
+    }
+
+    static func explain(_ refusal: DecodeLane.Refusal) -> String {
+        switch refusal {
+        case .timedOut(let s):
+            return "timed out after \(Request.number(s)) s (a file system that does not answer, or a file too slow to decode)"
+        case .stuck:
+            return "not tried: earlier files are stuck on a file system that does not answer; try again later"
+        case .queueFull:
+            return "too many sounds waiting to be decoded for this client"
+        }
+    }
+
+    /// When a sound lookup finishes (back on the loop), plays it or says why not.
+    private func whenLoaded(_ lookup: EventLoopFuture<SoundLookup>, name: String, _ options: PlayOptions,
+                            _ conn: Daemon.ConnectionState, gain: @escaping Gain) -> Response {
+        let asker = Asker(conn)
+        return .later(lookup.assumeIsolated().flatMap { result in
+            switch result {
+            case .cue(let cue):
+                // Timed from now: the decode is not the audio path's latency, and
+                // the 250 ms start deadline must not drop a sound that just loaded.
+                switch self.submit(cue, name: name, options, asker, requestTime: MonotonicClock.now(), gain: gain) {
+                case .now(let r), .close(let r): return self.loop.makeSucceededFuture(r)
+                case .later(let f): return f
+                }
+            case .disabled: return self.loop.makeSucceededFuture(.ok("disabled"))
+            case .notFound: return self.loop.makeSucceededFuture(.err(.unknownCue, "no sound named '\(name)'"))
+            case .failed(let reply): return self.loop.makeSucceededFuture(reply)
+            }
+        }.nonisolated())
+    }
+
+    func stop(_ target: StopTarget, owner: String) -> Response {
+        let id = ticket()
+        let scope: StopScope
+        switch target {
+        case .mine: scope = .owner(owner)
+        case .cue(let name): scope = .cue(name: name, owner: owner)
+        case .id(let voice): scope = .id(voice)
+        case .all: scope = .all
+        }
+        guard engine.submit(.stop(scope, ticket: id)) else { return .now(.err(.internal, "audio queue is full; try again")) }
+        let promise = loop.makePromise(of: Reply.self)
+        waitingForStops[id] = promise
+        return .later(promise.futureResult)
+    }
+
+    private func ticket() -> UInt64 {
+        defer { nextTicket &+= 1 }
+        return nextTicket
+    }
+
+    // MARK: - Audio thread events (hopped onto the loop)
+
+    func handle(_ event: EngineEvent) {
+        switch event {
+        case .voiceEnded(let end):
+            ended(end)
+        case .stopped(let id, let n):
+            waitingForStops.removeValue(forKey: id)?.succeed(.ok("\(n)"))
+        case .opened, .openFailed, .writeFailed, .stalled, .lost, .streamStopped, .closed:
+            break  // the device's own news: DeviceLog's
+        }
+    }
+
+    /// A voice's one end, mapped in this one place to all it means: a log line and
+    /// the per-app counts for one that did not play, the `wait`er's reply, the
+    /// connection's `end ID REASON` line.
+    func ended(_ end: VoiceEnd) {
+        let neverPlayed = end.reason == .late || end.reason == .cut || (end.reason == .shutdown && !end.started)
+        if neverPlayed {
+            if stopping.load(ordering: .relaxed) {
+                logger.info("cue not played: cued is stopping", metadata: ["cue.name": "\(end.cue)"])
+            } else if end.reason == .cut {
+                logger.warning("cue cut off: the device failed while it played", metadata: ["cue.name": "\(end.cue)", "late_ms": "\(end.lateNs / 1_000_000)"])
+            } else {
+                logger.warning("cue dropped: could not start in time", metadata: ["cue.name": "\(end.cue)", "late_ms": "\(end.lateNs / 1_000_000)"])
+            }
+            if !end.owner.hasPrefix("#") { counts.dropped(end.owner) }
+        }
+        if end.notify.contains(.wait) {
+            waitingForVoices.removeValue(forKey: end.id)?.succeed(reply(for: end))
+        }
+        if end.notify.contains(.events) {
+            eventLines[end.connection]?("end \(end.id) \(end.reason.rawValue)")
+        }
+    }
+
+    /// What `play … wait` answers for an end (protocol v1's replies).
+    func reply(for end: VoiceEnd) -> Reply {
+        let deviceError = engine.stats.sinkError.map { " (\($0))" } ?? ""
+        switch end.reason {
+        case .played: return .ok(nil)
+        case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted: return .ok("stopped")
+        case .shutdown where end.started: return .ok("stopped")
+        case .shutdown: return .err(.notPlayed, Self.stoppingReason)
+        case .late where stopping.load(ordering: .relaxed): return .err(.notPlayed, Self.stoppingReason)
+        case .late: return .err(.notPlayed, "the device did not start it within 250 ms" + deviceError)
+        case .cut: return .err(.notPlayed, "the device failed while it played; too late to start it again" + deviceError)
+        case .busy: return .err(.notPlayed, "every voice is taken by a cue of a higher priority")
+        }
+    }
+
+    /// While a connection is open: how to send it an event line (on the loop).
+    func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { eventLines[connection] = send }
+    func unregisterEvents(connection: UInt64) { eventLines.removeValue(forKey: connection) }
+}

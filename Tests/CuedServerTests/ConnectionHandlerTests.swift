@@ -1,0 +1,285 @@
+@testable import CuedServer
+import CuedProtocol
+import Logging
+import NIOCore
+import NIOEmbedded
+import Testing
+
+/// A daemon stand-in: `ping` → `ok pong`, `echo X` → `ok X`, `later` → a reply
+/// the test gives, `bye` → a last line and close. Counts what it was asked.
+final class FakeHost: ConnectionHost {
+    let logger = Logger(label: "test")
+    let loop: EmbeddedEventLoop
+    var pending: [EventLoopPromise<Reply>] = []
+    var asked: [String] = []
+    var open = 0, refused = 0, evicted = 0
+    var events: [UInt64: (String) -> Void] = [:]
+    init(loop: EmbeddedEventLoop) { self.loop = loop }
+
+    func newConnection(id: UInt64) -> Daemon.ConnectionState {
+        var s = Daemon.ConnectionState(limits: Daemon.Limits(), now: 0)
+        s.id = id
+        return s
+    }
+
+    func respond(to line: [UInt8], connection: inout Daemon.ConnectionState, receivedAt: UInt64) -> Response {
+        let text = String(decoding: line, as: UTF8.self)
+        asked.append(text)
+        if text == "later" {
+            let p = loop.makePromise(of: Reply.self)
+            pending.append(p)
+            return .later(p.futureResult)
+        }
+        if text == "bye" { return .close(.ok("bye")) }
+        if text.hasPrefix("echo ") { return .now(.ok(String(text.dropFirst(5)))) }
+        if text == "status" { return .now(.ok("{}")) }
+        return .now(.ok("pong"))
+    }
+
+    func connectionsChanged(open: Int, refused: Int, evicted: Int) {
+        self.open = open
+        self.refused += refused
+        self.evicted += evicted
+    }
+
+    func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { events[connection] = send }
+    func unregisterEvents(connection: UInt64) { events.removeValue(forKey: connection) }
+}
+
+/// Counts the reads the handler lets through to the socket.
+final class ReadCounter: ChannelOutboundHandler {
+    typealias OutboundIn = Any
+    var reads = 0
+    func read(context: ChannelHandlerContext) {
+        reads += 1
+        context.read()
+    }
+}
+
+/// The connection handler on NIO's EmbeddedChannel, with a fake daemon and a
+/// fake clock: order, deferred replies, light turns, slices, read grants,
+/// half-close, eviction. No socket, no sleeping.
+@Suite struct ConnectionHandlerTests {
+    let loop = EmbeddedEventLoop()
+    let host: FakeHost
+    let table = ConnectionTable(capacity: 16)
+    let scheduler: FairScheduler
+    var now: UInt64 = 1_000_000_000
+
+    init() {
+        host = FakeHost(loop: loop)
+        var settings = FairScheduler.Settings()
+        settings.sliceBudget = 64
+        settings.quantum = 16
+        settings.readsPerSlice = 1
+        scheduler = FairScheduler(loop: loop, settings: settings)
+    }
+
+    final class Client {
+        let channel: EmbeddedChannel
+        let reads: ReadCounter
+        init(channel: EmbeddedChannel, reads: ReadCounter) { self.channel = channel; self.reads = reads }
+
+        func send(_ text: String) throws {
+            var b = channel.allocator.buffer(capacity: text.utf8.count)
+            b.writeString(text)
+            try channel.writeInbound(b)
+        }
+
+        /// The lines written back so far.
+        func replies() throws -> [String] {
+            var out = ""
+            while let b = try channel.readOutbound(as: ByteBuffer.self) { out += String(buffer: b) }
+            return out.split(separator: "\n", omittingEmptySubsequences: true).map(String.init)
+        }
+    }
+
+    func connect(clock: @escaping () -> UInt64 = { 1_000_000_000 }) throws -> Client {
+        let reads = ReadCounter()
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandlers([
+            reads,
+            ConnectionHandler(host: host, table: table, scheduler: scheduler, clock: clock),
+        ])
+        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
+        return Client(channel: channel, reads: reads)
+    }
+
+    /// Runs the scheduler's slices that are due.
+    func slice() { loop.advanceTime(by: scheduler.settings.gap) }
+
+    @Test func aLightLineIsAnsweredAtOnce() throws {
+        let c = try connect()
+        try c.send("ping\n")
+        #expect(try c.replies() == ["ok pong"])
+        #expect(scheduler.slices == 0)
+    }
+
+    @Test func repliesKeepRequestOrderAcrossADeferredReply() throws {
+        let c = try connect()
+        try c.send("echo 1\nlater\necho 3\n")
+        #expect(try c.replies() == ["ok 1"])
+        #expect(host.asked == ["echo 1", "later"])  // line 3 waits for line 2's reply
+        host.pending.removeFirst().succeed(.ok("2"))
+        slice()
+        #expect(try c.replies() == ["ok 2", "ok 3"])
+    }
+
+    /// A flood from one connection runs in slices; another connection's line
+    /// arriving meanwhile is answered at once, ahead of the flood.
+    @Test func anotherClientIsAnsweredAheadOfAFlood() throws {
+        let flood = try connect()
+        let other = try connect()
+        try flood.send(String(repeating: "ping\n", count: 500))
+        #expect(try flood.replies().isEmpty)  // heavy: all of it waits for a slice
+        slice()
+        #expect(try flood.replies().count == 64)  // one slice's budget
+        try other.send("echo me\n")
+        #expect(try other.replies() == ["ok me"])
+        var answered = 64
+        for _ in 0..<100 where answered < 500 {
+            slice()
+            let n = try flood.replies().count
+            #expect(n > 0 && n <= 64)
+            answered += n
+        }
+        #expect(answered == 500)
+    }
+
+    /// Two flooders share each slice in turns of a quantum.
+    @Test func floodersShareSlicesInQuanta() throws {
+        let a = try connect()
+        let b = try connect()
+        try a.send(String(repeating: "ping\n", count: 200))
+        try b.send(String(repeating: "ping\n", count: 200))
+        slice()
+        #expect(try a.replies().count == 32)
+        #expect(try b.replies().count == 32)
+    }
+
+    /// `status` costs its share: a slice of budget 64 runs only a few.
+    @Test func aCostlyVerbCostsItsShare() throws {
+        let c = try connect()
+        try c.send(String(repeating: "status\n", count: 20))
+        slice()
+        let n = try c.replies().count
+        #expect(n >= 2 && n <= 64 / VerbCost.status + 1)
+    }
+
+    /// The socket is not read while lines wait; a heavy connection's next read
+    /// comes with a grant from a slice.
+    @Test func readsWaitForAnswersAndGrants() throws {
+        let c = try connect()
+        let start = c.reads.reads
+        try c.send(String(repeating: "ping\n", count: 100))
+        c.channel.pipeline.read()
+        #expect(c.reads.reads == start)  // lines wait: held
+        var answered = 0
+        for _ in 0..<100 where answered < 100 {
+            slice()
+            answered += try c.replies().count
+        }
+        #expect(answered == 100)
+        slice()  // the grant
+        #expect(c.reads.reads == start + 1)
+    }
+
+    @Test func aLightConnectionReadsAgainAtOnce() throws {
+        let c = try connect()
+        let start = c.reads.reads
+        try c.send("ping\n")
+        c.channel.pipeline.read()
+        #expect(c.reads.reads == start + 1)
+    }
+
+    /// Half-closed by the client: the rest is answered, then the connection closes.
+    @Test func halfCloseAnswersEverythingThenCloses() throws {
+        let c = try connect()
+        try c.send("echo a\nlater\n")
+        c.channel.pipeline.fireUserInboundEventTriggered(ChannelEvent.inputClosed)
+        #expect(c.channel.isActive)
+        host.pending.removeFirst().succeed(.ok("b"))
+        #expect(try c.replies() == ["ok a", "ok b"])
+        loop.run()
+        #expect(!c.channel.isActive)
+    }
+
+    @Test func aLastLineClosesAndLaterLinesAreDropped() throws {
+        let c = try connect()
+        try c.send("bye\nping\n")
+        #expect(try c.replies() == ["ok bye"])
+        #expect(host.asked == ["bye"])
+    }
+
+    @Test func aLineTooLongClosesWithAReason() throws {
+        let c = try connect()
+        try c.send(String(repeating: "a", count: ProtocolLimits.maxLineBytes + 10))
+        let r = try c.replies()
+        #expect(r.count == 1 && r[0].hasPrefix("err line-too-long"))
+    }
+
+    /// At the cap the longest-idle connection makes room (idle by the fake clock).
+    @Test func atTheCapTheIdleOneIsEvicted() throws {
+        table.capacity = 1
+        let first = try connect(clock: { 1_000_000_000 })
+        try first.send("ping\n")
+        _ = try first.replies()
+        let second = try connect(clock: { 3_000_000_000 })
+        #expect(try first.replies().first?.hasPrefix("err busy closing this connection, idle for 2") == true)
+        try second.send("ping\n")
+        #expect(try second.replies() == ["ok pong"])
+        #expect(host.evicted == 1 && host.open == 1)
+    }
+
+    /// At the cap with nobody idle, the newcomer is refused with a reason.
+    @Test func atTheCapWithNoneIdleTheNewcomerIsRefused() throws {
+        table.capacity = 1
+        let first = try connect(clock: { 1_000_000_000 })
+        try first.send("ping\n")
+        let second = try connect(clock: { 1_100_000_000 })
+        #expect(try second.replies().first?.hasPrefix("err busy too many connections") == true)
+        #expect(host.refused == 1)
+        try first.send("ping\n")
+        #expect(try first.replies() == ["ok pong", "ok pong"])
+    }
+
+    /// At most one slice works per loop tick: one due again before the loop
+    /// has polled its sockets (its timer came due among other tasks) waits.
+    @Test func aSliceWaitsForTheLoopToPollFirst() throws {
+        let ticks = LoopTicks()
+        var settings = FairScheduler.Settings()
+        settings.sliceBudget = 8
+        settings.quantum = 8
+        let scheduler = FairScheduler(loop: loop, settings: settings, ticks: ticks)
+        let channel = EmbeddedChannel(loop: loop)
+        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: host, table: table, scheduler: scheduler))
+        try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
+        var b = channel.allocator.buffer(capacity: 100)
+        b.writeString(String(repeating: "ping\n", count: 20))
+        try channel.writeInbound(b)
+        let client = Client(channel: channel, reads: ReadCounter())
+        slice()
+        #expect(try client.replies().count == 8)
+        slice()  // the same tick: put off
+        slice()
+        #expect(try client.replies().isEmpty)
+        #expect(scheduler.deferredSlices == 2)
+        ticks.advance()
+        slice()
+        #expect(try client.replies().count == 8)
+        ticks.advance()
+        slice()
+        #expect(try client.replies().count == 4)
+        #expect(scheduler.slices == 3)
+    }
+
+    /// An event line (`end ID REASON`) reaches its connection while it is open.
+    @Test func eventLinesReachTheirConnection() throws {
+        let c = try connect()
+        #expect(host.events.count == 1)
+        host.events.values.first?("end 7 played")
+        #expect(try c.replies() == ["end 7 played"])
+        try c.channel.close().wait()
+        #expect(host.events.isEmpty)
+    }
+}

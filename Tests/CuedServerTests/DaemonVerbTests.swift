@@ -1,0 +1,299 @@
+import CuedAudio
+import CuedConfig
+import CuedCore
+import CuedProtocol
+@testable import CuedServer
+import Logging
+import NIOCore
+import NIOPosix
+import Synchronization
+import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A Daemon on a real event loop of its own, its audio engine on a NullSink that is
+/// never started (commands queue up; the test plays the audio thread's part by
+/// handing the daemon engine events), reloads in a thread of their own.
+final class DaemonHarness: Sendable {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let reloads = NIOThreadPool(numberOfThreads: 1)
+    let engine = AudioEngine(sink: NullSink())
+    let stopping = StopFlag()
+    let saver: StateSaver
+    let statePath: String
+    let daemon: NIOLoopBound<Daemon>
+    /// How many times the config was loaded (reloads that ran).
+    let loads = Locked(0)
+    /// The config the next reload loads.
+    let nextConfig = Locked(Config())
+    /// Event lines sent to connections, as "ID: LINE".
+    let events = Locked<[String]>([])
+
+    static let quiet = Logger(label: "cued.test") { _ in SwiftLogNoOpLogHandler() }
+    /// No theme: its directories do not exist.
+    static let noTheme = SoundTheme(environment: ["HOME": "/nonexistent-cued-test", "XDG_DATA_HOME": "/nonexistent-cued-test",
+                                                  "XDG_DATA_DIRS": "/nonexistent-cued-test"])
+
+    static func runtime(_ config: Config = Config()) -> Runtime {
+        let bank = CueBank(["psst1", "psst2", "pop"].map { Cue(name: $0, stereo: [0, 0, 0, 0]) })
+        return Runtime(bank: bank, config: config, theme: noTheme)
+    }
+
+    init(limits: Daemon.Limits = Daemon.Limits(), config: Config = Config(), muted: Bool = false) throws {
+        var template = Array("/tmp/cued-daemon-test.XXXXXX".utf8CString)
+        let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
+        statePath = dir + "/state"
+        reloads.start()
+        let loop = group.next()
+        saver = StateSaver(path: statePath, pool: reloads, loop: loop, logger: Self.quiet)
+        let (engine, stopping, saver, reloads, loads, nextConfig) = (engine, stopping, saver, reloads, loads, nextConfig)
+        daemon = try loop.submit {
+            let d = Daemon(loop: loop, engine: engine, runtime: Self.runtime(config), saved: SavedState(), muted: muted, saver: saver,
+                           reloads: reloads, decoding: DecodeLane(), sounds: SoundLibrary(theme: Self.noTheme, cacheLimitBytes: 1 << 20),
+                           limits: limits, stopping: stopping, logger: Self.quiet,
+                           loadRuntime: { _ throws(LoadFailure) in
+                               loads.withLock { $0 += 1 }
+                               return (Self.runtime(nextConfig.withLock { $0 }), warnings: [])
+                           })
+            return NIOLoopBound(d, eventLoop: loop)
+        }.wait()
+    }
+
+    func shutdown() {
+        try? group.syncShutdownGracefully()
+        try? reloads.syncShutdownGracefully()
+    }
+
+    func onLoop<T: Sendable>(_ body: @escaping @Sendable (Daemon) -> T) throws -> T {
+        let daemon = self.daemon
+        return try group.next().submit { body(daemon.value) }.wait()
+    }
+
+    func respond(_ line: String, _ conn: inout Daemon.ConnectionState, at: UInt64 = MonotonicClock.now()) throws -> Response {
+        let before = conn
+        let (response, after) = try onLoop { d in
+            var c = before
+            return (d.respond(to: Array(line.utf8), connection: &c, receivedAt: at), c)
+        }
+        conn = after
+        return response
+    }
+
+    /// The reply, waited for if it comes later.
+    func reply(_ line: String, _ conn: inout Daemon.ConnectionState, at: UInt64 = MonotonicClock.now()) throws -> Reply {
+        try Self.reply(respond(line, &conn, at: at))
+    }
+
+    static func reply(_ response: Response) throws -> Reply {
+        switch response {
+        case .now(let r), .close(let r): return r
+        case .later(let f): return try f.wait()
+        }
+    }
+
+    func handle(_ event: EngineEvent) throws { try onLoop { $0.handle(event) } }
+
+    /// Registers a connection's event lines into `events`.
+    func listen(_ id: UInt64) throws {
+        try onLoop { [events] d in
+            d.registerEvents(connection: id) { line in events.withLock { $0.append("\(id): \(line)") } }
+        }
+    }
+}
+
+/// A value shared between the test's thread and the loop.
+final class Locked<T: Sendable>: Sendable {
+    private let mutex: Mutex<T>
+    init(_ value: T) { mutex = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout sending T) -> sending R) -> R { mutex.withLock(body) }
+    var value: T { withLock { $0 } }
+}
+
+/// The verb table: every request reaches its own handler, with the replies cued gives.
+@Suite(.timeLimit(.minutes(1))) struct DaemonVerbTests {
+    /// One line a verb; the switch is exhaustive, so a new verb does not
+    /// compile here until its expected reply is written down.
+    @Test func everyVerbGetsItsHandler() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        conn.id = 7
+        let lines = ["ping", "play pop", "play no-such-sound", "play-file /nonexistent-cued-test/a.wav", "stop", "events on",
+                     "state pull", "drag 70", "drop", "threshold 50", "session", "session work", "app tests",
+                     "mute", "unmute", "mute app other", "unmute app other", "reload", "cues", "cues theme", "status"]
+        var seen: Set<String> = []
+        for line in lines {
+            let request = try RequestParser.parse(line)
+            let response = try h.respond(line, &conn)
+            if case .later = response, case .stop = request {
+                try h.handle(.stopped(ticket: 1, count: 0))
+            }
+            let reply = try DaemonHarness.reply(response)
+            let verb: String
+            switch request {
+            case .ping:
+                verb = "ping"; #expect(reply == .ok("pong"))
+            case .play(let cue, _):
+                verb = "play"
+                if cue == "pop" { #expect(reply == .ok(nil)) } else {
+                    #expect(reply == .err(.unknownCue, "no cue or theme sound named 'no-such-sound' (cues: pop psst1 psst2; theme sounds: `cues theme`, or cuectl cues --theme)"))
+                }
+            case .playFile:
+                verb = "play-file"
+                guard case .err(.badFile, let m) = reply else { Issue.record("play-file: \(reply)"); continue }
+                #expect(m.contains("/nonexistent-cued-test/a.wav"))
+            case .stop:
+                verb = "stop"; #expect(reply == .ok("0"))
+            case .events:
+                verb = "events"; #expect(reply == .ok("events on"))
+            case .state:
+                verb = "state"; #expect(reply == .ok("-"))
+            case .drag:
+                verb = "drag"; #expect(reply == .ok("psst1"))  // past the threshold: release
+            case .drop:
+                verb = "drop"; #expect(reply == .ok("psst2"))  // released: loading
+            case .threshold:
+                verb = "threshold"; #expect(reply == .ok("50"))
+            case .session(let name):
+                verb = "session"; #expect(reply == .ok(name == nil ? "- loading 50" : "work idle 65"))
+            case .app:
+                verb = "app"; #expect(reply == .ok("tests")); #expect(conn.app == "tests")
+            case .mute:
+                verb = "mute"; #expect(reply == .ok("muted"))
+            case .unmute:
+                verb = "unmute"; #expect(reply == .ok("unmuted"))
+            case .muteApp:
+                verb = "mute app"; #expect(reply == .ok("muted other"))
+            case .unmuteApp:
+                verb = "unmute app"; #expect(reply == .ok("unmuted other"))
+            case .reload:
+                verb = "reload"; #expect(reply == .ok("reloaded"))
+            case .cues(let theme):
+                verb = "cues"; #expect(reply == .ok(theme ? "" : "pop psst1 psst2"))
+            case .status:
+                verb = "status"
+                guard case .ok(let json?) = reply, let status = Status.parse(json) else { Issue.record("status: \(reply)"); continue }
+                #expect(status.cues.count == 3)
+            }
+            seen.insert(verb)
+        }
+        #expect(seen.count == 18)
+        // Only `reload` reloads (no state change falls through to it).
+        #expect(h.loads.value == 1)
+    }
+
+    @Test func stateChangesShareTheirOwnRateLimitAndAreCounted() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        let t: UInt64 = 1_000_000_000
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: t)
+        for i in 0..<20 { #expect(try h.reply(i % 2 == 0 ? "mute app a" : "unmute app a", &conn, at: t) != .err(.rateLimited, "")) }
+        #expect(try h.reply("reload", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("mute", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("ping", &conn, at: t) == .ok("pong"))
+        #expect(try h.reply("play pop", &conn, at: t) == .ok(nil))  // cues have a bucket of their own
+        #expect(h.loads.value == 0)
+        #expect(try h.onLoop { $0.status().rateLimited } == 2)
+        #expect(try h.onLoop { $0.muted } == false)
+    }
+
+    @Test func muteGlobalAppOrConfiguredHoldsBackPlaysButNotTheRest() throws {
+        var config = Config()
+        config.apps["quiet"] = AppSetting(muted: true)
+        let h = try DaemonHarness(config: config)
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        #expect(try h.reply("app quiet", &conn) == .ok("quiet"))
+        #expect(try h.reply("play pop", &conn) == .ok("muted"))
+        #expect(try h.reply("play-file /nonexistent-cued-test/a.wav", &conn) == .ok("muted"))  // no lookup at all
+        #expect(try h.reply("unmute app quiet", &conn) == .ok("unmuted quiet"))
+        #expect(try h.reply("play pop", &conn) == .ok(nil))
+        #expect(try h.reply("mute", &conn) == .ok("muted"))
+        #expect(try h.reply("play pop", &conn) == .ok("muted"))
+        #expect(try h.reply("state pull", &conn) == .ok("-"))
+        let status = try h.onLoop { $0.status() }
+        #expect(status.muted)
+        #expect(status.apps["quiet"] == Status.App(played: 1, dropped: 0, muted: false))
+        #expect(try h.onLoop { $0.statusLine() } == "3 cues, sink null closed, muted")
+        // The saves: what differs from the config, and the global mute.
+        h.saver.flush()
+        #expect(try StateFile.load(h.statePath) == SavedState(muted: true, appMutes: ["quiet": false]))
+    }
+
+    /// `play … wait` answers at the voice's end; `events on` gets the end line; one that
+    /// never sounded is logged and counted as dropped for its app.
+    @Test func aVoicesEndAnswersItsWaiterItsConnectionAndTheCounts() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        conn.id = 3
+        try h.listen(3)
+        _ = try h.reply("app player", &conn)
+        _ = try h.reply("events on", &conn)
+        let waited = try h.respond("play pop wait", &conn)
+        guard case .later(let reply) = waited else { Issue.record("not deferred: \(waited)"); return }
+        #expect(try h.reply("play pop id", &conn) == .ok("2"))
+        try h.handle(.voiceEnded(VoiceEnd(id: 1, cue: "pop", owner: "player", connection: 3, notify: [.wait, .events], reason: .played, started: true)))
+        #expect(try reply.wait() == .ok(nil))
+        try h.handle(.voiceEnded(VoiceEnd(id: 2, cue: "pop", owner: "player", connection: 3, notify: [.events], reason: .late, started: false, lateNs: 300_000_000)))
+        #expect(h.events.value == ["3: end 1 played", "3: end 2 late"])
+        #expect(try h.onLoop { $0.status().apps["player"] } == Status.App(played: 1, dropped: 1, muted: false))
+        try h.onLoop { $0.unregisterEvents(connection: 3) }
+        try h.handle(.voiceEnded(VoiceEnd(id: 9, cue: "pop", owner: "player", connection: 3, notify: [.events], reason: .played, started: true)))
+        #expect(h.events.withLock { $0.count } == 2)
+    }
+
+    @Test func stopAnswersWithTheEnginesCountForItsTicket() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        let first = try h.respond("stop all", &conn)
+        let second = try h.respond("stop", &conn)
+        try h.handle(.stopped(ticket: 2, count: 0))
+        try h.handle(.stopped(ticket: 1, count: 4))
+        #expect(try DaemonHarness.reply(first) == .ok("4"))
+        #expect(try DaemonHarness.reply(second) == .ok("0"))
+    }
+
+    @Test func onceStoppingNoCueStarts() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        h.stopping.store(true, ordering: .relaxed)
+        #expect(try h.reply("play pop", &conn) == .err(.notPlayed, "cued is stopping"))
+        #expect(try h.reply("ping", &conn) == .ok("pong"))
+    }
+
+    /// A reload swaps the config in: its app mutes, and its `muted` when that changed.
+    @Test func aReloadAppliesTheNewConfig() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        _ = try h.reply("app a", &conn)
+        #expect(try h.reply("play pop", &conn) == .ok(nil))
+        var next = Config()
+        next.apps["a"] = AppSetting(muted: true)
+        h.nextConfig.withLock { $0 = next }
+        #expect(try h.reply("reload", &conn) == .ok("reloaded"))
+        #expect(try h.reply("play pop", &conn) == .ok("muted"))
+        #expect(try h.onLoop { $0.muted } == false)
+        next.muted = true
+        h.nextConfig.withLock { $0 = next }
+        #expect(try h.reply("reload", &conn) == .ok("reloaded"))
+        #expect(try h.onLoop { $0.muted } == true)
+        #expect(try h.onLoop { $0.current.config.muted } == true)
+        #expect(h.loads.value == 2)
+    }
+
+    @Test func aLineTooLongClosesTheConnectionAndABadOneIsAnswered() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        guard case .close(.err(.lineTooLong, _)) = try h.respond(String(repeating: "x", count: ProtocolLimits.maxLineBytes + 10), &conn) else {
+            Issue.record("not closed"); return
+        }
+        guard case .now(.err(let code, _)) = try h.respond("frobnicate", &conn) else { Issue.record("not answered"); return }
+        #expect(code != .lineTooLong)
+    }
+}
