@@ -124,6 +124,12 @@ public final class PipeWireSink: Sink {
         self.core = core
         let props = cued_pw_properties_new()
         for (k, v) in streamProperties { pw_properties_set(props, k, v) }
+        // Scheduled only once linked to its target. pw_stream's default (want-driver true) puts an
+        // unlinked node on the graph's driver; the session manager agrees the format and buffers
+        // (what `open` waits for) before it links the node, and just after a server restart that
+        // gap is wide: a cue written in it was played into no link and lost (the idle-restart
+        // test, 3 in 12 runs). Unlinked, the stream keeps what is queued until the link exists.
+        if streamProperties["node.want-driver"] == nil { pw_properties_set(props, "node.want-driver", "false") }
         pw_properties_set(props, "node.latency", "\(quantumFrames)/\(rate)")
         if let target { pw_properties_set(props, "target.object", target) }
         guard let stream = pw_stream_new(core, "cued", props) else {

@@ -219,7 +219,14 @@ struct PipeWireTests {
         let heardAt = Date().timeIntervalSince(back)
         recorder.stop()
         let rec = try Recording(path: path)
-        guard let first = rec.occurrences(of: pop).first else { Issue.record("the cue after the restart was not heard"); return }
+        guard let first = rec.occurrences(of: pop).first else {
+            let st = try? d.status()
+            Issue.record("""
+                the cue after the restart was not heard; at the monitor: \(rec.sounds().prefix(4)) in \(rec.samples.count / 2) frames; \
+                cued: xruns \(st?.xruns ?? -1), stalls \(st?.stalls ?? -1), dropped \(st?.dropped ?? -1); its log: \(d.readStderr().suffix(1500))
+                """)
+            return
+        }
         #expect(Double(first) / 48_000 < 1.0, "heard \(Double(first) / 48_000) s into the recording")
         #expect(heardAt < 1.0 + 0.5, "at the monitor after \(heardAt) s")  // + parec's own buffering
         #expect((try d.status().dropped) == 0)
