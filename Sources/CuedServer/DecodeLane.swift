@@ -30,8 +30,8 @@ private func lane_gettid() -> Int32
 ///   `perOwner` jobs running; its others wait in order. Every owner with work gets a
 ///   worker of its own (up to the pool's `maxWorkers`), so one client's slow files
 ///   never make another's wait: it waits only for CPU. Slow workers run at nice
-///   `slowNice`, express ones at `expressNice`, both below the event loop and the
-///   state saver (nice 0) and the audio thread.
+///   `slowNice` and SCHED_BATCH, express ones at `expressNice`, both relative to
+///   cued's own, so below the event loop, the state saver and the audio thread.
 /// - **A deadline**: a job not done `timeout` after it was asked for is answered
 ///   `timedOut` at once, and its work is told to stop (`Cancellation`, which the
 ///   decoder asks between chunks): a decode that is merely slow ends within a chunk
@@ -61,7 +61,11 @@ public final class DecodeLane: @unchecked Sendable {
         public var cancelGrace: TimeAmount = .milliseconds(500)
         /// A worker with nothing to do ends after this.
         public var idleSeconds: Int = 5
-        public var expressNice: Int32 = 5
+        /// Nice values of the workers, above cued's own (the event loop's, the state
+        /// saver's) when the lane was made: an express step is short and wanted at once, a
+        /// slow decode waits for everything else. Slow workers are also SCHED_BATCH (never
+        /// preempt on wakeup: they are CPU-bound by nature).
+        public var expressNice: Int32 = 2
         public var slowNice: Int32 = 10
         public init() {}
     }
@@ -151,9 +155,14 @@ public final class DecodeLane: @unchecked Sendable {
     // Under `mutex`:
     private let pools: [Pool]
     private var stuck = 0
+    /// The nice value of the thread that made the lane: cued's own.
+    private let baseNice: Int32
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
+        errno = 0
+        let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+        baseNice = errno == 0 ? nice : 0
         pools = [Pool(stage: .express, perOwner: limits.expressPerOwner, maxWorkers: limits.maxExpressWorkers, nice: limits.expressNice),
                  Pool(stage: .slow, perOwner: limits.perOwner, maxWorkers: limits.maxWorkers, nice: limits.slowNice)]
         pthread_mutex_init(mutex, nil)
@@ -296,7 +305,11 @@ public final class DecodeLane: @unchecked Sendable {
     /// was written off and found no room when it came back.
     private func work(_ pool: Pool) {
         // Below the event loop, the state saver and the audio thread: decoding waits for them, not the reverse.
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lane_gettid()), pool.nice)
+        if pool.stage == .slow {
+            var param = sched_param()
+            _ = pthread_setschedparam(pthread_self(), 3 /* SCHED_BATCH */, &param)
+        }
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lane_gettid()), min(19, baseNice + pool.nice))
         pthread_mutex_lock(mutex)
         while true {
             guard let i = pool.runnableIndex() else {
