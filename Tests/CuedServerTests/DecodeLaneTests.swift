@@ -128,18 +128,25 @@ final class Gate: Sendable {
         #expect(lane.counts.workers == 1)
     }
 
-    /// Eight owners each hold a slow worker (the slow pool is full): another owner's
-    /// express step is answered at once, and its sound that needs the slow pool waits there.
-    @Test func theExpressStepNeverWaitsBehindSlowOwners() throws {
+    /// A lane whose slow pool is full: eight owners each hold a slow worker until the gate opens.
+    func laneWithAFullSlowPool() -> (DecodeLane, Gate, [EventLoopFuture<Swift.Result<Int, DecodeLane.Refusal>>]) {
         var limits = DecodeLane.Limits()
         limits.timeout = .seconds(50)
         let lane = DecodeLane(limits: limits)
         let gate = Gate()
-        defer { gate.release() }
         let slow = (0..<limits.maxWorkers).map { i in
             lane.submit(owner: "slow\(i)", on: loop, express: { _ in .slow { _ in gate.pass(); return i } })
         }
         #expect(eventually { gate.entered.load(ordering: .relaxed) == limits.maxWorkers })
+        return (lane, gate, slow)
+    }
+
+    /// Eight owners each hold a slow worker (the slow pool is full): another owner's
+    /// express step is answered at once, and its sound that needs the slow pool waits there.
+    @Test func theExpressStepNeverWaitsBehindSlowOwners() throws {
+        let (lane, gate, slow) = laneWithAFullSlowPool()
+        let limits = lane.limits
+        defer { gate.release() }
         #expect(lane.counts.workers == limits.maxWorkers)
         // Their next requests pass the express step too, and queue behind their own.
         let more = (0..<limits.maxWorkers).map { i in
@@ -192,15 +199,9 @@ final class Gate: Sendable {
         guard case .failed(let reply) = library.file(big, cancelled: { true }) else { Issue.record("not cancelled"); return }
         #expect("\(reply)".contains(CueLoader.cancelledReason), "\(reply)")
 
-        var limits = DecodeLane.Limits()
-        limits.timeout = .seconds(50)
-        let lane = DecodeLane(limits: limits)
-        let gate = Gate()
+        let (lane, gate, slow) = laneWithAFullSlowPool()
+        let limits = lane.limits
         defer { gate.release() }
-        let slow = (0..<limits.maxWorkers).map { i in
-            lane.submit(owner: "slow\(i)", on: loop, express: { _ in .slow { _ in gate.pass(); return i } })
-        }
-        #expect(eventually { gate.entered.load(ordering: .relaxed) == limits.maxWorkers })
         func express(_ path: String) -> EventLoopFuture<Result<String, DecodeLane.Refusal>> {
             lane.submit(owner: "other", on: loop, express: { c in
                 switch library.fileExpress(path, cancelled: { c.isCancelled }) {
