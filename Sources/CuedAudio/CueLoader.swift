@@ -63,10 +63,32 @@ public struct CueLoader: Sendable {
         return (try load(file, path: path, name: name), file.identity)
     }
 
+    /// The reason a decode stopped because its caller cancelled it.
+    public static let cancelledReason = "decoding was cancelled"
+
     /// Decodes a file already opened by `UntrustedFile.openIdentified`, from
     /// its first byte; `path` names it in errors and in `Cue.source`. The
-    /// descriptor is left open (the caller closes it).
-    public func load(_ file: OpenedFile, path: String, name: String) throws(SndFileError) -> Cue {
+    /// descriptor is left open (the caller closes it). `cancelled` is asked
+    /// between chunks: once it says true, decoding stops (`cancelledReason`),
+    /// so a caller whose deadline passed gets its thread back within a chunk.
+    public func load(_ file: OpenedFile, path: String, name: String,
+                     cancelled: () -> Bool = { false }) throws(SndFileError) -> Cue {
+        // Without a bound there is always a cue (or an error).
+        try decode(file, path: path, name: name, maxSamples: nil, cancelled: cancelled)!
+    }
+
+    /// Like `load`, but only if the header says the file is small: a known
+    /// length of at most `maxSamples` samples (frames × channels, what decoding
+    /// costs in proportion to: a small file on disk may decode to a lot). nil,
+    /// after reading only the header, if it is longer or its length is unknown.
+    /// Errors the header shows (channels, rate, length, size) are thrown either way.
+    public func loadIfSmall(_ file: OpenedFile, path: String, name: String, maxSamples: Int,
+                            cancelled: () -> Bool = { false }) throws(SndFileError) -> Cue? {
+        try decode(file, path: path, name: name, maxSamples: maxSamples, cancelled: cancelled)
+    }
+
+    private func decode(_ file: OpenedFile, path: String, name: String, maxSamples: Int?,
+                        cancelled: () -> Bool) throws(SndFileError) -> Cue? {
         func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
         guard lseek(file.fd, 0, SEEK_SET) == 0 else { throw fail("cannot read it: \(errnoString())") }
         // The header is read here first, outside the lock below: a file on a file system
@@ -113,6 +135,12 @@ public struct CueLoader: Sendable {
                 throw fail(problem)
             }
         }
+        if let maxSamples {
+            guard let frames = known else { return nil }
+            let (samples, overflow) = frames.multipliedReportingOverflow(by: channels)
+            guard !overflow, samples <= maxSamples else { return nil }
+        }
+        if cancelled() { throw fail(Self.cancelledReason) }
         let inFrames = min(known ?? limit, limit)
         let capacity = srcRate == rate ? inFrames : Int((Double(inFrames) * ratio).rounded(.up)) + Int(ratio.rounded(.up)) + 32
 
@@ -131,6 +159,7 @@ public struct CueLoader: Sendable {
 
         var decoded = 0
         while decoded <= limit {
+            if cancelled() { throw fail(Self.cancelledReason) }
             let want = min(Self.chunkFrames, limit + 1 - decoded)
             let n = Int(sf_readf_float(sndfile, chunk.base, sf_count_t(want)))
             if n <= 0 { break }

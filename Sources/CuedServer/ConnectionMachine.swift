@@ -171,19 +171,8 @@ struct ConnectionMachine {
 
     /// NIO asks to read (after a read, or when the handler lets a held read go).
     mutating func readRequested() -> ReadDecision {
-        if closing { return .read }  // draining: whatever comes is discarded
-        if waiting || hasQueued || !writable {
-            readHeld = true
-            return .hold
-        }
-        if heavy {
-            readHeld = true
-            if awaitingGrant { return .hold }
-            awaitingGrant = true
-            return .askGrant
-        }
-        readHeld = false
-        return .read
+        readHeld = true
+        return releaseHeldRead()
     }
 
     /// After lines ran or a reply was written: release a held read if it is due now.

@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import Synchronization
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -12,29 +13,60 @@ private func lane_gettid() -> Int32
 /// `play-file` or a theme sound, listing the theme. Apart from state saves and
 /// reloads (their own lanes), so that neither waits behind a decoder.
 ///
+/// Two pools of workers, under one lock and one set of rules:
+///
+/// - **Express** (`submit(owner:on:express:)`): a first step that opens the file,
+///   answers from the cache if the same file is cached, and decodes at once if its
+///   header says it is small (frames × channels, bounded: see
+///   `SoundLibrary.expressSamples`); otherwise it hands the job on to the slow pool
+///   (`.slow`), keeping its place in time (the deadline runs from the request).
+///   So a small or cached sound never waits behind slow decodes: at worst behind
+///   other express steps, each a header's read.
+/// - **Slow** (`submit(owner:on:cancellable:)`, and jobs handed on): long decodes.
+///
+/// In each pool:
+///
 /// - **A share per client**: an owner (an app, else a connection) has at most
 ///   `perOwner` jobs running; its others wait in order. Every owner with work gets a
-///   worker of its own (up to `maxWorkers`), so one client's slow files never make
-///   another's wait: it waits only for CPU.
+///   worker of its own (up to the pool's `maxWorkers`), so one client's slow files
+///   never make another's wait: it waits only for CPU. Slow workers run at nice
+///   `slowNice` and SCHED_BATCH, express ones at `expressNice`, both relative to
+///   cued's own, so below the event loop, the state saver and the audio thread.
 /// - **A deadline**: a job not done `timeout` after it was asked for is answered
-///   `timedOut` at once. Its worker, if the job still runs (a read stuck in the kernel
-///   on a hung mount), is written off and no longer counts: a new one takes its place.
-///   At most `maxStuck` are written off at a time; beyond that the lane refuses work
-///   at once (`stuck`) until one comes back. A written-off thread that never returns
-///   stays blocked in the kernel until cued exits (the process exits regardless: the
-///   waits of FUSE and NFS are killable).
+///   `timedOut` at once, and its work is told to stop (`Cancellation`, which the
+///   decoder asks between chunks): a decode that is merely slow ends within a chunk
+///   and its worker goes back to its pool. A worker whose work has still not come
+///   back `cancelGrace` later (a read stuck in the kernel on a hung mount) is written
+///   off and no longer counts: a new one takes its place. At most `maxStuck` are
+///   written off at a time (both pools together); beyond that the lane refuses work
+///   at once (`stuck`) until one comes back (it then rejoins its pool if there is
+///   room). A written-off thread that never returns stays blocked in the kernel
+///   until cued exits (the process exits regardless: the waits of FUSE and NFS are
+///   killable).
 ///
 /// Thread-safe; results complete on the event loop given with each job.
 public final class DecodeLane: @unchecked Sendable {
     public struct Limits: Sendable {
+        /// The slow pool.
         public var perOwner = 1
         public var maxWorkers = 8
+        /// The express pool (one step each: short unless stuck in the kernel).
+        public var expressPerOwner = 1
+        public var maxExpressWorkers = 4
         public var maxStuck = 8
-        /// Jobs one owner may have waiting (beyond: refused at once).
+        /// Jobs one owner may have waiting, in both pools (beyond: refused at once).
         public var maxQueuedPerOwner = 64
         public var timeout: TimeAmount = .seconds(5)
+        /// How long a cancelled job's work may take to stop before its worker is written off.
+        public var cancelGrace: TimeAmount = .milliseconds(500)
         /// A worker with nothing to do ends after this.
         public var idleSeconds: Int = 5
+        /// Nice values of the workers, above cued's own (the event loop's, the state
+        /// saver's) when the lane was made: an express step is short and wanted at once, a
+        /// slow decode waits for everything else. Slow workers are also SCHED_BATCH (never
+        /// preempt on wakeup: they are CPU-bound by nature).
+        public var expressNice: Int32 = 2
+        public var slowNice: Int32 = 10
         public init() {}
     }
 
@@ -47,63 +79,148 @@ public final class DecodeLane: @unchecked Sendable {
         case queueFull
     }
 
+    /// What a job's work is told: its deadline passed, stop (the answer was given).
+    public final class Cancellation: Sendable {
+        private let flag = Atomic<Bool>(false)
+        public init() {}
+        public var isCancelled: Bool { flag.load(ordering: .relaxed) }
+        func cancel() { flag.store(true, ordering: .relaxed) }
+    }
+
+    /// What an express step found: the answer, or the work to do in the slow pool.
+    public enum Step<T: Sendable>: Sendable {
+        case done(T)
+        case slow(@Sendable (Cancellation) -> T)
+    }
+
+    /// A run's outcome, type-erased: how to complete the promise, or the next step.
+    private enum Ran {
+        case done(@Sendable () -> Void)
+        case slow(@Sendable (Cancellation) -> Ran)
+    }
+
+    private enum Stage: Int { case express = 0, slow = 1 }
+
     private final class Job: @unchecked Sendable {
         let owner: String
-        /// Runs the work; returns how to complete its promise with the result.
-        let run: @Sendable () -> (@Sendable () -> Void)
         let refuse: @Sendable (Refusal) -> Void
-        /// Under the lane's lock.
+        let cancellation = Cancellation()
+        // Under the lane's lock:
+        var run: @Sendable (Cancellation) -> Ran
+        var stage: Stage
+        /// Answered (done, or timed out).
         var finished = false
         var running = false
-        /// The deadline passed while it ran: its worker is written off.
+        /// Its work did not stop in time after the deadline: its worker is written off.
         var abandoned = false
-        init(owner: String, run: @escaping @Sendable () -> (@Sendable () -> Void), refuse: @escaping @Sendable (Refusal) -> Void) {
-            self.owner = owner; self.run = run; self.refuse = refuse
+        init(owner: String, stage: Stage, run: @escaping @Sendable (Cancellation) -> Ran,
+             refuse: @escaping @Sendable (Refusal) -> Void) {
+            self.owner = owner; self.stage = stage; self.run = run; self.refuse = refuse
+        }
+    }
+
+    /// One pool's workers and queue; under the lane's lock.
+    private final class Pool {
+        let stage: Stage
+        let perOwner: Int
+        let maxWorkers: Int
+        let nice: Int32
+        let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
+        var queue: [Job] = []
+        var running: [String: Int] = [:]
+        var workers = 0
+        var idle = 0
+        /// Idle workers signalled and not yet awake: they are not idle any more.
+        var signalled = 0
+        init(stage: Stage, perOwner: Int, maxWorkers: Int, nice: Int32) {
+            self.stage = stage; self.perOwner = perOwner; self.maxWorkers = maxWorkers; self.nice = nice
+            pthread_cond_init(cond, nil)
+        }
+        deinit {
+            pthread_cond_destroy(cond)
+            cond.deallocate()
+        }
+        /// The first queued job whose owner is within its share.
+        func runnableIndex() -> Int? {
+            queue.firstIndex { (running[$0.owner] ?? 0) < perOwner }
+        }
+        func release(_ owner: String) {
+            running[owner, default: 1] -= 1
+            if running[owner] == 0 { running[owner] = nil }
         }
     }
 
     public let limits: Limits
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
-    private let cond = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     // Under `mutex`:
-    private var queue: [Job] = []
-    private var running: [String: Int] = [:]
-    private var workers = 0
-    private var idle = 0
+    private let pools: [Pool]
     private var stuck = 0
+    /// The nice value of the thread that made the lane: cued's own.
+    private let baseNice: Int32
 
     public init(limits: Limits = Limits()) {
         self.limits = limits
+        errno = 0
+        let nice = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), 0)
+        baseNice = errno == 0 ? nice : 0
+        pools = [Pool(stage: .express, perOwner: limits.expressPerOwner, maxWorkers: limits.maxExpressWorkers, nice: limits.expressNice),
+                 Pool(stage: .slow, perOwner: limits.perOwner, maxWorkers: limits.maxWorkers, nice: limits.slowNice)]
         pthread_mutex_init(mutex, nil)
-        pthread_cond_init(cond, nil)
     }
 
     deinit {
         // Only once no worker holds the lane (each retains it while it runs).
-        pthread_cond_destroy(cond)
         pthread_mutex_destroy(mutex)
         mutex.deallocate()
-        cond.deallocate()
     }
 
-    /// Workers now, and those written off (for status and tests).
+    /// Slow workers now, those written off, and jobs waiting in both pools (for status and tests).
     public var counts: (workers: Int, stuck: Int, queued: Int) {
-        locked { (workers, stuck, queue.count) }
+        locked { (pools[1].workers, stuck, pools[0].queue.count + pools[1].queue.count) }
     }
 
-    /// Runs `work` for `owner` within its share and the deadline; completes on `loop`.
+    /// Express workers now.
+    var expressWorkers: Int { locked { pools[0].workers } }
+
+    /// Runs `work` in the slow pool for `owner`, within its share and the deadline; completes on `loop`.
     public func submit<T: Sendable>(owner: String, on loop: any EventLoop,
                                     _ work: @escaping @Sendable () -> T) -> EventLoopFuture<Swift.Result<T, Refusal>> {
+        submit(owner: owner, on: loop, cancellable: { _ in work() })
+    }
+
+    /// Runs `work` in the slow pool; it should stop soon once its `Cancellation` says so.
+    public func submit<T: Sendable>(owner: String, on loop: any EventLoop,
+                                    cancellable work: @escaping @Sendable (Cancellation) -> T) -> EventLoopFuture<Swift.Result<T, Refusal>> {
+        submit(owner: owner, on: loop, stage: .slow, T.self) { promise in
+            { c in let r = work(c); return .done { promise.succeed(.success(r)) } }
+        }
+    }
+
+    /// Runs `express` in the express pool; if it hands on (`.slow`), that work
+    /// runs in the slow pool, for the same owner and under the same deadline.
+    public func submit<T: Sendable>(owner: String, on loop: any EventLoop,
+                                    express: @escaping @Sendable (Cancellation) -> Step<T>) -> EventLoopFuture<Swift.Result<T, Refusal>> {
+        submit(owner: owner, on: loop, stage: .express, T.self) { promise in
+            { c in
+                switch express(c) {
+                case .done(let r): return .done { promise.succeed(.success(r)) }
+                case .slow(let next): return .slow { c in let r = next(c); return .done { promise.succeed(.success(r)) } }
+                }
+            }
+        }
+    }
+
+    private func submit<T: Sendable>(owner: String, on loop: any EventLoop, stage: Stage, _: T.Type,
+                                     _ make: (EventLoopPromise<Swift.Result<T, Refusal>>) -> @Sendable (Cancellation) -> Ran)
+        -> EventLoopFuture<Swift.Result<T, Refusal>> {
         let promise = loop.makePromise(of: Swift.Result<T, Refusal>.self)
-        let job = Job(owner: owner, run: {
-            let result = work()
-            return { promise.succeed(.success(result)) }
-        }, refuse: { promise.succeed(.failure($0)) })
+        let job = Job(owner: owner, stage: stage, run: make(promise), refuse: { promise.succeed(.failure($0)) })
         let refused: Refusal? = locked {
             if stuck >= limits.maxStuck { return .stuck }
-            if queue.lazy.filter({ $0.owner == owner }).count >= limits.maxQueuedPerOwner { return .queueFull }
-            queue.append(job)
-            dispatch()
+            let waiting = pools[0].queue.lazy.filter { $0.owner == owner }.count + pools[1].queue.lazy.filter { $0.owner == owner }.count
+            if waiting >= limits.maxQueuedPerOwner { return .queueFull }
+            pools[stage.rawValue].queue.append(job)
+            dispatch(pools[stage.rawValue])
             return nil
         }
         if let refused {
@@ -111,24 +228,33 @@ public final class DecodeLane: @unchecked Sendable {
             return promise.futureResult
         }
         let seconds = Double(limits.timeout.nanoseconds) / 1e9
+        let grace = limits.cancelGrace
         loop.scheduleTask(in: limits.timeout) { [self] in
             let late = locked { () -> Bool in
                 guard !job.finished else { return false }
                 job.finished = true
                 if job.running {
-                    // Its worker is stuck in `work`: written off, replaced.
-                    job.abandoned = true
-                    running[job.owner, default: 1] -= 1
-                    if running[job.owner] == 0 { running[job.owner] = nil }
-                    workers -= 1
-                    stuck += 1
+                    // Told to stop; written off if it has not stopped after the grace.
+                    job.cancellation.cancel()
                 } else {
-                    queue.removeAll { $0 === job }
+                    pools[job.stage.rawValue].queue.removeAll { $0 === job }
                 }
-                dispatch()
                 return true
             }
-            if late { job.refuse(.timedOut(seconds: seconds)) }
+            guard late else { return }
+            job.refuse(.timedOut(seconds: seconds))
+            loop.scheduleTask(in: grace) { [self] in
+                locked {
+                    guard job.running, !job.abandoned else { return }
+                    // Its worker is stuck in the work (in the kernel): written off, replaced.
+                    let pool = pools[job.stage.rawValue]
+                    job.abandoned = true
+                    pool.release(job.owner)
+                    pool.workers -= 1
+                    stuck += 1
+                    dispatch(pool)
+                }
+            }
         }
         return promise.futureResult
     }
@@ -142,72 +268,100 @@ public final class DecodeLane: @unchecked Sendable {
     }
 
     /// Under the lock: wakes an idle worker, or starts one, if a job can run.
-    private func dispatch() {
-        guard runnableIndex() != nil else { return }
-        if idle > 0 {
-            pthread_cond_signal(cond)
-        } else if workers < limits.maxWorkers {
-            workers += 1
-            startWorker()
+    private func dispatch(_ pool: Pool) {
+        guard pool.runnableIndex() != nil else { return }
+        if pool.idle > pool.signalled {
+            pool.signalled += 1
+            pthread_cond_signal(pool.cond)
+        } else if pool.workers < pool.maxWorkers {
+            pool.workers += 1
+            startWorker(pool)
         }
     }
 
-    /// Under the lock: the first queued job whose owner is within its share.
-    private func runnableIndex() -> Int? {
-        queue.firstIndex { (running[$0.owner] ?? 0) < limits.perOwner }
-    }
-
-    private func startWorker() {
-        let box = Unmanaged.passRetained(self)
+    private func startWorker(_ pool: Pool) {
+        let box = Unmanaged.passRetained(Start(lane: self, pool: pool))
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { arg in
-            let lane = Unmanaged<DecodeLane>.fromOpaque(arg!).takeRetainedValue()
-            lane.work()
+            let start = Unmanaged<Start>.fromOpaque(arg!).takeRetainedValue()
+            start.lane.work(start.pool)
             return nil
         }, box.toOpaque())
         if rc == 0 {
             pthread_detach(thread)
         } else {
             box.release()
-            workers -= 1
+            pool.workers -= 1
         }
     }
 
-    /// A worker: takes runnable jobs until it has been idle `idleSeconds`, or was written off.
-    private func work() {
-        // Below the event loop and the audio thread: decoding waits for them, not the reverse.
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lane_gettid()), 5)
+    private final class Start {
+        let lane: DecodeLane
+        let pool: Pool
+        init(lane: DecodeLane, pool: Pool) { self.lane = lane; self.pool = pool }
+    }
+
+    /// A worker: takes runnable jobs from its pool until it has been idle `idleSeconds`, or
+    /// was written off and found no room when it came back.
+    private func work(_ pool: Pool) {
+        // Below the event loop, the state saver and the audio thread: decoding waits for them, not the reverse.
+        if pool.stage == .slow {
+            var param = sched_param()
+            _ = pthread_setschedparam(pthread_self(), 3 /* SCHED_BATCH */, &param)
+        }
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lane_gettid()), min(19, baseNice + pool.nice))
         pthread_mutex_lock(mutex)
         while true {
-            guard let i = runnableIndex() else {
-                idle += 1
+            guard let i = pool.runnableIndex() else {
+                pool.idle += 1
                 var deadline = timespec()
                 clock_gettime(CLOCK_REALTIME, &deadline)
                 deadline.tv_sec += limits.idleSeconds
-                let rc = pthread_cond_timedwait(cond, mutex, &deadline)
-                idle -= 1
-                if rc == ETIMEDOUT && runnableIndex() == nil { break }
+                let rc = pthread_cond_timedwait(pool.cond, mutex, &deadline)
+                pool.idle -= 1
+                if pool.signalled > 0 { pool.signalled -= 1 }
+                if rc == ETIMEDOUT && pool.runnableIndex() == nil { break }
                 continue
             }
-            let job = queue.remove(at: i)
+            let job = pool.queue.remove(at: i)
             job.running = true
-            running[job.owner, default: 0] += 1
+            pool.running[job.owner, default: 0] += 1
+            let run = job.run
             pthread_mutex_unlock(mutex)
-            let complete = job.run()
+            let ran = run(job.cancellation)
             pthread_mutex_lock(mutex)
+            job.running = false
             if job.abandoned {
-                // Written off while it ran: it no longer counts; its answer was given.
+                // Written off while it ran: its answer was given. Back in the pool if there is room.
                 stuck -= 1
-                pthread_mutex_unlock(mutex)
-                return
+                guard pool.workers < pool.maxWorkers else {
+                    pthread_mutex_unlock(mutex)
+                    return
+                }
+                pool.workers += 1
+            } else {
+                pool.release(job.owner)
             }
-            running[job.owner, default: 1] -= 1
-            if running[job.owner] == 0 { running[job.owner] = nil }
-            job.finished = true
-            complete()
-            if runnableIndex() != nil && idle > 0 { pthread_cond_signal(cond) }
+            if !job.finished {
+                switch ran {
+                case .done(let complete):
+                    job.finished = true
+                    complete()
+                case .slow(let next):
+                    // Handed on: it waits in the slow pool, its deadline running on.
+                    let slow = pools[Stage.slow.rawValue]
+                    job.run = next
+                    job.stage = .slow
+                    slow.queue.append(job)
+                    dispatch(slow)
+                }
+            }
+            if pool.runnableIndex() != nil && pool.idle > pool.signalled {
+                pool.signalled += 1
+                pthread_cond_signal(pool.cond)
+            }
         }
-        workers -= 1
+        pool.workers -= 1
         pthread_mutex_unlock(mutex)
     }
 }

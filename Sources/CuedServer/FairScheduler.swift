@@ -55,9 +55,8 @@ final class FairScheduler {
     private var readers = CircularBuffer<any ScheduledConnection>()
     private var sliceScheduled = false
 
-    /// Slices run, slices that ended with their budget spent, slices put off to the next tick.
+    /// Slices run, and slices put off to the next tick (for tests).
     private(set) var slices = 0
-    private(set) var fullSlices = 0
     private(set) var deferredSlices = 0
 
     init(loop: any EventLoop, settings: Settings = Settings(), ticks: LoopTicks? = nil) {
@@ -77,8 +76,6 @@ final class FairScheduler {
         readers.append(c)
         scheduleSlice()
     }
-
-    var pending: Int { runQueue.count + readers.count }
 
     private func scheduleSlice() {
         guard !sliceScheduled else { return }
@@ -105,7 +102,6 @@ final class FairScheduler {
             budget -= max(spent, 1)
             if more { runQueue.append(c) }
         }
-        if budget <= 0 { fullSlices += 1 }
         var grants = settings.readsPerSlice
         while grants > 0, let c = readers.popFirst() {
             grants -= 1

@@ -100,7 +100,12 @@ final class PlayPolicy {
             return submit(cue, name: name, options, Asker(conn), requestTime: now, gain: gain)
         }
         let sounds = self.sounds
-        let lookup = decode(owner: conn.owner, what: "theme sound '\(name)'") { sounds.themeSound(name) }.map { result -> SoundLookup in
+        let lookup = decode(owner: conn.owner, what: "theme sound '\(name)'") { c in
+            switch sounds.themeSoundExpress(name, cancelled: { c.isCancelled }) {
+            case .done(let lookup): return .done(lookup)
+            case .slow: return .slow { c in sounds.themeSound(name, cancelled: { c.isCancelled }) }
+            }
+        }.map { result -> SoundLookup in
             guard case .notFound = result else { return result }
             return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: `cues theme`, or cuectl cues --theme)"))
         }
@@ -111,7 +116,13 @@ final class PlayPolicy {
                   muted: Bool, gain: @escaping Gain) -> Response {
         if let refused = admit(muted: muted, &conn, MonotonicClock.now()) { return .now(refused) }
         let sounds = self.sounds
-        return whenLoaded(decode(owner: conn.owner, what: path) { sounds.file(path) }, name: path, options, conn, gain: gain)
+        let lookup = decode(owner: conn.owner, what: path) { c in
+            switch sounds.fileExpress(path, cancelled: { c.isCancelled }) {
+            case .done(let lookup): return .done(lookup)
+            case .slow: return .slow { c in sounds.file(path, cancelled: { c.isCancelled }) }
+            }
+        }
+        return whenLoaded(lookup, name: path, options, conn, gain: gain)
     }
 
     /// `cues theme`: the theme's names, listed in the decoding lane (it reads directories).
@@ -153,9 +164,11 @@ final class PlayPolicy {
         return .later(promise.futureResult)
     }
 
-    /// A sound looked up and decoded in the decoding lane, within the client's share and the deadline.
-    private func decode(owner: String, what: String, _ work: @escaping @Sendable () -> SoundLookup) -> EventLoopFuture<SoundLookup> {
-        decoding.submit(owner: owner, on: loop, work).map { result in
+    /// A sound looked up and decoded in the decoding lane, within the client's share and the
+    /// deadline: its express step (cached or small), else handed on to the slow pool.
+    private func decode(owner: String, what: String,
+                        _ express: @escaping @Sendable (DecodeLane.Cancellation) -> DecodeLane.Step<SoundLookup>) -> EventLoopFuture<SoundLookup> {
+        decoding.submit(owner: owner, on: loop, express: express).map { result in
             switch result {
             case .success(let lookup): return lookup
             case .failure(let refusal):

@@ -85,7 +85,6 @@ public final class Server: Sendable {
         let ticks = LoopTicks()
         let group = MultiThreadedEventLoopGroup(numberOfThreads: 1, metricsDelegate: ticks)
         let loop = group.next()
-        // Two threads: a long reload never holds up a state save or a theme sound.
         // Lanes: a reload never holds up a state save, and neither waits behind a decoder.
         let reloads = NIOThreadPool(numberOfThreads: 1)
         reloads.start()
@@ -121,21 +120,19 @@ public final class Server: Sendable {
                                 notify: { notifier.notify($0) })
             daemon.sinkWhy = sinkWhy
             daemonBox.value = daemon
-            return NIOLoopBound(daemon, eventLoop: loop)
+            // The connection table and the scheduler live there too.
+            return (NIOLoopBound(daemon, eventLoop: loop),
+                    NIOLoopBound(ConnectionTable(capacity: limits.maxClients), eventLoop: loop),
+                    NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
         }
-        let daemon: NIOLoopBound<Daemon>
-        do { daemon = try made.wait() } catch {
+        let daemon: NIOLoopBound<Daemon>, table: NIOLoopBound<ConnectionTable>, scheduler: NIOLoopBound<FairScheduler>
+        do { (daemon, table, scheduler) = try made.wait() } catch {
             try? group.syncShutdownGracefully()
             throw StartupError("cannot start the event loop: \(error)", exitCode: 1)
         }
         if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
         engine.start()
 
-        // Loop-confined: the bound wrappers check it (and only they cross into the initializer).
-        let (table, scheduler) = try! loop.submit {
-            (NIOLoopBound(ConnectionTable(capacity: limits.maxClients), eventLoop: loop),
-             NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
-        }.wait()
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
             // Out of descriptors (EMFILE/ENFILE): stop accepting for a moment instead of spinning.

@@ -60,27 +60,56 @@ public final class SoundLibrary: Sendable {
         state.withLockedValue { s in s.cache.get(.theme(theme: s.theme.name, sound: name, generation: s.generation)) }
     }
 
+    /// What an express look-up found: the answer, or that the sound is too long
+    /// to decode there (it goes to the slow pool: `themeSound`, `file`).
+    public enum Express: Sendable {
+        case done(SoundLookup)
+        case slow
+    }
+
+    /// The most samples (frames × channels, as the header says) decoded in the
+    /// express step: 2^19, 5.4 s of 48 kHz stereo, about 10–60 ms of one core
+    /// (resampled at best quality); a sound whose header says more, or does not say,
+    /// goes to the slow pool. Bounded by what a file decodes to, not its size on disk.
+    public static let expressSamples = 1 << 19
+
     /// Finds `name` in the theme and decodes it (blocking).
-    public func themeSound(_ name: String) -> SoundLookup {
+    public func themeSound(_ name: String, cancelled: () -> Bool = { false }) -> SoundLookup {
+        switch themeSound(name, maxSamples: nil, cancelled: cancelled) {
+        case .done(let lookup): return lookup
+        case .slow: return .notFound  // not reached: without a bound every sound is decoded
+        }
+    }
+
+    /// The express step for a theme sound: from the cache, or the theme's
+    /// misses, or decoded if the header says it is small; else `.slow`.
+    public func themeSoundExpress(_ name: String, cancelled: () -> Bool = { false }) -> Express {
+        themeSound(name, maxSamples: Self.expressSamples, cancelled: cancelled)
+    }
+
+    private func themeSound(_ name: String, maxSamples: Int?, cancelled: () -> Bool) -> Express {
         let (theme, generation) = state.withLockedValue { ($0.theme, $0.generation) }
         let key = SoundKey.theme(theme: theme.name, sound: name, generation: generation)
         let known = state.withLockedValue { s -> SoundLookup? in
             if let cue = s.cache.get(key) { return .cue(cue) }
             return s.generation == generation && s.missSet.contains(name) ? .notFound : nil
         }
-        if let known { return known }
+        if let known { return .done(known) }
         switch theme.lookup(name) {
         case .notFound:
             state.withLockedValue { s in if s.generation == generation { s.noteMiss(name) } }
-            return .notFound
-        case .disabled: return .disabled
+            return .done(.notFound)
+        case .disabled: return .done(.disabled)
         case .file(let path):
             do {
-                let cue = try loader.load(path: path, name: name)
+                let file: OpenedFile
+                do { file = try UntrustedFile.openIdentified(path) } catch { throw SndFileError(path: path, reason: error.reason) }
+                defer { close(file.fd) }
+                guard let cue = try decode(file, path: path, name: name, maxSamples: maxSamples, cancelled: cancelled) else { return .slow }
                 state.withLockedValue { s in if s.generation == generation { s.cache.insert(cue, for: key) } }
-                return .cue(cue)
+                return .done(.cue(cue))
             } catch {
-                return .failed(.err(.badFile, "theme sound '\(name)': \(error)"))
+                return .done(.failed(.err(.badFile, "theme sound '\(name)': \(error)")))
             }
         }
     }
@@ -88,19 +117,40 @@ public final class SoundLibrary: Sendable {
     /// Decodes a file by path (blocking), or takes it from the cache if the
     /// same file (device, inode, size, mtime) was decoded before. The file is
     /// opened once: its identity and its bytes come from that one open.
-    public func file(_ path: String) -> SoundLookup {
+    public func file(_ path: String, cancelled: () -> Bool = { false }) -> SoundLookup {
+        switch file(path, maxSamples: nil, cancelled: cancelled) {
+        case .done(let lookup): return lookup
+        case .slow: return .notFound  // not reached: without a bound every file is decoded
+        }
+    }
+
+    /// The express step for a file: from the cache if the same file is cached,
+    /// decoded if its header says it is small; else `.slow` (then `file` opens it
+    /// again, and keys what it decodes by that open's identity).
+    public func fileExpress(_ path: String, cancelled: () -> Bool = { false }) -> Express {
+        file(path, maxSamples: Self.expressSamples, cancelled: cancelled)
+    }
+
+    private func file(_ path: String, maxSamples: Int?, cancelled: () -> Bool) -> Express {
         let file: OpenedFile
-        do { file = try UntrustedFile.openIdentified(path) } catch { return .failed(.err(.badFile, "\(error)")) }
+        do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(.err(.badFile, "\(error)"))) }
         defer { close(file.fd) }
         let key = SoundKey.file(file.identity)
-        if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .cue(cue) }
+        if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .done(.cue(cue)) }
         do {
-            let cue = try loader.load(file, path: path, name: Path.lastComponent(path))
+            guard let cue = try decode(file, path: path, name: Path.lastComponent(path), maxSamples: maxSamples,
+                                       cancelled: cancelled) else { return .slow }
             state.withLockedValue { _ = $0.cache.insert(cue, for: key) }
-            return .cue(cue)
+            return .done(.cue(cue))
         } catch {
-            return .failed(.err(.badFile, "\(error)"))
+            return .done(.failed(.err(.badFile, "\(error)")))
         }
+    }
+
+    private func decode(_ file: OpenedFile, path: String, name: String, maxSamples: Int?,
+                        cancelled: () -> Bool) throws(SndFileError) -> Cue? {
+        guard let maxSamples else { return try loader.load(file, path: path, name: name, cancelled: cancelled) }
+        return try loader.loadIfSmall(file, path: path, name: name, maxSamples: maxSamples, cancelled: cancelled)
     }
 
     /// Every name the theme offers (blocking: lists directories).

@@ -1,6 +1,7 @@
 import CSndFile
 import CuedAudio
 import CuedCore
+import CuedSystem
 import Foundation
 import Testing
 import TestSupport
@@ -150,5 +151,43 @@ import TestSupport
         #expect(MonotonicClock.now() - start >= 95_000_000)  // 20 × 5 ms of audio at least
         let back = try WAV.read(path)
         #expect(back.samples[0] == 0 && back.samples[back.samples.count - 1] == Int16(1900 + (f.periodFrames * 2 - 1) % 7))
+    }
+
+    /// The express bound: a small file is decoded, one whose header says it decodes to
+    /// more samples (frames × channels) than the bound is not (nil), however small on disk.
+    @Test func loadIfSmallDecodesOnlyWhatTheHeaderSaysIsSmall() throws {
+        let dir = TempDir()
+        let small = dir.file("small.wav")
+        try WAV.write(small, samples: [Float](repeating: 0.25, count: 9_600), sampleRate: 48_000, channels: 2)
+        let big = dir.file("big.wav")
+        let data = 768_000 * 64 * 2  // 1 s of 64 channels at 768 kHz: 0 bytes on disk past the header
+        try CraftedWAV.write(big, CraftedWAV.wav(channels: 64, rate: 768_000, dataBytes: data), size: 44 + data)
+        let loader = CueLoader()
+        func smallCue(_ path: String) throws -> Cue? {
+            let file = try UntrustedFile.openIdentified(path)
+            defer { close(file.fd) }
+            return try loader.loadIfSmall(file, path: path, name: "x", maxSamples: 1 << 19)
+        }
+        #expect(try smallCue(small)?.frames == 4_800)
+        #expect(try smallCue(big) == nil)
+        // The same sparse file on an 8-frame bound: its samples, not its bytes on disk, count.
+        let file = try UntrustedFile.openIdentified(small)
+        defer { close(file.fd) }
+        #expect(try loader.loadIfSmall(file, path: small, name: "x", maxSamples: 4_800 * 2 - 1) == nil)
+    }
+
+    /// A decode told to stop stops between chunks, with a reason naming the file.
+    @Test func aCancelledDecodeStops() throws {
+        let dir = TempDir()
+        let path = dir.file("long.wav")
+        try WAV.write(path, samples: [Float](repeating: 0.25, count: 96_000), sampleRate: 48_000, channels: 2)
+        let file = try UntrustedFile.openIdentified(path)
+        defer { close(file.fd) }
+        var asked = 0
+        let error = #expect(throws: SndFileError.self) {
+            try CueLoader().load(file, path: path, name: "x", cancelled: { asked += 1; return asked > 3 })
+        }
+        #expect(error?.reason == CueLoader.cancelledReason)
+        #expect(asked == 4)  // once before decoding, then once a chunk: stopped at the third chunk
     }
 }

@@ -1,3 +1,4 @@
+import CuedAudio
 @testable import CuedServer
 import NIOCore
 import NIOPosix
@@ -52,15 +53,17 @@ final class Gate: Sendable {
     @Test func aStuckJobIsAnsweredAtTheDeadlineAndItsWorkerReplaced() throws {
         var limits = DecodeLane.Limits()
         limits.timeout = .milliseconds(100)
+        limits.cancelGrace = .milliseconds(20)
         limits.maxStuck = 2
         let lane = DecodeLane(limits: limits)
         let gate = Gate()
         defer { gate.release() }
+        // The gate does not heed the cancellation: a read stuck in the kernel.
         #expect(try lane.submit(owner: "a", on: loop) { gate.pass(); return 0 }.wait() == .failure(.timedOut(seconds: 0.1)))
-        #expect(lane.counts.stuck == 1)
+        #expect(eventually { lane.counts.stuck == 1 })
         #expect(try lane.submit(owner: "a", on: loop) { 7 }.wait() == .success(7))  // its owner's share is free again
         #expect(try lane.submit(owner: "b", on: loop) { gate.pass(); return 0 }.wait() == .failure(.timedOut(seconds: 0.1)))
-        #expect(lane.counts.stuck == 2)
+        #expect(eventually { lane.counts.stuck == 2 })
         #expect(try lane.submit(owner: "c", on: loop) { 1 }.wait() == .failure(.stuck))
         // The mount answers again: the stuck workers come back, and the lane takes work.
         gate.release()
@@ -102,4 +105,135 @@ final class Gate: Sendable {
         #expect(try running.wait() == .success(0))
         #expect(try queued.map { try $0.wait() } == [.success(1), .success(2)])
     }
+
+    /// A job past its deadline is told to stop; work that heeds it (a decode that is only
+    /// slow) ends, and its worker goes back to the pool, not written off.
+    @Test func aCancelledJobReturnsItsWorker() throws {
+        var limits = DecodeLane.Limits()
+        limits.timeout = .milliseconds(100)
+        limits.cancelGrace = .seconds(600)  // never written off within the test
+        limits.maxWorkers = 1
+        let lane = DecodeLane(limits: limits)
+        let stopped = Gate()  // `entered` counts works that saw the cancellation
+        let busy = lane.submit(owner: "a", on: loop, cancellable: { c in
+            while !c.isCancelled { sched_yield() }  // CPU-bound until told to stop
+            stopped.entered.add(1, ordering: .relaxed)
+            return 0
+        })
+        #expect(try busy.wait() == .failure(.timedOut(seconds: 0.1)))
+        // The one worker is free again: another owner's job runs on it.
+        #expect(try lane.submit(owner: "b", on: loop) { 7 }.wait() == .success(7))
+        #expect(stopped.entered.load(ordering: .relaxed) == 1)
+        #expect(lane.counts.stuck == 0)
+        #expect(lane.counts.workers == 1)
+    }
+
+    /// A lane whose slow pool is full: eight owners each hold a slow worker until the gate opens.
+    func laneWithAFullSlowPool() -> (DecodeLane, Gate, [EventLoopFuture<Swift.Result<Int, DecodeLane.Refusal>>]) {
+        var limits = DecodeLane.Limits()
+        limits.timeout = .seconds(50)
+        let lane = DecodeLane(limits: limits)
+        let gate = Gate()
+        let slow = (0..<limits.maxWorkers).map { i in
+            lane.submit(owner: "slow\(i)", on: loop, express: { _ in .slow { _ in gate.pass(); return i } })
+        }
+        #expect(eventually { gate.entered.load(ordering: .relaxed) == limits.maxWorkers })
+        return (lane, gate, slow)
+    }
+
+    /// Eight owners each hold a slow worker (the slow pool is full): another owner's
+    /// express step is answered at once, and its sound that needs the slow pool waits there.
+    @Test func theExpressStepNeverWaitsBehindSlowOwners() throws {
+        let (lane, gate, slow) = laneWithAFullSlowPool()
+        let limits = lane.limits
+        defer { gate.release() }
+        #expect(lane.counts.workers == limits.maxWorkers)
+        // Their next requests pass the express step too, and queue behind their own.
+        let more = (0..<limits.maxWorkers).map { i in
+            lane.submit(owner: "slow\(i)", on: loop, express: { _ in .slow { _ in 100 + i } })
+        }
+        #expect(try lane.submit(owner: "other", on: loop, express: { _ in .done(7) }).wait() == .success(7))
+        let long = lane.submit(owner: "other", on: loop, express: { _ in .slow { _ in 8 } })
+        #expect(eventually { lane.counts.queued == limits.maxWorkers + 1 })
+        #expect(gate.entered.load(ordering: .relaxed) == limits.maxWorkers)
+        gate.release()
+        #expect(try long.wait() == .success(8))
+        #expect(try slow.map { try $0.wait() } == (0..<limits.maxWorkers).map { .success($0) })
+        #expect(try more.map { try $0.wait() } == (0..<limits.maxWorkers).map { .success(100 + $0) })
+    }
+
+    /// A job handed on to the slow pool keeps its deadline from the request.
+    @Test func aHandedOnJobKeepsItsDeadline() throws {
+        var limits = DecodeLane.Limits()
+        limits.timeout = .milliseconds(100)
+        limits.maxWorkers = 1
+        let lane = DecodeLane(limits: limits)
+        let gate = Gate()
+        defer { gate.release() }
+        let first = lane.submit(owner: "a", on: loop) { gate.pass(); return 0 }
+        let ran = Gate()
+        let handed = lane.submit(owner: "b", on: loop, express: { _ in .slow { _ in ran.entered.add(1, ordering: .relaxed); return 1 } })
+        #expect(try handed.wait() == .failure(.timedOut(seconds: 0.1)))
+        #expect(try first.wait() == .failure(.timedOut(seconds: 0.1)))
+        gate.release()
+        #expect(eventually { lane.counts.stuck == 0 && lane.counts.queued == 0 })
+        #expect(ran.entered.load(ordering: .relaxed) == 0)
+    }
+
+    /// With real files: the slow pool full of other owners' decodes, a cached file is
+    /// served from the cache and a small one decoded at once (both in the express step);
+    /// a file whose header says it is long goes to the slow pool, and stops when cancelled.
+    @Test func cachedAndSmallFilesAreServedWhileTheSlowPoolIsFull() throws {
+        let dir = "/tmp/cued-lane-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
+        mkdir(dir, 0o700)
+        defer { for f in ["cached.wav", "small.wav", "big.wav"] { unlink(dir + "/" + f) }; rmdir(dir) }
+        let cached = dir + "/cached.wav", small = dir + "/small.wav", big = dir + "/big.wav"
+        try writeWAV(cached, channels: 2, rate: 48_000, frames: 4_800)
+        try writeWAV(small, channels: 1, rate: 48_000, frames: 4_800)
+        // 1 s of 64 channels at 768 kHz: 49 M samples to decode, nothing on disk past the header.
+        try writeWAV(big, channels: 64, rate: 768_000, frames: 768_000, sparse: true)
+        let library = SoundLibrary(theme: SoundTheme(environment: ["HOME": dir, "XDG_DATA_HOME": dir, "XDG_DATA_DIRS": dir]),
+                                   cacheLimitBytes: 1 << 24)
+        guard case .done(.cue) = library.fileExpress(cached) else { Issue.record("not decoded in the express step"); return }
+        guard case .slow = library.fileExpress(big) else { Issue.record("a long file decoded in the express step"); return }
+        guard case .failed(let reply) = library.file(big, cancelled: { true }) else { Issue.record("not cancelled"); return }
+        #expect("\(reply)".contains(CueLoader.cancelledReason), "\(reply)")
+
+        let (lane, gate, slow) = laneWithAFullSlowPool()
+        let limits = lane.limits
+        defer { gate.release() }
+        func express(_ path: String) -> EventLoopFuture<Result<String, DecodeLane.Refusal>> {
+            lane.submit(owner: "other", on: loop, express: { c in
+                switch library.fileExpress(path, cancelled: { c.isCancelled }) {
+                case .done(.cue(let cue)): return .done("cue \(cue.frames)")
+                case .done(let other): return .done("\(other)")
+                case .slow: return .slow { _ in "slow" }
+                }
+            })
+        }
+        #expect(try express(cached).wait() == .success("cue 4800"))
+        #expect(try express(small).wait() == .success("cue 4800"))  // not cached: decoded in the express step
+        let long = express(big)
+        #expect(eventually { lane.counts.queued == 1 })  // behind the full slow pool
+        gate.release()
+        #expect(try long.wait() == .success("slow"))
+        #expect(try slow.map { try $0.wait() } == (0..<limits.maxWorkers).map { .success($0) })
+    }
 }
+
+/// A 16-bit PCM WAV of silence; `sparse`: only the header is written, the file extended.
+func writeWAV(_ path: String, channels: Int, rate: Int, frames: Int, sparse: Bool = false) throws {
+    func le(_ v: Int, _ n: Int) -> [UInt8] { (0..<n).map { UInt8((v >> (8 * $0)) & 0xFF) } }
+    let data = frames * channels * 2
+    let header = Array("RIFF".utf8) + le(36 + data, 4) + Array("WAVE".utf8) + Array("fmt ".utf8) + le(16, 4) + le(1, 2)
+        + le(channels, 2) + le(rate, 4) + le(rate * channels * 2, 4) + le(channels * 2, 2) + le(16, 2)
+        + Array("data".utf8) + le(data, 4)
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+    guard fd >= 0 else { throw WAVWriteError() }
+    defer { close(fd) }
+    let body = sparse ? header : header + [UInt8](repeating: 0, count: data)
+    guard body.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == body.count,
+          ftruncate(fd, off_t(header.count + data)) == 0 else { throw WAVWriteError() }
+}
+
+struct WAVWriteError: Error {}
