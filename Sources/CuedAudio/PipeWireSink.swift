@@ -31,6 +31,13 @@ import Glibc
 /// buffer it took last (played in its next cycle) and the device delay (`delay`),
 /// less the time elapsed since the graph's cycle stamped `now`.
 ///
+/// Missed cycles (`SinkWrite.missedCycles`): libpipewire tells a client nothing when the
+/// graph runs a cycle without its audio (the buffer came too late, or the stream's node
+/// was not scheduled in time): PipeWire plays silence there and no xrun reaches cued.
+/// Before each buffer is queued, the graph position and the frames the graph has taken
+/// from the queue are compared (`CycleAccount`); what the position gained beyond what
+/// was taken, the graph played without the stream.
+///
 /// Errors (server absent, core error or disconnect, stream error state) become
 /// `SinkError`s; the engine closes the sink and opens it again later.
 /// Threading: every method on the audio thread only (see `Sink`), except `init`
@@ -64,9 +71,16 @@ public final class PipeWireSink: Sink {
     private var held: UnsafeMutablePointer<pw_buffer>?
     private var heldFrames = 0
     private var heldTarget = 0
+    /// What the graph asked for the held buffer (`pw_buffer.requested`), nil: not known.
+    private var heldAsked: Int?
     /// The frames of the last buffer queued: what the graph takes per cycle.
     private var lastBufferFrames = 0
     private var active = false
+    /// Frames queued since the stream's counters were last reset (`pw_stream_flush` zeroes them).
+    private var queuedTotal = 0
+    private var cycles = CycleAccount()
+    /// Missed cycles found and not yet reported by a write.
+    private var missedUnreported = 0
 
     /// What PipeWire shows for cued's stream (`[stream]` in the config overrides them).
     public static let defaultStreamProperties = [
@@ -218,10 +232,12 @@ public final class PipeWireSink: Sink {
     private func takeBuffer() -> Bool {
         guard let stream, let b = pw_stream_dequeue_buffer(stream) else { return false }
         let maxFrames = Int(b.pointee.buffer.pointee.datas[0].maxsize) / Self.stride
-        let asked = b.pointee.requested > 0 ? Int(b.pointee.requested) : max(lastBufferFrames, quantumFrames)
+        let requested = Int(clamping: b.pointee.requested)
+        let asked = requested > 0 ? requested : max(lastBufferFrames, quantumFrames)
         held = b
         heldFrames = 0
         heldTarget = max(1, min(asked, maxFrames))
+        heldAsked = requested > 0 ? requested : nil
         return true
     }
 
@@ -243,8 +259,10 @@ public final class PipeWireSink: Sink {
             b.pointee.size = UInt64(heldFrames)
             recent[recentEnd] = heldFrames
             recentEnd = (recentEnd + 1) % Self.recentCount
+            if active { countMissedCycles(stream, filledAsAsked: heldAsked == heldFrames ? heldFrames : nil) }
             held = nil
             lastBufferFrames = heldFrames
+            queuedTotal += heldFrames
             heldFrames = 0
             let rc = pw_stream_queue_buffer(stream, b)
             guard rc >= 0 else { throw SinkError("PipeWire: pw_stream_queue_buffer: \(String(cString: strerror(-rc)))") }
@@ -254,7 +272,24 @@ public final class PipeWireSink: Sink {
                 active = true
             }
         }
-        return SinkWrite(frames: n)
+        let missed = missedUnreported
+        missedUnreported = 0
+        return SinkWrite(frames: n, missedCycles: missed)
+    }
+
+    /// Compares the graph's position with the frames it has taken from the queue (see
+    /// `CycleAccount`), before a buffer filled to `filledAsAsked` frames (nil: to another
+    /// size than the graph asked for) is queued.
+    private func countMissedCycles(_ stream: OpaquePointer, filledAsAsked: Int?) {
+        var t = pw_time()
+        // Valid once the graph has run a cycle since the counters were reset: until then
+        // `queued` is the difference of a zeroed count and the graph's old snapshot.
+        guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0, t.now > 0,
+              t.queued <= UInt64(queuedTotal) else {
+            cycles.restart()
+            return
+        }
+        missedUnreported += cycles.look(ticks: t.ticks, taken: queuedTotal - Int(t.queued), quantum: filledAsAsked)
     }
 
     public func delayFrames() -> Int {
@@ -288,6 +323,8 @@ public final class PipeWireSink: Sink {
         _ = pw_stream_flush(stream, false)
         active = false
         heldFrames = 0
+        queuedTotal = 0
+        cycles.restart()
     }
 
     public func close() {
@@ -303,6 +340,8 @@ public final class PipeWireSink: Sink {
         fds.baseAddress?.deallocate()
         fds = UnsafeMutableBufferPointer(start: nil, count: 0)
         events = nil; stream = nil; core = nil; context = nil; loop = nil
-        held = nil; heldFrames = 0; heldTarget = 0; lastBufferFrames = 0; active = false
+        held = nil; heldFrames = 0; heldTarget = 0; heldAsked = nil; lastBufferFrames = 0; active = false
+        queuedTotal = 0
+        cycles.restart()
     }
 }

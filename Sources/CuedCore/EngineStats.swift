@@ -21,6 +21,9 @@ public final class EngineStats: Sendable {
     public let rewinds = Atomic<Int>(0)
     /// Devices given up after xruns recovered in a row without progress.
     public let lost = Atomic<Int>(0)
+    /// Graph cycles a sound server played without the stream's audio (a hole inside a
+    /// sounding stream) that no xrun reported: the native PipeWire stream's.
+    public let missedCycles = Atomic<Int>(0)
     /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
     public let threadPriority = Atomic<Int>(0)
     public var threadPriorityName: String {

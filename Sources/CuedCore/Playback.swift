@@ -364,6 +364,7 @@ final class Playback {
         }
         outOffset += result.frames
         if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed) }
+        if result.missedCycles > 0 { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
         let delay = sink.delayFrames()
         stream.didWrite(frames: result.frames, xruns: result.xruns, delay: delay, now: now)
         self.stream = stream

@@ -36,11 +36,17 @@ public struct SinkError: Error, Sendable, CustomStringConvertible {
     public var description: String { message }
 }
 
-/// What one `write` did: frames the device took (0: no room), xruns recovered on the way.
+/// What one `write` did: frames the device took (0: no room), xruns recovered on the way,
+/// and cycles a sound server's graph was found to have run without the stream's audio
+/// since the last write (`missedCycles`: it played silence instead; the native PipeWire
+/// stream's count, where no xrun is ever reported).
 public struct SinkWrite: Sendable, Equatable {
     public var frames: Int
     public var xruns: Int
-    public init(frames: Int, xruns: Int = 0) { self.frames = frames; self.xruns = xruns }
+    public var missedCycles: Int
+    public init(frames: Int, xruns: Int = 0, missedCycles: Int = 0) {
+        self.frames = frames; self.xruns = xruns; self.missedCycles = missedCycles
+    }
 }
 
 /// One audio output. Every method is called on the audio thread only (except

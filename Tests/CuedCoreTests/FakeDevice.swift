@@ -21,6 +21,8 @@ final class FakeDevice: Sink {
     var stallFromWrite: Int?
     /// Every open fails while true.
     var failOpen = false
+    /// Cycles a sound server's graph ran without the stream, reported by the next write that takes frames.
+    var missedCyclesToReport = 0
     /// Its write waits for room as a blocking device (the null sink) does: it says it always
     /// has room, and a write moves `now` on until the frames fit.
     var waitsInWrite = false
@@ -82,7 +84,9 @@ final class FakeDevice: Sink {
             samples.append(p[2 * i]); samples.append(p[2 * i + 1])
             heardAt.append(clockless ? now : now + UInt64(queuedBefore + i) * 1_000_000_000 / 48_000)
         }
-        return SinkWrite(frames: take)
+        let missed = missedCyclesToReport
+        missedCyclesToReport = 0
+        return SinkWrite(frames: take, missedCycles: missed)
     }
     func delayFrames() -> Int { clockless ? 0 : timeline.queued(at: now) }
     func rewindableFrames() -> Int {

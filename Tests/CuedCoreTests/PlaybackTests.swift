@@ -77,6 +77,22 @@ import Testing
         #expect(d.underruns == 0)
     }
 
+    /// Cycles a sound server's graph ran without the stream (the native PipeWire stream's
+    /// missed cycles) are counted as such, not as xruns: nothing the stream holds was
+    /// dropped, and it goes on as it was.
+    @Test func missedCyclesAreCountedAndTheStreamGoesOn() {
+        let d = FakeDevice(periodFrames: 128, bufferFrames: 2_048, writeAhead: .fill)
+        var run = FakeRun(d)
+        run.play(Self.bedCue, id: 1, notify: [])
+        run.run(for: 50 * .ms)
+        d.missedCyclesToReport = 3
+        run.run(for: 50 * .ms)
+        #expect(run.stats.missedCycles.load(ordering: .relaxed) == 3)
+        #expect(run.stats.xruns.load(ordering: .relaxed) == 0)
+        #expect(d.underruns == 0)
+        #expect((0..<d.frames).allSatisfy { d.frame($0) == Self.bed($0) }, "the bed broke")
+    }
+
     /// On a device without a clock (ALSA's `file` plugin over `null`: what is written is
     /// in the file at once), a cue that arrives mid-stream is written the moment it is
     /// asked for; the writer still keeps to real time (not seconds of audio at once).
