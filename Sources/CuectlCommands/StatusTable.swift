@@ -26,7 +26,7 @@ public enum StatusTable {
         rows.append(("played", String(s.played)))
         rows.append(("voices", "\(s.voicesActive) active, \(s.voicesStolen) stolen"))
         rows.append(("clipped", "\(s.clippedSamples) samples"))
-        rows.append(("device", "\(s.xruns) xruns, \(s.stalls) stalls, \(s.devicesLost) lost, \(s.rewinds) rewinds"))
+        rows.append(("device", "\(s.xruns) xruns, \(s.missedCycles) missed cycles, \(s.stalls) stalls, \(s.devicesLost) lost, \(s.rewinds) rewinds"))
         rows.append(("audio thread", s.audioThread))
         rows.append(("dropped", String(s.dropped)))
         rows.append(("clients", "\(s.clients) connected, \(s.rateLimited) rate-limited, \(s.refusedBusy) refused busy, \(s.evictedIdle) idle evicted"))

@@ -76,6 +76,9 @@ public struct Status: Sendable, Equatable {
     /// Cues that arrived mid-stream and were mixed into audio the device gave back (a
     /// rewind), so they started at the first frame it had not committed.
     public var rewinds = 0
+    /// Graph cycles the sound server played without cued's audio, inside a sounding
+    /// stream, that no xrun reported (the native PipeWire stream): a hole heard.
+    public var missedCycles = 0
     /// Devices that stopped taking audio and were reopened.
     public var stalls = 0
     /// Devices whose recovery made no progress (e.g. the sound server restarted) and were reopened.
@@ -101,6 +104,7 @@ public struct Status: Sendable, Equatable {
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
+        case missedCycles = "missed_cycles"
         // sink
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
@@ -138,7 +142,7 @@ public struct Status: Sendable, Equatable {
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
             (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
-            (.xruns, n(xruns)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
+            (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
             (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
@@ -179,6 +183,7 @@ public struct Status: Sendable, Equatable {
         voicesStolen = int(v(json, .voicesStolen)) ?? 0
         clippedSamples = int(v(json, .clippedSamples)) ?? 0
         xruns = int(v(json, .xruns)) ?? 0
+        missedCycles = int(v(json, .missedCycles)) ?? 0
         rewinds = int(v(json, .rewinds)) ?? 0
         stalls = int(v(json, .stalls)) ?? 0
         devicesLost = int(v(json, .devicesLost)) ?? 0

@@ -95,6 +95,7 @@ struct StatusReport {
         out.voicesStolen = s.stolen.load(ordering: .relaxed)
         out.clippedSamples = s.clipped.load(ordering: .relaxed)
         out.xruns = s.xruns.load(ordering: .relaxed)
+        out.missedCycles = s.missedCycles.load(ordering: .relaxed)
         out.stalls = s.stalls.load(ordering: .relaxed)
         out.rewinds = s.rewinds.load(ordering: .relaxed)
         out.devicesLost = s.lost.load(ordering: .relaxed)

@@ -39,6 +39,7 @@ import Testing
         s.stalls = 3
         s.devicesLost = 8
         s.rewinds = 9
+        s.missedCycles = 11
         s.audioThread = "realtime"
         s.evictedIdle = 5
         s.rateLimited = 6
@@ -55,7 +56,7 @@ import Testing
         s.stateError = "No space left on device"
         let out = ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusTable)
         let table = out.stdout ?? ""
-        for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "5 idle evicted",
+        for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "11 missed cycles", "5 idle evicted",
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
                       "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures,
                       "not saved (retrying): No space left on device"] {
