@@ -15,10 +15,41 @@ import TestSupport
 /// 100 %, set by the stack) without dither, and parec converts back (x × 32768):
 /// both steps are exact for 16-bit values, so anything but the cue's own samples
 /// is a dropout, a glitch or a gain change.
+///
+/// Unless the machine itself stopped: on a loaded shared VM, every thread (PipeWire's
+/// own, the recorders', cued's) can go unscheduled for 10–20 ms at a time, and the
+/// graph then runs cycles without the nodes whose threads did not run (bench/NOTES.md,
+/// 2026-11-24). A `StallWatch` runs beside each test that compares samples: a hole
+/// heard while the machine stopped for a graph cycle or more is reported as that known
+/// issue, with what cued counted; a hole on a machine that ran is a failure.
 @Suite(.serialized, .timeLimit(.minutes(3)),
        .enabled(if: PipeWireStack.unavailableReason == nil, Comment(rawValue: PipeWireStack.unavailableReason ?? "")))
 struct PipeWireTests {
     static let sinks = ["alsa:default", "alsa:pulse", "pipewire"]
+    /// The graph's quantum with each sink here (frames at 48 kHz): the ALSA plugin's from
+    /// cued's period (528 → 512), pipewire-pulse's floor, the native stream's node.latency.
+    static let quantum = ["alsa:default": 512, "alsa:pulse": 256, "pipewire": 128]
+
+    static func cycleMs(_ sink: String) -> Double { Double(quantum[sink] ?? 128) * 1000 / 48_000 }
+
+    /// A hole heard (`what`): the machine's if it stopped for a graph cycle or more while
+    /// watched (every client of the graph misses cycles then), else a failure.
+    func judgeHole(_ what: String, sink: String, watch: StallWatch) {
+        if watch.available && watch.stalled(atLeastMs: Self.cycleMs(sink)) {
+            withKnownIssue("the machine stopped running threads for a graph cycle or more (\(watch.summary)); the graph runs at \(Self.quantum[sink] ?? 0) frames (\(String(format: "%.1f", Self.cycleMs(sink))) ms) with \(sink): \(what)") {
+                Issue.record("\(what)")
+            }
+        } else {
+            Issue.record("\(what); the machine: \(watch.summary)")
+        }
+    }
+
+    /// On the native stream, cued's own count: no graph cycle without its audio unless the
+    /// machine stopped for one (it was late, or its threads did not run).
+    func expectNoMissedCycle(_ st: Status, sink: String, watch: StallWatch) {
+        guard sink == "pipewire", st.missedCycles > 0 else { return }
+        judgeHole("cued counted \(st.missedCycles) graph cycles without its audio", sink: sink, watch: watch)
+    }
 
     func start(_ stack: PipeWireStack, _ sink: String, cues: [String: [Int16]] = Fixture.standard) throws -> DaemonHarness {
         try DaemonHarness(cues: cues, args: ["--sink", sink, "--log-level", "debug"], extraEnv: stack.environment)
@@ -40,6 +71,8 @@ struct PipeWireTests {
     /// compiling beside it.
     @Test(arguments: sinks)
     func fiftyCuesInARowAreAllHeardSampleExact(sink: String) throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let handed = stack.dir.file("handed.raw")
         let viaCapture = sink == "alsa:pulse"
@@ -78,10 +111,11 @@ struct PipeWireTests {
             let mine = try Recording(path: handed)
             #expect(mine.occurrences(of: pop).count == 51, "cued's own output: \(mine.occurrences(of: pop).count) of 51 pops exact; \(mine.firstMismatch(mine.sounds(), pop))")
         }
+        expectNoMissedCycle(st, sink: sink, watch: watch)
         guard found.count != 50 || sounds.count != 50 else { return }
         let other = try Recording(wav: second)
         let otherFound = other.occurrences(of: pop).count
-        let what = "\(found.count) of 50 cues sample-exact at parec's recording, \(otherFound) at pw-record's; \(sounds.count) sounds; \(rec.firstMismatch(sounds, pop)); cued: xruns \(st.xruns), stalls \(st.stalls), thread \(st.audioThread)"
+        let what = "\(found.count) of 50 cues sample-exact at parec's recording, \(otherFound) at pw-record's; \(sounds.count) sounds; \(rec.firstMismatch(sounds, pop)); cued: xruns \(st.xruns), missed cycles \(st.missedCycles), stalls \(st.stalls), thread \(st.audioThread)"
         if otherFound == 50 {
             // The monitor had them all: the first recorder lost frames.
             print("PipeWireTests: parec lost frames pw-record heard: \(what)")
@@ -93,7 +127,7 @@ struct PipeWireTests {
                 Issue.record("\(what)")
             }
         } else {
-            Issue.record("cues missing at the monitor: \(what)")
+            judgeHole("cues missing at the monitor: \(what)", sink: sink, watch: watch)
         }
     }
 
@@ -107,6 +141,8 @@ struct PipeWireTests {
         let bed = (0..<bedFrames).map { Int16($0 % 97 + 1) }
         var cues = Fixture.standard
         cues["bed"] = bed
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         // On pulse, what cued handed the device is kept too (see fiftyCues…): a hole at the
         // monitor in frames cued handed over intact is the pulse transport's, not cued's.
@@ -144,8 +180,10 @@ struct PipeWireTests {
         let left = try #require(withoutTheBed(rec), "the bed is not whole at the monitor; sounds \(rec.sounds().prefix(4))")
         let pops = left.occurrences(of: pop)
         let st = try d.status()
-        let cuedSays = "cued: xruns \(st.xruns), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
-        #expect(st.xruns == 0 && st.stalls == 0 && st.dropped == 0, "\(cuedSays)")
+        let cuedSays = "cued: xruns \(st.xruns), missed cycles \(st.missedCycles), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
+        #expect(st.stalls == 0 && st.dropped == 0, "\(cuedSays)")
+        if st.xruns > 0 { judgeHole("the device underran: \(cuedSays)", sink: sink, watch: watch) }
+        expectNoMissedCycle(st, sink: sink, watch: watch)
         // Exactly six pops over the bed and nothing else.
         let what = "\(pops.count) of 6 pops sample-exact over the bed; what differs from the bed: \(left.sounds().prefix(8)); \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)"
         if pops.count != 6 || left.sounds().count != 6 {
@@ -156,7 +194,7 @@ struct PipeWireTests {
                     Issue.record("\(what)")
                 }
             } else {
-                Issue.record("\(what)")
+                judgeHole(what, sink: sink, watch: watch)
             }
         }
         if sink == "alsa:default" {
@@ -342,10 +380,56 @@ struct PipeWireTests {
         #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
     }
 
+    /// The native stream's `missed_cycles` counts the silence the graph played in its
+    /// place: cued stopped (SIGSTOP, every thread) for 30 ms inside a 1 s cue leaves a
+    /// hole at the monitor exactly as long as the cycles it counted, and the cue's frames
+    /// are all there around it, in order (late, none lost).
+    @Test func aStreamStoppedMidCueLeavesAHoleMissedCyclesCounts() throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
+        var cues = Fixture.standard
+        let tone = Fixture.samples(seed: 7, frames: 48_000).map { $0 == 0 ? 1 : $0 }  // no silent frame of its own
+        cues["tone"] = tone
+        let stack = try PipeWireStack()
+        let d = try start(stack, "pipewire", cues: cues)
+        #expect(try d.request("play pop") == "ok")
+        #expect(waitIdle(d))
+        let before = try d.status().missedCycles
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        #expect(try d.request("play tone") == "ok")
+        usleep(400_000)
+        d.process.signal(SIGSTOP)
+        usleep(30_000)
+        d.process.signal(SIGCONT)
+        #expect(waitIdle(d))
+        usleep(300_000)
+        recorder.stop()
+        let missed = try d.status().missedCycles - before
+        let rec = try Recording(path: path)
+        let cue = tone.stereo
+        guard let at = rec.occurrences(of: Array(cue.prefix(2 * 97))).first else {
+            Issue.record("the tone's start is not at the monitor: \(rec.sounds().prefix(4)); cued counted \(missed) missed cycles")
+            return
+        }
+        let got = Array(rec.samples[(2 * at)...])
+        var heard = 0
+        while heard < tone.count && 2 * heard + 1 < got.count && got[2 * heard] == cue[2 * heard] && got[2 * heard + 1] == cue[2 * heard + 1] { heard += 1 }
+        var silent = 0
+        while 2 * (heard + silent) + 1 < got.count && got[2 * (heard + silent)] == 0 && got[2 * (heard + silent) + 1] == 0 { silent += 1 }
+        let rest = got.dropFirst(2 * (heard + silent)).prefix(2 * (tone.count - heard))
+        let whole = Array(rest) == Array(cue[(2 * heard)...])
+        let what = "the tone at the monitor: \(heard) frames, \(silent) frames of silence, then the rest \(whole ? "whole" : "not whole"); cued counted \(missed) missed cycles"
+        #expect(heard < tone.count && silent > 0 && missed > 0, "the stop was not heard, or not counted: \(what)")
+        if !whole || silent != missed * 128 { judgeHole(what, sink: "pipewire", watch: watch) }
+    }
+
     /// `play … wait` on the native stream answers once the cue has sounded: not before
     /// its last frame can have reached the graph (its length after the request), and not
     /// long after (the stream's timing, not a guess); the cue is heard once, sample-exact.
     @Test func playWaitOnTheNativeStreamRepliesOnceTheCueHasSounded() throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let d = try start(stack, "pipewire")
         #expect(try d.request("play pop") == "ok")  // opened: the waits below time the stream, not the connection
@@ -369,8 +453,12 @@ struct PipeWireTests {
             #expect(t < popSeconds + 0.1, "replied \(t) s after the request for a \(popSeconds) s cue")
         }
         let rec = try Recording(path: path)
-        #expect(rec.occurrences(of: pop).count == 5, "\(rec.firstMismatch(rec.sounds(), pop))")
         let st = try d.status()
+        if rec.occurrences(of: pop).count != 5 {
+            judgeHole("\(rec.occurrences(of: pop).count) of 5 pops sample-exact: \(rec.firstMismatch(rec.sounds(), pop)); cued: missed cycles \(st.missedCycles)",
+                      sink: "pipewire", watch: watch)
+        }
+        expectNoMissedCycle(st, sink: "pipewire", watch: watch)
         #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
     }
 }

@@ -1,0 +1,116 @@
+import Foundation
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Watches whether the machine itself stops running threads: one SCHED_FIFO 99 thread
+/// pinned to each CPU wakes every half millisecond and notes how late it woke. Nothing
+/// in the system can keep such a thread from running but the kernel with interrupts
+/// off or the hypervisor not running the virtual CPU: a late wake is a stall every
+/// thread on that CPU suffered, PipeWire's own included. On the shared 2-vCPU test VM,
+/// with both CPUs busy, such wakes came 10–22 ms late several times a second (bench/NOTES.md,
+/// 2026-11-24); PipeWire's graph at a quantum of 128 frames (2.7 ms) then misses
+/// cycles, for every client. The PipeWire tests tell those holes from cued's with it.
+///
+/// `available` is false where real-time scheduling is not allowed (then nothing can be
+/// told apart and every hole counts as cued's).
+final class StallWatch: @unchecked Sendable {
+    struct Stall: CustomStringConvertible {
+        /// When the thread should have woken (monotonic ns), on which CPU, how late.
+        let at: UInt64
+        let cpu: Int
+        let lateNs: UInt64
+        var lateMs: Double { Double(lateNs) / 1e6 }
+        var description: String { String(format: "%.1f ms on cpu%d", lateMs, cpu) }
+    }
+
+    static let periodNs: UInt64 = 500_000
+    /// Late wakes below this are not noted (a healthy machine wakes a FIFO 99 thread within tens of µs).
+    static let noteNs: UInt64 = 1_000_000
+
+    /// What the watching threads share; they hold it, not the watch, so that releasing
+    /// the watch stops them.
+    private final class State: Sendable {
+        let running = Atomic<Bool>(true)
+        let started = Atomic<Int>(0)
+        let realtime = Atomic<Int>(0)
+        let stalls = Mutex<[Stall]>([])
+    }
+
+    private let state = State()
+    private let cpus: Int
+    private let begin = StallWatch.now()
+
+    init() {
+        cpus = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
+        for cpu in 0..<cpus {
+            let state = self.state
+            let t = Thread { StallWatch.watch(cpu: cpu, state) }
+            t.name = "stall-watch-\(cpu)"
+            t.start()
+        }
+        for _ in 0..<500 where state.started.load(ordering: .acquiring) < cpus { usleep(2_000) }
+    }
+
+    deinit { stop() }
+
+    /// Every watching thread runs at SCHED_FIFO 99 on its own CPU.
+    var available: Bool { state.realtime.load(ordering: .acquiring) == cpus }
+
+    func stop() {
+        state.running.store(false, ordering: .releasing)
+    }
+
+    /// The stalls noted so far.
+    var noted: [Stall] { state.stalls.withLock { $0 } }
+
+    /// The longest stall noted, if any.
+    var worst: Stall? { noted.max { $0.lateNs < $1.lateNs } }
+
+    /// Whether the machine stopped for at least `ms` (less the watch's period, the
+    /// uncertainty of a late wake) while watched.
+    func stalled(atLeastMs ms: Double) -> Bool {
+        let bound = UInt64(max(0, ms * 1e6 - Double(Self.periodNs)))
+        return noted.contains { $0.lateNs >= max(bound, Self.noteNs) }
+    }
+
+    /// For messages: how many stalls, the worst ones, over how long.
+    var summary: String {
+        let all = noted
+        let seconds = Double(Self.now() - begin) / 1e9
+        guard available else { return "stall watch unavailable (no real-time scheduling)" }
+        guard !all.isEmpty else { return String(format: "no stall ≥ 1 ms in %.1f s", seconds) }
+        let worst = all.sorted { $0.lateNs > $1.lateNs }.prefix(3).map(\.description).joined(separator: ", ")
+        return String(format: "%d stalls ≥ 1 ms in %.1f s (worst: %@)", all.count, seconds, worst)
+    }
+
+    private static func watch(cpu: Int, _ state: State) {
+        var set = cpu_set_t()
+        withUnsafeMutableBytes(of: &set) { $0[cpu / 8] |= UInt8(1 << (cpu % 8)) }
+        // sched_setaffinity is a GNU extension Glibc's module does not declare: looked up instead.
+        typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> Int32
+        let pinned = dlsym(nil, "sched_setaffinity").map { unsafeBitCast($0, to: SetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, &set) == 0 } ?? false
+        var param = sched_param(sched_priority: 99)
+        if pinned && sched_setscheduler(0, SCHED_FIFO, &param) == 0 { state.realtime.add(1, ordering: .releasing) }
+        state.started.add(1, ordering: .releasing)
+        var next = now()
+        while state.running.load(ordering: .acquiring) {
+            next += periodNs
+            var ts = timespec(tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
+            while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
+            let woke = now()
+            if woke > next + noteNs {
+                let stall = Stall(at: next, cpu: cpu, lateNs: woke - next)
+                state.stalls.withLock { $0.append(stall) }
+                next = woke
+            }
+        }
+    }
+
+    private static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
