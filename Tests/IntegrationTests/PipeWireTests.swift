@@ -238,6 +238,8 @@ struct PipeWireTests {
 
     @Test(arguments: sinks)
     func aServerRestartWhileIdleOpenIsNoticedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let d = try start(stack, sink)
         #expect(try d.request("play pop") == "ok")
@@ -253,16 +255,22 @@ struct PipeWireTests {
         let back = Date()
         #expect(try d.request("play pop") == "ok")
         let pop = Fixture.standard["pop"]!.stereo
-        #expect(eventually(timeout: 3) { ((try? Recording(path: path))?.occurrences(of: pop).count ?? 0) == 1 })
+        _ = eventually(timeout: 3) { ((try? Recording(path: path))?.occurrences(of: pop).count ?? 0) == 1 }
         let heardAt = Date().timeIntervalSince(back)
         recorder.stop()
         let rec = try Recording(path: path)
         guard let first = rec.occurrences(of: pop).first else {
             let st = try? d.status()
-            Issue.record("""
-                the cue after the restart was not heard; at the monitor: \(rec.sounds().prefix(4)) in \(rec.samples.count / 2) frames; \
-                cued: xruns \(st?.xruns ?? -1), stalls \(st?.stalls ?? -1), dropped \(st?.dropped ?? -1); its log: \(d.readStderr().suffix(1500))
-                """)
+            let what = """
+                at the monitor: \(rec.sounds().prefix(4)) in \(rec.samples.count / 2) frames, \(rec.firstMismatch(rec.sounds(), pop)); \
+                cued: xruns \(st?.xruns ?? -1), missed cycles \(st?.missedCycles ?? -1), stalls \(st?.stalls ?? -1), dropped \(st?.dropped ?? -1); \
+                its log: \(d.readStderr().suffix(1500))
+                """
+            if !rec.holds(partOf: pop) {
+                Issue.record("the cue after the restart was not heard; \(what)")
+            } else {
+                judgeHole("the cue after the restart was heard, not sample-exact; \(what)", sink: sink, watch: watch)
+            }
             return
         }
         #expect(Double(first) / 48_000 < 1.0, "heard \(Double(first) / 48_000) s into the recording")
@@ -274,6 +282,8 @@ struct PipeWireTests {
     func aServerRestartWhilePlayingIsSurvivedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(500, frames: 48_000 * 3)
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let d = try start(stack, sink, cues: cues)
         #expect(try d.request("play long") == "ok")
@@ -284,11 +294,17 @@ struct PipeWireTests {
         let recorder = try stack.record(to: path)
         #expect(try d.request("play pop") == "ok")
         let pop = Fixture.standard["pop"]!.stereo
-        #expect(eventually(timeout: 3) { ((try? Recording(path: path))?.occurrences(of: pop).count ?? 0) == 1 })
+        _ = eventually(timeout: 3) { ((try? Recording(path: path))?.occurrences(of: pop).count ?? 0) == 1 }
         recorder.stop()
         let rec = try Recording(path: path)
         guard let first = rec.occurrences(of: pop).first else {
-            Issue.record("the cue after the restart was not heard; cued: \(d.readStderr().suffix(800))"); return
+            let what = "at the monitor: \(rec.sounds().prefix(4)), \(rec.firstMismatch(rec.sounds(), pop)); cued: \(d.readStderr().suffix(800))"
+            if !rec.holds(partOf: pop) {
+                Issue.record("the cue after the restart was not heard; \(what)")
+            } else {
+                judgeHole("the cue after the restart was heard, not sample-exact; \(what)", sink: sink, watch: watch)
+            }
+            return
         }
         #expect(Double(first) / 48_000 < 1.0, "heard \(Double(first) / 48_000) s into the recording")
         #expect(try d.request("ping") == "ok pong")
@@ -460,5 +476,14 @@ struct PipeWireTests {
         }
         expectNoMissedCycle(st, sink: "pipewire", watch: watch)
         #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
+    }
+}
+
+extension Recording {
+    /// Whether the first or the last 97 frames of `cue` (stereo) are there: it was heard,
+    /// whole or with a hole.
+    func holds(partOf cue: [Int16]) -> Bool {
+        let n = min(2 * 97, cue.count)
+        return !occurrences(of: Array(cue.prefix(n))).isEmpty || !occurrences(of: Array(cue.suffix(n))).isEmpty
     }
 }
