@@ -109,7 +109,14 @@ struct PipeWireTests {
         if viaCapture {
             // What cued handed the device: every pop whole (51 with the first).
             let mine = try Recording(path: handed)
-            #expect(mine.occurrences(of: pop).count == 51, "cued's own output: \(mine.occurrences(of: pop).count) of 51 pops exact; \(mine.firstMismatch(mine.sounds(), pop))")
+            let exact = mine.occurrences(of: pop).count
+            if exact != 51 {
+                let what = "cued's own output: \(exact) of 51 pops exact; \(mine.firstMismatch(mine.sounds(), pop)); its latency max \(st.latencyUs.max ?? -1) µs"
+                // Two pops overlap in what cued wrote only if one started 100 ms late (they are
+                // 50 ms long, 150 ms apart): cued's own latency figure says whether one did.
+                if (st.latencyUs.max ?? 0) >= 100_000 { judgeHole("a pop started over 100 ms late and overlapped the next: \(what)", sink: sink, watch: watch) }
+                else { Issue.record("\(what)") }
+            }
         }
         expectNoMissedCycle(st, sink: sink, watch: watch)
         guard found.count != 50 || sounds.count != 50 else { return }
@@ -425,7 +432,8 @@ struct PipeWireTests {
         let rec = try Recording(path: path)
         let cue = tone.stereo
         guard let at = rec.occurrences(of: Array(cue.prefix(2 * 97))).first else {
-            Issue.record("the tone's start is not at the monitor: \(rec.sounds().prefix(4)); cued counted \(missed) missed cycles")
+            let what = "the tone's start is not at the monitor: \(rec.sounds().prefix(4)); cued counted \(missed) missed cycles"
+            if rec.holds(partOf: cue) { judgeHole(what, sink: "pipewire", watch: watch) } else { Issue.record("\(what)") }
             return
         }
         let got = Array(rec.samples[(2 * at)...])
@@ -465,7 +473,11 @@ struct PipeWireTests {
         usleep(300_000)
         recorder.stop()
         for t in took {
-            #expect(t >= popSeconds, "replied \(t) s after the request, before a \(popSeconds) s cue can have sounded")
+            if t < popSeconds {
+                // After the machine stalls, the null sink (a timer) runs the cycles it owes back
+                // to back: the graph then plays a cue's frames faster than real time.
+                judgeHole("replied \(t) s after the request, before a \(popSeconds) s cue can have sounded in real time", sink: "pipewire", watch: watch)
+            }
             #expect(t < popSeconds + 0.1, "replied \(t) s after the request for a \(popSeconds) s cue")
         }
         let rec = try Recording(path: path)
