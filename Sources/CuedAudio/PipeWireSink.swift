@@ -76,6 +76,8 @@ public final class PipeWireSink: Sink {
     /// The frames of the last buffer queued: what the graph takes per cycle.
     private var lastBufferFrames = 0
     private var active = false
+    /// When the stream was last made active (monotonic ns).
+    private var activatedAt: UInt64 = 0
     /// Frames queued since the stream's counters were last reset (`pw_stream_flush` zeroes them).
     private var queuedTotal = 0
     private var cycles = CycleAccount()
@@ -270,6 +272,7 @@ public final class PipeWireSink: Sink {
                 // The first buffer is queued before the stream is scheduled: its first cycle has it.
                 _ = pw_stream_set_active(stream, true)
                 active = true
+                activatedAt = MonotonicClock.now()
             }
         }
         let missed = missedUnreported
@@ -299,10 +302,17 @@ public final class PipeWireSink: Sink {
         // Not `t.queued`: pw_stream_flush zeroes the counters it is the difference of but
         // not the graph's last snapshot of them, so until the next cycle it wraps around.
         // The queue is first in, first out: the buffers still queued are the last ones queued.
+        // Besides those queued, the buffers the stream took from its queue ahead of the cycle
+        // that plays them: it takes one at once when it is queued while the stream drives
+        // itself (inactive: libpipewire 0.3's trigger for a driving stream), and the graph's
+        // adapter takes the next one early when two are queued. Neither queued nor ours.
         let queued = min(Int(t.queued_buffers), Self.recentCount)
+        let ahead = max(0, Int(events?.pointee.buffers ?? 0) - Int(t.avail_buffers) - queued - (held == nil ? 0 : 1))
         var frames = heldFrames + min(Int(clamping: t.buffered), rate)
-        for i in 0..<queued { frames += recent[(recentEnd - 1 - i + Self.recentCount) % Self.recentCount] }
-        guard active, t.now > 0, t.rate.denom > 0, t.rate.num > 0 else { return frames }
+        for i in 0..<min(queued + ahead, Self.recentCount) { frames += recent[(recentEnd - 1 - i + Self.recentCount) % Self.recentCount] }
+        // Until the graph has run a cycle since the stream was started, nothing handed over
+        // has played (`now` is still the last cycle of the stream before, or 0).
+        guard active, t.now > 0, UInt64(t.now) >= activatedAt, t.rate.denom > 0, t.rate.num > 0 else { return frames }
         // At `now` the graph had just taken a buffer (played in its next cycle) and its
         // device still held `delay` (in num/denom s).
         let device = Int(clamping: min(max(0, t.delay), Int64(t.rate.denom))) * rate * Int(t.rate.num) / Int(t.rate.denom)
