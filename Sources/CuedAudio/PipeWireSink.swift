@@ -54,6 +54,11 @@ public final class PipeWireSink: Sink {
     /// The graph's buffers are the device: fill what it asks for (the sink itself
     /// keeps at most one buffer queued ahead).
     public var writeAhead: WriteAhead { .fill }
+    /// Every wake-up of the loop's descriptor is consumed by the dispatch in `hasRoom`: a
+    /// wake-up without room (a message from the server) is followed by another poll, not a
+    /// timer that would sleep through the `process` that follows it (the graph asks for the
+    /// next buffer once a cycle, and it is needed within that cycle).
+    public var descriptorsStayReadable: Bool { false }
     /// How long `open` waits for the server to link the stream and agree on a format.
     public var openTimeoutMs = 2000
 

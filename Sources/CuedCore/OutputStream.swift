@@ -23,6 +23,8 @@ public enum WriteAhead: Sendable, Equatable {
 public struct OutputStream: Sendable {
     public let format: SinkFormat
     public let writeAhead: WriteAhead
+    /// The device's descriptors can stay readable without room (see `Sink.descriptorsStayReadable`).
+    public let descriptorsStayReadable: Bool
     /// Under `.lowWater`: write when less than this is queued ahead of the device.
     public let lowWaterFrames: Int
     /// The most ever queued ahead of real time on a device without a clock (ALSA's
@@ -50,9 +52,10 @@ public struct OutputStream: Sendable {
     /// Frames written since the stream (re)started.
     private var streamFrames = 0
 
-    public init(format: SinkFormat, writeAhead: WriteAhead) {
+    public init(format: SinkFormat, writeAhead: WriteAhead, descriptorsStayReadable: Bool = true) {
         self.format = format
         self.writeAhead = writeAhead
+        self.descriptorsStayReadable = descriptorsStayReadable
         let margin = max(format.rate / 500, format.periodFrames / 2)  // 2 ms, or half a period
         lowWaterFrames = max(1, min(format.periodFrames + margin, format.bufferFrames - format.periodFrames))
         limitFrames = format.bufferFrames + format.periodFrames
@@ -91,7 +94,8 @@ public struct OutputStream: Sendable {
             if n >= max(1, period / 4) { return .write(render: n) }
         }
         if room < need {
-            guard deviceWoke else { return .waitForDevice }
+            // Woken without room, by descriptors that say only what is new: poll them again.
+            guard deviceWoke, descriptorsStayReadable else { return .waitForDevice }
             // Woken without room: a plugin may keep its descriptor readable until it has
             // room (PipeWire's eventfd), and polling it again would spin. A timer for the
             // frames missing (at least half a millisecond).

@@ -100,6 +100,12 @@ public protocol Sink: AnyObject {
     /// Once open: how far ahead to write (`.fill` for a sound server's plugin, whose
     /// ring is not the device; `.lowWater`, the default, for the rest).
     var writeAhead: WriteAhead { get }
+    /// Whether `pollDescriptors` can stay readable while the device has no room (PipeWire's
+    /// ALSA plugin keeps its eventfd readable until it has): then a wake-up without room is
+    /// followed by a timer, not another poll, which would return at once and spin. False
+    /// for a sink whose `hasRoom` consumes every wake-up (the native PipeWire stream): it
+    /// is polled again, so that the wake-up that brings room is not slept through.
+    var descriptorsStayReadable: Bool { get }
     /// Gives back up to `frames` of the frames last written (the next write replaces
     /// them); returns how many it gave back.
     func rewind(frames: Int) -> Int
@@ -122,6 +128,7 @@ extension Sink {
     public var drainMarginSeconds: Double? { nil }
     public func rewindableFrames() -> Int { 0 }
     public var writeAhead: WriteAhead { .lowWater }
+    public var descriptorsStayReadable: Bool { true }
     public func rewind(frames: Int) -> Int { 0 }
 }
 

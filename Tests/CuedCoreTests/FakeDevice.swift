@@ -21,6 +21,8 @@ final class FakeDevice: Sink {
     var stallFromWrite: Int?
     /// Every open fails while true.
     var failOpen = false
+    /// Whether its descriptors can stay readable without room (PipeWire's plugin) or say only what is new.
+    var descriptorsStayReadable = true
     /// Cycles a sound server's graph ran without the stream, reported by the next write that takes frames.
     var missedCyclesToReport = 0
     /// Its write waits for room as a blocking device (the null sink) does: it says it always

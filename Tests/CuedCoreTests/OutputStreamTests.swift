@@ -100,6 +100,18 @@ import Testing
         #expect(s.next(now: t0, room: 239, deviceWoke: true) == .wait(until: t0 + 500_000))  // half a millisecond at least
     }
 
+    /// A device whose descriptors say only what is new (the native PipeWire stream) is
+    /// polled again when a wake-up brought no room: the next one may (a timer would sleep
+    /// through it).
+    @Test func aDeviceThatWakesOnlyForNewsIsPolledAgain() {
+        var s = OutputStream(format: big, writeAhead: .fill, descriptorsStayReadable: false)
+        s.didRender(240)
+        s.didWrite(frames: 240, xruns: 0, delay: 4_000, now: t0)
+        #expect(s.next(now: t0, room: 100, deviceWoke: true) == .waitForDevice)
+        #expect(s.next(now: t0, room: 100, deviceWoke: false) == .waitForDevice)
+        #expect(s.next(now: t0, room: 800, deviceWoke: true) == .write(render: 240))
+    }
+
     /// A write that took nothing although the device claimed room is not retried at once.
     @Test func aWriteThatTookNothingWaitsForTheDevice() {
         var s = OutputStream(format: big, writeAhead: .fill)

@@ -254,6 +254,20 @@ import Testing
         #expect(u >= run.now + 500_000)
     }
 
+    /// …unless the device's descriptors say only what is new (the native PipeWire stream):
+    /// then it polls them again, and the wake-up that brings room is not slept through.
+    @Test func aWakeWithoutRoomPollsAgainWhenTheDeviceSaysOnlyWhatIsNew() throws {
+        let d = FakeDevice(periodFrames: 480, bufferFrames: 960, writeAhead: .fill)
+        d.descriptorsStayReadable = false
+        var run = FakeRun(d)
+        run.play(Self.bedCue, id: 1, notify: [])
+        run.run(for: 5 * .ms)
+        #expect(d.delayFrames() > 960 - 480)
+        let w = run.playback.step(now: run.now, deviceWoke: true)
+        guard case .sleep(_, let watch) = w else { Issue.record("\(w)"); return }
+        #expect(watch == .room)
+    }
+
     /// Over a second of a cue playing, the thread turns its loop a few times a period,
     /// not thousands of times.
     @Test func theThreadTurnsAFewTimesAPeriod() {
