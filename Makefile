@@ -9,11 +9,13 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc
 # makes the man pages (make man; install uses the committed roff and make test checks it is
 # current); python3 runs the README's Python example; bash-completion loads the bash
-# completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test.
+# completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test. libsystemd-dev: sd-bus for
+# the D-Bus face; feedbackd (fbcli), libfeedback with python3-gi, notify-send and gdbus: its real clients.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
-             fuse3 python3-fusepy dpkg-dev lintian
+             fuse3 python3-fusepy dpkg-dev lintian \
+             libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.

@@ -18,6 +18,8 @@ let package = Package(
         .systemLibrary(name: "CALSA", pkgConfig: "alsa", providers: [.apt(["libasound2-dev"])]),
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "CSampleRate", pkgConfig: "samplerate", providers: [.apt(["libsamplerate0-dev"])]),
+        // sd-bus's vtable macros and variadic calls, as plain C functions (libsystemd).
+        .target(name: "CSDBus", linkerSettings: [.linkedLibrary("systemd")]),
 
         // Pure: no audio, no sockets, no NIO.
         .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),
@@ -34,7 +36,7 @@ let package = Package(
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [
-            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient", "CuedSystem",
+            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient", "CuedSystem", "CSDBus",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),

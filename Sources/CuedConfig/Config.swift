@@ -58,6 +58,9 @@ public struct Config: Sendable, Equatable {
     /// Properties of the audio stream on a sound server (`[stream]`), e.g.
     /// `"media.role" = "event"`; they replace the built-in ones key by key.
     public var stream: [String: String] = [:]
+    /// `[dbus]` and `[notifications]` (DesktopConfig.swift).
+    public var dbus = BusSetting()
+    public var notifications = NotificationSetting()
     /// Where each key was written (dotted path → line), for errors found later
     /// (a cue file that does not load, a transition to an unknown cue).
     public var lines: [String: Int] = [:]
@@ -69,6 +72,7 @@ public struct Config: Sendable, Equatable {
             && a.idleCloseS == b.idleCloseS && a.masterGainDB == b.masterGainDB && a.sounds == b.sounds
             && a.muted == b.muted && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps
             && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.stream == b.stream
+            && a.dbus == b.dbus && a.notifications == b.notifications
     }
 
     /// An issue about `key`, placed at the line it was written on.
@@ -213,7 +217,8 @@ struct Checker {
     }
 
     static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted",
-                          "theme", "theme_cache_mb", "cues", "transitions", "apps", "stream"]
+                          "theme", "theme_cache_mb", "cues", "transitions", "apps", "stream",
+                          "dbus", "notifications"]
 
     mutating func read(_ root: TOMLTable) -> Config {
         var c = Config()
@@ -229,6 +234,8 @@ struct Checker {
                 if let s = string(v, key) {
                     if Label.isValid(s) { c.theme = s } else { fail(key, v, Label.problem(s, what: "theme")) }
                 }
+            case "dbus": readBus(v, into: &c)
+            case "notifications": readNotifications(v, into: &c)
             case "theme_cache_mb": c.themeCacheMB = number(v, key, ConfigLoader.themeCacheRange)
             case "latency_ms": c.latencyMs = int(v, key, ConfigLoader.latencyRange)
             case "voices": c.voices = int(v, key, ConfigLoader.voicesRange)

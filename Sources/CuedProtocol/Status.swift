@@ -57,6 +57,20 @@ public struct Status: Sendable, Equatable {
         public init() {}
     }
 
+    /// cued on the session bus (the D-Bus face).
+    public struct Bus: Sendable, Equatable {
+        /// off, absent (no session bus: retried) or connected.
+        public var connection = "off"
+        /// org.sigxcpu.Feedback: owner, queued (another process has it) or none.
+        public var feedback = "none"
+        /// Notify calls: off, watching, or why not.
+        public var notifications = "off"
+        /// Feedbacks (TriggerFeedback ids) not ended yet.
+        public var live = 0
+        public var error: String?
+        public init() {}
+    }
+
     public var version = ""
     public var protocolVersion = 0
     public var pid = 0
@@ -92,6 +106,7 @@ public struct Status: Sendable, Equatable {
     public var apps: [String: App] = [:]
     public var latencyUs = Latency()
     public var theme = Theme()
+    public var bus = Bus()
 
     public init() {}
 
@@ -110,6 +125,8 @@ public struct Status: Sendable, Equatable {
         case p50, p99, max, measures
         // theme
         case name, chain, cached, cacheBytes = "cache_bytes", cacheLimitBytes = "cache_limit_bytes"
+        // bus
+        case bus, connection, feedback, notifications, live
     }
 
     public var json: JSON {
@@ -134,6 +151,8 @@ public struct Status: Sendable, Equatable {
         let themeJSON = obj([(.name, .string(theme.name)), (.chain, .array(theme.chain.map(JSON.string))),
                              (.cached, n(theme.cached)), (.cacheBytes, n(theme.cacheBytes)),
                              (.cacheLimitBytes, n(theme.cacheLimitBytes))])
+        let busJSON = obj([(.connection, .string(bus.connection)), (.feedback, .string(bus.feedback)),
+                           (.notifications, .string(bus.notifications)), (.live, n(bus.live)), (.error, s(bus.error))])
         return obj([
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
             (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
@@ -142,6 +161,7 @@ public struct Status: Sendable, Equatable {
             (.dropped, n(dropped)), (.clients, n(clients)),
             (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
+            (.bus, busJSON),
         ])
     }
 
@@ -202,6 +222,12 @@ public struct Status: Sendable, Equatable {
         theme.cached = int(v(t, .cached)) ?? 0
         theme.cacheBytes = int(v(t, .cacheBytes)) ?? 0
         theme.cacheLimitBytes = int(v(t, .cacheLimitBytes)) ?? 0
+        let b = v(json, .bus)
+        bus.connection = str(v(b, .connection)) ?? "off"
+        bus.feedback = str(v(b, .feedback)) ?? "none"
+        bus.notifications = str(v(b, .notifications)) ?? "off"
+        bus.live = int(v(b, .live)) ?? 0
+        bus.error = str(v(b, .error))
     }
 
     /// Parses a `status` reply's payload (the JSON after `ok `).

@@ -94,6 +94,8 @@ public final class Daemon {
     var muted: Bool { mutes.muted }
     /// Why `--sink auto` picked the sink it did (`status`'s sink.why); nil for a named sink.
     public var sinkWhy: String?
+    /// The D-Bus face's loop side, when the bus is on (`status`'s bus).
+    var desktop: FeedbackCenter?
 
     /// What a connection carries between requests.
     public struct ConnectionState: Sendable {
@@ -257,6 +259,11 @@ public final class Daemon {
 
     func unregisterEvents(connection: UInt64) { player.unregisterEvents(connection: connection) }
 
+    /// Every end of the voices a non-socket client (the D-Bus face) starts with events on.
+    func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) {
+        player.observeEnds(connection: connection, observe)
+    }
+
     // MARK: - Mute
 
     func isMuted(app: String?) -> Bool { mutes.isMuted(app: app) }
@@ -340,6 +347,6 @@ public final class Daemon {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, stateSaved: saver?.saved ?? true, stateError: saver?.error,
                      sinkWhy: sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
                      evictedIdle: evictedIdle, sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, theme: sounds.status()).status
+                     counts: player.counts.apps, theme: sounds.status(), bus: desktop?.busStatus ?? Status.Bus()).status
     }
 }

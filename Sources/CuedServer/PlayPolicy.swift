@@ -42,6 +42,8 @@ final class PlayPolicy {
     private var waitingForStops: [UInt64: EventLoopPromise<Reply>] = [:]
     /// How to write an event line to each connection (registered while it is open).
     private var eventLines: [UInt64: (String) -> Void] = [:]
+    /// Voice ends for a client that is not a socket connection (the D-Bus face), by its connection id.
+    private var endObservers: [UInt64: (VoiceEnd) -> Void] = [:]
 
     static let stoppingReason = "cued is stopping"
 
@@ -261,7 +263,9 @@ final class PlayPolicy {
             waitingForVoices.removeValue(forKey: end.id)?.succeed(reply(for: end))
         }
         if end.notify.contains(.events) {
-            eventLines[end.connection]?("end \(end.id) \(end.reason.rawValue)")
+            if let observe = endObservers[end.connection] { observe(end) } else {
+                eventLines[end.connection]?("end \(end.id) \(end.reason.rawValue)")
+            }
         }
     }
 
@@ -283,4 +287,6 @@ final class PlayPolicy {
     /// While a connection is open: how to send it an event line (on the loop).
     func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { eventLines[connection] = send }
     func unregisterEvents(connection: UInt64) { eventLines.removeValue(forKey: connection) }
+    /// Every end of the voices a non-socket client starts with events on (on the loop).
+    func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) { endObservers[connection] = observe }
 }

@@ -132,6 +132,7 @@ public final class Server: Sendable {
         }
         if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
         engine.start()
+        let desktop = startDesktopBus(config: config, daemon: daemon, loop: loop)
 
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
@@ -202,7 +203,34 @@ public final class Server: Sendable {
                 break loop
             }
         }
+        // Off the bus first: the feedback name goes back to whoever queued for it.
+        desktop?.stop()
         stop(stopping: stopping, engine: engine, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier, socketInode: socketInode)
+    }
+
+    /// The D-Bus face (`[dbus]`), on a thread of its own; nil when turned off.
+    func startDesktopBus(config: Config, daemon: NIOLoopBound<Daemon>, loop: any EventLoop) -> DesktopBus? {
+        guard config.dbus.enabled else {
+            logger.info("D-Bus: off ([dbus] enabled = false)")
+            return nil
+        }
+        var o = DesktopBus.Options()
+        o.feedback = config.dbus.feedback
+        o.replace = config.dbus.replace
+        o.notifications = config.notifications.enabled
+        o.socketPath = DesktopBus.socketPath(environment: options.environment)
+        let bridge = BusBridge(loop: loop)
+        let bus = DesktopBus(options: o, host: bridge, logger: logger)
+        let made = loop.submit { [logger] in
+            let d = daemon.value
+            let center = FeedbackCenter(daemon: d, signals: bus, logger: logger)
+            bridge.center.value = center
+            d.desktop = center
+            d.connectProfile(to: bus)
+        }
+        guard (try? made.wait()) != nil else { return nil }
+        bus.start()
+        return bus
     }
 
     /// SIGTERM: stop accepting, give playing cues up to 500 ms, save what is

@@ -41,6 +41,7 @@ struct StatusReport {
     var sessions = 0
     var counts: [String: Status.App] = [:]
     var theme = Status.Theme()
+    var bus = Status.Bus()
 
     /// One line for systemd's STATUS=: cues, sink state, mute.
     static func line(cues: Int, engine: AudioEngine, muted: Bool) -> String {
@@ -112,6 +113,7 @@ struct StatusReport {
             out.latencyUs.max = Int(l.max)
         }
         out.theme = theme
+        out.bus = bus
         return out
     }
 }
