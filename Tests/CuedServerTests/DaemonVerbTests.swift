@@ -210,10 +210,14 @@ final class Locked<T: Sendable>: Sendable {
         for i in 0..<20 { #expect(try h.reply(i % 2 == 0 ? "mute app a" : "unmute app a", &conn, at: t) != .err(.rateLimited, "")) }
         #expect(try h.reply("reload", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
         #expect(try h.reply("mute", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("profile quiet", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("profile app a quiet", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("profile", &conn, at: t) == .ok("full"))  // asking changes nothing
+        #expect(try h.reply("profile app a", &conn, at: t) == .ok("a full"))
         #expect(try h.reply("ping", &conn, at: t) == .ok("pong"))
         #expect(try h.reply("play pop", &conn, at: t) == .ok(nil))  // cues have a bucket of their own
         #expect(h.loads.value == 0)
-        #expect(try h.onLoop { $0.status().rateLimited } == 2)
+        #expect(try h.onLoop { $0.status().rateLimited } == 4)
         #expect(try h.onLoop { $0.muted } == false)
     }
 
