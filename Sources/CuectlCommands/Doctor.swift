@@ -67,6 +67,14 @@ public enum Doctor {
             info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)" : status.theme.chain.joined(separator: " → ")))
             info("config: " + (status.config ?? "none (defaults); cuectl config check validates one"))
             if status.muted { problem("cued is muted: nothing is heard", fix: "cuectl unmute") ; heard = false }
+            switch status.profile {
+            case .full: break
+            case .quiet: info("profile quiet: every cue plays softer (cuectl profile full for the full level)")
+            case .silent:
+                problem("the profile is silent: nothing is heard but the important cues of the apps the config allows",
+                        fix: "cuectl profile full")
+                heard = false
+            }
         }
         if let units {
             info("units installed in \(units)" + (enabled ? ", cued.socket enabled" : "; enable with: systemctl --user enable --now cued.socket"))

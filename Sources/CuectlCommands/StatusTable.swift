@@ -8,6 +8,7 @@ public enum StatusTable {
         var rows: [(String, String)] = []
         rows.append(("cued", "\(s.version) (protocol \(s.protocolVersion)), pid \(s.pid)"))
         rows.append(("muted", s.muted ? "yes" : "no"))
+        rows.append(("profile", s.profile.rawValue))
         if !s.stateSaved { rows.append(("state", "not saved (retrying): \(s.stateError ?? "unknown error")")) }
         rows.append(("config", s.config ?? "-"))
         var sink = "\(s.sink.spec): \(s.sink.state)"
@@ -39,6 +40,7 @@ public enum StatusTable {
             var d = "\(name): played \(a.played)"
             if a.dropped > 0 { d += ", dropped \(a.dropped)" }
             if a.muted { d += ", muted" }
+            if let p = a.profile { d += ", profile \(p.rawValue)" }
             rows.append((i == 0 ? "apps" : "", d))
         }
         let t = s.theme

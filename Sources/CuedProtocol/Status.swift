@@ -32,8 +32,10 @@ public struct Status: Sendable, Equatable {
         public var played = 0
         public var dropped = 0
         public var muted = false
-        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false) {
-            self.played = played; self.dropped = dropped; self.muted = muted
+        /// Its own profile (run-time, else the config's); nil where neither sets one.
+        public var profile: Profile?
+        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false, profile: Profile? = nil) {
+            self.played = played; self.dropped = dropped; self.muted = muted; self.profile = profile
         }
     }
 
@@ -75,6 +77,8 @@ public struct Status: Sendable, Equatable {
     public var protocolVersion = 0
     public var pid = 0
     public var muted = false
+    /// The global profile.
+    public var profile = Profile.full
     /// False while the mute state could not be written (a full disk…): cued retries.
     public var stateSaved = true
     /// Why the last save failed, while `stateSaved` is false.
@@ -112,7 +116,7 @@ public struct Status: Sendable, Equatable {
 
     /// The JSON keys, spelled once.
     enum Key: String {
-        case version, `protocol`, pid, muted, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
+        case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
@@ -144,7 +148,8 @@ public struct Status: Sendable, Equatable {
         })
         let appsJSON = JSON.object(apps.keys.sorted().map { name in
             let a = apps[name]!
-            return (name, obj([(.played, n(a.played)), (.dropped, n(a.dropped)), (.muted, .bool(a.muted))]))
+            return (name, obj([(.played, n(a.played)), (.dropped, n(a.dropped)), (.muted, .bool(a.muted)),
+                               (.profile, s(a.profile?.rawValue))]))
         })
         let latencyJSON = obj([(.p50, n(latencyUs.p50)), (.p99, n(latencyUs.p99)), (.max, n(latencyUs.max)),
                                (.measures, .string(Latency.measures))])
@@ -155,6 +160,7 @@ public struct Status: Sendable, Equatable {
                            (.notifications, .string(bus.notifications)), (.live, n(bus.live)), (.error, s(bus.error))])
         return obj([
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
+            (.profile, .string(profile.rawValue)),
             (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
@@ -176,6 +182,7 @@ public struct Status: Sendable, Equatable {
         protocolVersion = int(v(json, .protocol)) ?? 0
         pid = int(v(json, .pid)) ?? 0
         muted = bool(v(json, .muted)) ?? false
+        profile = str(v(json, .profile)).flatMap(Profile.init(rawValue:)) ?? .full
         stateSaved = bool(v(json, .stateSaved)) ?? true
         stateError = str(v(json, .stateError))
         config = str(v(json, .config))
@@ -210,7 +217,8 @@ public struct Status: Sendable, Equatable {
         evictedIdle = int(v(json, .evictedIdle)) ?? 0
         sessions = int(v(json, .sessions)) ?? 0
         for (name, a) in pairs(v(json, .apps)) {
-            apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false)
+            apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false,
+                             profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)))
         }
         let l = v(json, .latencyUs)
         latencyUs.p50 = int(v(l, .p50))

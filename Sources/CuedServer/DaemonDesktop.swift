@@ -2,19 +2,22 @@ import CuedProtocol
 
 /// What the D-Bus face needs of the daemon's profiles.
 extension Daemon {
-    /// The level an event plays at, feedbackd's rule: the lowest of the global
-    /// profile, the app's and the event's hint; an important event from an app
-    /// allowed to send them keeps its hint's level.
-    func feedbackLevel(app: String?, hint: FeedbackTheme.Level, important: Bool) -> FeedbackTheme.Level {
-        hint  // PROFILES: replaced once profiles land
+    /// The level an event plays at, feedbackd's rule: the lowest of the profile
+    /// an app's plays get and the event's hint; an important event from an app
+    /// of `[profiles] important_apps` keeps its hint's level.
+    func feedbackLevel(app: String?, hint: Profile, important: Bool) -> Profile {
+        if profiles.passes(app: app, important: important) { return hint }
+        return min(effectiveProfile(app: app), hint)
     }
 
-    /// Marks a play as important (it may sound in `silent`): for an allow-listed
-    /// app, or, `trusted`, when cued itself decided (a critical notification).
-    func markImportant(_ options: inout PlayOptions, _ important: Bool, trusted: Bool = false) {}
-
-    func setProfileByName(_ name: String) {}
-
     /// The bus's `Profile` property follows the daemon's profile, whoever changes it.
-    func connectProfile(to bus: DesktopBus) {}
+    func connectProfile(to bus: DesktopBus) {
+        bus.setInitialProfile(profile.rawValue)
+        let previous = onProfileChange
+        onProfileChange = { [unowned self] p in
+            previous?(p)
+            desktop?.profileChanged(p)
+            bus.profileChanged(p.rawValue)
+        }
+    }
 }

@@ -41,6 +41,7 @@ final class FeedbackCenter {
     private struct Live {
         var sender: String
         var timeout: Int32
+        var important = false
         /// Set once the sound started.
         var voice: UInt64?
         /// EndFeedback came before the sound started (it was being decoded).
@@ -61,6 +62,7 @@ final class FeedbackCenter {
         notificationConnection = Daemon.ConnectionState(limits: daemon.limits, now: now)
         notificationConnection.id = Self.connectionID
         notificationConnection.app = Self.notificationsApp
+        notificationConnection.trustsImportant = true
         notifications = NotificationPolicy(now: now)
         daemon.observeEnds(connection: Self.connectionID) { [unowned self] end in self.voiceEnded(end) }
     }
@@ -84,7 +86,7 @@ final class FeedbackCenter {
     // MARK: - org.sigxcpu.Feedback
 
     func trigger(_ t: FeedbackTrigger, now: UInt64 = MonotonicClock.now()) {
-        live[t.id] = Live(sender: t.sender, timeout: t.timeout)
+        live[t.id] = Live(sender: t.sender, timeout: t.timeout, important: t.important)
         guard let request = resolve(t) else {
             finish(t.id, .notFound)
             return
@@ -105,11 +107,11 @@ final class FeedbackCenter {
 
     /// The request that plays the event's sound, or nil when there is none at its level.
     func resolve(_ t: FeedbackTrigger) -> Request? {
-        let hint = t.profile.flatMap(FeedbackTheme.Level.init(name:)) ?? .full
+        let hint = t.profile.flatMap(Profile.init(rawValue:)) ?? .full
         let level = daemon.feedbackLevel(app: t.appID, hint: hint, important: t.important)
         var options = PlayOptions(wantsID: true)
         options.loop = t.timeout == 0 ? .forever : t.timeout > 0 ? .seconds(Double(t.timeout)) : .once
-        daemon.markImportant(&options, t.important)
+        options.important = t.important
         if let file = t.soundFile, level == .full {
             return file.hasPrefix("/") ? .playFile(path: file, options: options) : nil
         }
@@ -200,7 +202,8 @@ final class FeedbackCenter {
             logger.debug("notification: no sound", metadata: ["app": "\(n.appName)", "why": "\(why)"])
         case .play(let sound, let critical):
             var options = PlayOptions()
-            if critical { daemon.markImportant(&options, true, trusted: true) }
+            // A critical one in silent (critical_in_silent): the policy let it through, the profile must too.
+            options.important = critical
             let request: Request
             if sound.hasPrefix("/") { request = .playFile(path: sound, options: options) } else if Label.isValid(sound) {
                 request = .play(cue: sound, options: options)
@@ -223,7 +226,18 @@ final class FeedbackCenter {
 
     // MARK: - Profile
 
-    func setProfile(_ name: String) { daemon.setProfileByName(name) }
+    /// The profile became silent: feedbacks still sounding end (a ring tone stops),
+    /// as feedbackd ends those the new profile does not allow; important ones go on.
+    func profileChanged(_ p: Profile) {
+        guard p == .silent else { return }
+        for (id, f) in live where !f.important {
+            if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
+        }
+    }
+
+    func setProfile(_ name: String) {
+        if let p = Profile(rawValue: name) { daemon.setProfile(p) }
+    }
 }
 
 /// The bus thread's way into the loop: every call hops there and returns at once.

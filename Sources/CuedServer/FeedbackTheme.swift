@@ -14,20 +14,8 @@ import CuedSystem
 /// phones and are not looked for. Only `Sound` feedbacks matter; the others
 /// (vibration, LEDs) only make an event known.
 public struct FeedbackTheme: Sendable, Equatable {
-    /// feedbackd's levels, lowest first.
-    public enum Level: Int, Sendable, Comparable, CaseIterable {
-        case silent = 0, quiet, full
-        public init?(name: String) {
-            switch name {
-            case "silent": self = .silent
-            case "quiet": self = .quiet
-            case "full": self = .full
-            default: return nil
-            }
-        }
-        public var name: String { self == .silent ? "silent" : self == .quiet ? "quiet" : "full" }
-        public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
-    }
+    /// feedbackd's levels are cued's profiles (silent < quiet < full).
+    public typealias Level = Profile
 
     /// A sound feedback: a sound-theme name (`effect`) or a file (`file-name`).
     public enum Sound: Sendable, Equatable {
@@ -59,7 +47,7 @@ public struct FeedbackTheme: Sendable, Equatable {
     /// The sound of the highest level at or below `level` that has one for `event`.
     public func lookup(_ event: String, at level: Level) -> Lookup {
         guard events.contains(event) else { return .unknown }
-        for l in Level.allCases.reversed() where l <= level {
+        for l in [Level.full, .quiet, .silent] where l <= level {
             if let s = sounds[l]?[event] { return .sound(s) }
         }
         return .noSound
@@ -93,7 +81,7 @@ public struct FeedbackTheme: Sendable, Equatable {
             guard case .object(let p) = profile, case .string(let pname)? = p.first(where: { $0.0 == "name" })?.1 else {
                 return .failure(ThemeError("a profile without a \"name\""))
             }
-            guard let level = Level(name: pname) else {
+            guard let level = Level(rawValue: pname) else {
                 return .failure(ThemeError("profile \"\(pname)\" is not one of full, quiet, silent"))
             }
             guard case .array(let feedbacks)? = p.first(where: { $0.0 == "feedbacks" })?.1 else { continue }

@@ -12,7 +12,7 @@ struct Asker {
     init(_ c: Daemon.ConnectionState) { app = c.app; owner = c.owner; connection = c.id; events = c.events }
 }
 
-/// Playing: admission (mute, then the connection's rate limit), the audio
+/// Playing: admission (mute and profile, then the connection's rate limit), the audio
 /// queue, sounds looked up and decoded in the decoding lane (a share per
 /// client, a deadline), and each voice's one end mapped, in one place, to its
 /// `wait` reply, its `end ID REASON` line, a log line and the per-app counts.
@@ -60,9 +60,11 @@ final class PlayPolicy {
 
     // MARK: - Admission
 
-    /// Mute and the rate limit: nil if a cue may start, else the reply.
-    func admit(muted: Bool, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
-        if muted { return .ok("muted") }
+    /// Mute, profile and the rate limit: nil if a cue may start (the profile's
+    /// gain then added to its options), else the reply.
+    func admit(_ admission: Admission, _ options: inout PlayOptions, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
+        guard case .play(let gainDB) = admission else { return admission.reply }
+        options.gainDB += gainDB
         return allowPlay(&conn, now)
     }
 
@@ -82,22 +84,24 @@ final class PlayPolicy {
 
     // MARK: - Starting
 
-    /// Starts a decoded sound (a bank cue): mute, rate limit, the audio queue;
+    /// Starts a decoded sound (a bank cue): mute and profile, rate limit, the audio queue;
     /// with `wait`, the reply comes when it has sounded.
     func start(_ cue: Cue, name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-               muted: Bool, requestTime: UInt64, gain: Gain) -> Response {
-        if let refused = admit(muted: muted, &conn, requestTime) { return .now(refused) }
+               _ admission: Admission, requestTime: UInt64, gain: Gain) -> Response {
+        var options = options
+        if let refused = admit(admission, &options, &conn, requestTime) { return .now(refused) }
         return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain)
     }
 
     /// `play NAME` for a name the bank does not have: the sound theme. A
     /// sound decoded before plays at once; otherwise it is found and decoded
-    /// off the loop, then played. Mute and the rate limit apply first, so a
-    /// muted or flooding client costs no lookup.
+    /// off the loop, then played. Mute, profile and the rate limit apply first,
+    /// so a muted, silent or flooding client costs no lookup.
     func playThemeSound(_ name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-                        muted: Bool, bankNames: [String], gain: @escaping Gain) -> Response {
+                        _ admission: Admission, bankNames: [String], gain: @escaping Gain) -> Response {
         let now = MonotonicClock.now()
-        if let refused = admit(muted: muted, &conn, now) { return .now(refused) }
+        var options = options
+        if let refused = admit(admission, &options, &conn, now) { return .now(refused) }
         if let cue = sounds.cachedThemeSound(name) {
             return submit(cue, name: name, options, Asker(conn), requestTime: now, gain: gain)
         }
@@ -115,8 +119,9 @@ final class PlayPolicy {
     }
 
     func playFile(_ path: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-                  muted: Bool, gain: @escaping Gain) -> Response {
-        if let refused = admit(muted: muted, &conn, MonotonicClock.now()) { return .now(refused) }
+                  _ admission: Admission, gain: @escaping Gain) -> Response {
+        var options = options
+        if let refused = admit(admission, &options, &conn, MonotonicClock.now()) { return .now(refused) }
         let sounds = self.sounds
         let lookup = decode(owner: conn.owner, what: path) { c in
             switch sounds.fileExpress(path, cancelled: { c.isCancelled }) {

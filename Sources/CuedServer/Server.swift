@@ -130,7 +130,8 @@ public final class Server: Sendable {
             try? group.syncShutdownGracefully()
             throw StartupError("cannot start the event loop: \(error)", exitCode: 1)
         }
-        if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
+        // The flag's mute is saved with the rest of the saved state as it was.
+        if options.muted != nil { var s = saved; s.muted = muted; saver.save(s) }
         engine.start()
         let desktop = startDesktopBus(config: config, daemon: daemon, loop: loop)
 

@@ -54,6 +54,13 @@ import Testing
         muted.muted = true
         #expect(doctor(muted, card: true).lines.contains("    fix: cuectl unmute"))
         #expect(doctor(muted, card: true).exitCode == 1)
+        var silent = status("alsa:default")
+        silent.profile = .silent
+        #expect(doctor(silent, card: true).lines.contains("    fix: cuectl profile full"))
+        #expect(doctor(silent, card: true).exitCode == 1)
+        var quiet = status("alsa:default")
+        quiet.profile = .quiet
+        #expect(doctor(quiet, card: true).exitCode == 0)
     }
 
     @Test func noDaemonIs69AndTheUnitsDecideTheFix() {
