@@ -145,10 +145,12 @@ final class FeedbackCenter {
         if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
     }
 
-    /// A client left the bus ("*": the bus itself went away): its feedbacks end.
+    /// A client left the bus ("*": the bus itself went away): its loops end (a
+    /// crashed phone app must not ring on); a sound played once plays out, so a
+    /// script may trigger one and exit (feedbackd would cut it off).
     func left(_ sender: String) {
         if sender != "*" { clients.removeValue(forKey: sender); clientOrder.removeAll { $0 == sender } }
-        for (id, f) in live where sender == "*" || f.sender == sender {
+        for (id, f) in live where (sender == "*" || f.sender == sender) && f.timeout >= 0 {
             if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
         }
     }

@@ -225,6 +225,52 @@ struct DesktopBusTests {
         #expect(d.stop() == 0)
     }
 
+    @Test func theProfileIsOneStateForTheBusTheSocketAndCuectl() throws {
+        let bus = try PrivateBus()
+        let d = try Self.cued(on: bus, config: "[profiles]\nimportant_apps = [\"org.example.Alarm\"]\n")
+        try bus.spawn("/usr/bin/gdbus", ["monitor", "--session", "--dest", "org.sigxcpu.Feedback"], stdout: bus.dir.file("monitor.log"))
+        usleep(300_000)
+        // fbcli sets it through the property and waits for PropertiesChanged.
+        let set = try bus.run("/usr/bin/fbcli", ["-P", "quiet"], timeout: 20)
+        #expect(set.status == 0 && set.out.contains("Set feedback profile to: 'quiet'"), "\(set)")
+        #expect(try d.status().profile == .quiet)
+        // A loop sounding when the profile goes silent ends; cuectl sets it on the socket. (An event the
+        // theme does not know plays the cue of that name, in quiet quieter; the theme's own sound
+        // events have no sound below full, as feedbackd's.)
+        let looper = try bus.spawn("/usr/bin/python3", [Self.client, "psst2", "--timeout", "0", "--wait", "30"],
+                                   stdout: bus.dir.file("looper.out"))
+        #expect(eventually { (try? d.status().voicesActive) == 1 })
+        let cuectl = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "profile", "silent"])
+        #expect(cuectl.status == 0, "\(cuectl)")
+        #expect(looper.wait(timeout: 10) == 0)
+        #expect(((try? String(contentsOfFile: bus.dir.file("looper.out"), encoding: .utf8)) ?? "").contains("ended explicit"))
+        let got = try bus.run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.sigxcpu.Feedback", "--object-path", "/org/sigxcpu/Feedback",
+                                                 "--method", "org.freedesktop.DBus.Properties.Get", "org.sigxcpu.Feedback", "Profile"])
+        #expect(got.out.contains("<'silent'>"), "\(got)")
+        #expect(eventually {
+            ((try? String(contentsOfFile: bus.dir.file("monitor.log"), encoding: .utf8)) ?? "").contains("'Profile': <'silent'>")
+        }, "no PropertiesChanged for Profile")
+        // Silent: nothing, and the id ends at once (not found)...
+        let quiet = try bus.run("/usr/bin/python3", [Self.client, "message-new-instant"])
+        #expect(quiet.status == 0 && quiet.out.contains("ended not-found"), "\(quiet)")
+        // ...but an important event of an allowed app sounds.
+        let alarm = try bus.run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.sigxcpu.Feedback", "--object-path", "/org/sigxcpu/Feedback",
+                                                   "--method", "org.sigxcpu.Feedback.TriggerFeedback", "--", "'org.example.Alarm'",
+                                                   "'phone-incoming-call'", "{'important': <true>}", "-1"])
+        #expect(alarm.status == 0, "\(alarm)")
+        #expect(eventually { (try? d.status().apps["org.example.Alarm"]?.played) == 1 })
+        // The same hint from another app does not pass.
+        let other = try bus.run("/usr/bin/gdbus", ["call", "--session", "--dest", "org.sigxcpu.Feedback", "--object-path", "/org/sigxcpu/Feedback",
+                                                   "--method", "org.sigxcpu.Feedback.TriggerFeedback", "--", "'org.example.Other'",
+                                                   "'phone-incoming-call'", "{'important': <true>}", "-1"])
+        #expect(other.status == 0)
+        usleep(300_000)
+        #expect(try d.status().apps["org.example.Other"]?.played ?? 0 == 0)
+        d.stop()
+        let samples = try Self.left(d)
+        #expect(Self.find(Fixture.standard["psst1"]!, in: samples) != nil, "the important call is not in the capture")
+    }
+
     @Test func aClientThatLeavesTheBusEndsItsLoops() throws {
         let bus = try PrivateBus()
         let d = try Self.cued(on: bus)
@@ -258,6 +304,14 @@ struct DesktopBusTests {
         usleep(300_000)
         let played = try d.status().apps["notifications"]?.played ?? 0
         #expect(played - 2 >= 3 && Double(played - 2) <= 3 + elapsed + 1, "\(played - 2) sounds for 20 notifications in \(elapsed) s")
+        // Silent is do-not-disturb: nothing but critical ones.
+        sleep(4)
+        #expect(try d.request("profile silent") == "ok silent")
+        #expect(try bus.run("/usr/bin/notify-send", ["-h", "string:sound-name:psst2", "in silent"]).status == 0)
+        #expect(try bus.run("/usr/bin/notify-send", ["-u", "critical", "-h", "string:sound-name:psst2", "critical"]).status == 0)
+        #expect(eventually { (try? d.status().apps["notifications"]?.played) == played + 1 })
+        usleep(300_000)
+        #expect(try d.status().apps["notifications"]?.played == played + 1)
         d.stop()
     }
 
