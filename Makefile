@@ -147,6 +147,7 @@ install-files:
 	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SOUNDDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man5' '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'
 	install -m 0755 -s --strip-program='$(STRIP)' .build/release/cued .build/release/cuectl '$(DESTDIR)$(BINDIR)/'
 	install -m 0644 Sounds/*.wav '$(DESTDIR)$(SOUNDDIR)/'
+	sed 's|^Exec=.*|Exec=$(BINDIR)/cued|' dbus/org.sigxcpu.Feedback.service > '$(DESTDIR)$(DATADIR)/cued/org.sigxcpu.Feedback.service'
 	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 '$(DESTDIR)$(MANDIR)/man1/'
 	install -m 0644 docs/man/cued.toml.5 '$(DESTDIR)$(MANDIR)/man5/'
 	install -m 0644 completions/cuectl.bash '$(DESTDIR)$(BASHCOMPDIR)/cuectl'
@@ -215,6 +216,7 @@ uninstall:
 	  '$(BASHCOMPDIR)/cuectl' '$(BASHCOMPDIR)/cued' '$(ZSHCOMPDIR)/_cuectl' '$(ZSHCOMPDIR)/_cued' \
 	  '$(FISHCOMPDIR)/cuectl.fish' '$(FISHCOMPDIR)/cued.fish'
 	rm -rf '$(SOUNDDIR)'
+	rm -f '$(DATADIR)/cued/org.sigxcpu.Feedback.service'
 	@# The directories install makes, once empty (never $(PREFIX) itself; a parent of
 	@# UNITDIR only if it is systemd/), deepest first.
 	@for d in '$(DATADIR)/cued' '$(MANDIR)/man1' '$(MANDIR)/man5' '$(MANDIR)' '$(BASHCOMPDIR)' '$(DATADIR)/bash-completion' \

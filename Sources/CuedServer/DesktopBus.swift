@@ -141,6 +141,8 @@ public final class DesktopBus: @unchecked Sendable {
         self.logger = logger
         wakeFD = bus_eventfd(0, O_NONBLOCK | O_CLOEXEC)
         handlers = .allocate(capacity: 1)
+        // Made now, not when the bus is first missed: the descriptors cued holds once it listens are all there.
+        defer { watchForSocket() }
         handlers.initialize(to: cued_fb_handlers(
             trigger: { ud, call, t in DesktopBus.from(ud).onTrigger(call, t!.pointee) },
             end: { ud, call, id in DesktopBus.from(ud).onEnd(call, id) },
@@ -241,8 +243,10 @@ public final class DesktopBus: @unchecked Sendable {
                     timeout = usec > nowUs ? Int64((usec - nowUs + 999) / 1000) : 0
                 }
             } else {
-                let now = MonotonicNow.ms()
-                timeout = nextAttempt > now ? Int64(nextAttempt - now) : 0
+                if nextAttempt != UInt64.max {
+                    let now = MonotonicNow.ms()
+                    timeout = nextAttempt > now ? Int64(nextAttempt - now) : 0
+                }
                 if watchFD >= 0 { fds[n] = pollfd(fd: watchFD, events: Int16(POLLIN), revents: 0); n += 1 }
             }
             if let m = monitor {
@@ -469,13 +473,21 @@ public final class DesktopBus: @unchecked Sendable {
         return found
     }
 
+    /// The next attempt: when the socket appears (watched: no timer, so an idle
+    /// cued without a bus never wakes), or, when the socket is there but does not
+    /// answer or cannot be watched, after a back-off.
     private func retry(error: String) {
         watchForSocket()
+        let socketThere = options.socketPath.map { FileSystem.entry($0) != .none } ?? true
         if status.connection != .absent || status.error != error {
-            logger.info("D-Bus: no session bus; trying again", metadata: ["error": "\(error)", "retry_ms": "\(retryMs)"])
+            logger.info("D-Bus: no session bus; trying again when it appears", metadata: ["error": "\(error)"])
         }
-        nextAttempt = MonotonicNow.ms() + UInt64(retryMs)
-        retryMs = min(retryMs * 2, Self.retryMaxMs)
+        if watchFD >= 0 && !socketThere {
+            nextAttempt = UInt64.max
+        } else {
+            nextAttempt = MonotonicNow.ms() + UInt64(retryMs)
+            retryMs = min(retryMs * 2, Self.retryMaxMs)
+        }
         setStatus {
             $0.connection = .absent; $0.error = error
             $0.feedback = .none
