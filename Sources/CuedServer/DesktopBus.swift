@@ -362,7 +362,9 @@ public final class DesktopBus: @unchecked Sendable {
             logger.info("D-Bus: \(Self.name) is cued's")
         } else if got == 0 {
             status.feedback = .queued
-            logger.notice("D-Bus: \(Self.name) is owned by another process (feedbackd?); cued waits in the queue (`[dbus] replace = true` takes it)")
+            logger.notice(options.replace
+                ? "D-Bus: \(Self.name) is owned by another process (feedbackd?) that does not let it be taken; cued waits in the queue (stop that process to hand it over)"
+                : "D-Bus: \(Self.name) is owned by another process (feedbackd?); cued waits in the queue (`[dbus] replace = true` takes it from an owner that allows it)")
         } else {
             logger.error("D-Bus: cannot ask for \(Self.name)", metadata: ["error": "\(errnoString(-got))"])
         }

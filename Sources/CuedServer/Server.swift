@@ -204,9 +204,8 @@ public final class Server: Sendable {
                 break loop
             }
         }
-        // Off the bus first: the feedback name goes back to whoever queued for it.
-        desktop?.stop()
-        stop(stopping: stopping, engine: engine, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier, socketInode: socketInode)
+        stop(stopping: stopping, engine: engine, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier,
+             socketInode: socketInode, desktop: desktop)
     }
 
     /// The D-Bus face (`[dbus]`), on a thread of its own; nil when turned off.
@@ -238,10 +237,13 @@ public final class Server: Sendable {
     /// pending, close the device, exit. Bounded: whatever hangs (a stuck
     /// device, a full disk) cannot keep cued alive past the deadline.
     private func stop(stopping: StopFlag, engine: AudioEngine, channel: Channel, group: MultiThreadedEventLoopGroup, saver: StateSaver,
-                      watchdog: RepeatedTask?, notifier: SystemdNotifier, socketInode: UInt64?) {
+                      watchdog: RepeatedTask?, notifier: SystemdNotifier, socketInode: UInt64?, desktop: DesktopBus?) {
         notifier.notify("STOPPING=1")
         stopping.store(true, ordering: .relaxed)
         ExitDeadline.arm(afterMs: Self.graceMs + 1500, logger: logger)
+        // Off the bus first (under the deadline: a hung bus cannot hold the exit): the
+        // feedback name goes back to whoever queued for it.
+        desktop?.stop()
         watchdog?.cancel()
         try? channel.close().wait()
         if !engine.shutdown(graceMs: Self.graceMs) {
