@@ -97,8 +97,6 @@ public final class Daemon {
 
     public var current: Runtime { runtime }
     var muted: Bool { mutes.muted }
-    /// Why `--sink auto` picked the sink it did (`status`'s sink.why); nil for a named sink.
-    public var sinkWhy: String?
     /// The D-Bus face's loop side, when the bus is on (`status`'s bus).
     var desktop: FeedbackCenter?
 
@@ -358,7 +356,7 @@ public final class Daemon {
 
     public func status() -> Status {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
-                     sinkWhy: sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
+                     sinkWhy: engine.sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
                      evictedIdle: evictedIdle, sessions: sessions.count(now: MonotonicClock.now()),
                      counts: player.counts.apps, theme: sounds.status(), bus: desktop?.busStatus ?? Status.Bus()).status
     }

@@ -51,16 +51,8 @@ public final class Server: Sendable {
         } catch {
             throw StartupError(error.description, exitCode: StartupError.configExit)
         }
-        // auto: picked here, once (the reload's settings still say auto).
-        var sinkSettings = settings
-        var sinkWhy: String?
-        if settings.sink == .auto {
-            let choice = AutoSink.choose(environment: env, exists: { FileSystem.entry($0) != .none }, opens: ALSASink.probe)
-            sinkSettings.sink = (try? SinkSpec.parse(choice.spec).get()) ?? .null
-            sinkWhy = choice.why
-            if sinkSettings.sink == .null { logger.warning("sink \(choice.spec): \(choice.why)") } else { logger.info("sink \(choice.spec): \(choice.why)") }
-        }
-        let sink = makeSink(sinkSettings)
+        // auto (the default) picks again at every open of the device; preflight picks once to say where.
+        let sink = makeSink(settings)
         do { try sink.preflight() } catch {
             throw StartupError("sink \(settings.sink): \(error.message)", exitCode: StartupError.configExit)
         }
@@ -102,7 +94,7 @@ public final class Server: Sendable {
         let engine = AudioEngine(sink: sink, configuration: engineConfig) { event in
             // The audio thread: hop to the loop, never wait.
             loop.execute {
-                deviceLog.log(event)
+                deviceLog.log(event, output: daemonBox.value.map { ($0.engine.sinkSpec, $0.engine.sinkWhy) })
                 daemonBox.value?.handle(event)
             }
         }
@@ -112,13 +104,16 @@ public final class Server: Sendable {
         let stopping = StopFlag()
         let sessionTTL = options.sessionTTLSeconds
         // Made on the loop, it stays there: other threads hold it only as a NIOLoopBound.
-        let made = loop.submit { [logger, saved, sinkWhy] in
+        if let why = sink.why {
+            logChoice(spec: sink.spec, why: why)
+            deviceLog.picked(sink.spec)
+        }
+        let made = loop.submit { [logger, saved] in
             let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
                                 sounds: sounds, sessions: SessionRegistry(ttlSeconds: sessionTTL), limits: limits, stopping: stopping,
                                 logger: logger,
                                 loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
                                 notify: { notifier.notify($0) })
-            daemon.sinkWhy = sinkWhy
             daemonBox.value = daemon
             // The connection table and the scheduler live there too.
             return (NIOLoopBound(daemon, eventLoop: loop),
@@ -265,12 +260,26 @@ public final class Server: Sendable {
         case .alsa(let pcm):
             return ALSASink(device: pcm, latencyMs: s.latencyMs,
                             streamProperties: ALSASink.defaultStreamProperties.merging(s.stream) { $1 })
-        case .null, .auto: return NullSink(latencyMs: latency)  // auto is resolved before
+        case .null: return NullSink(latencyMs: latency)
+        case .auto:
+            let env = options.environment
+            var named = s
+            return FollowingSink(
+                pick: { open in AutoSink.choose(environment: env, exists: { FileSystem.entry($0) != .none }, opens: open) },
+                make: { spec in
+                    named.sink = (try? SinkSpec.parse(spec).get()) ?? .null
+                    return self.makeSink(named)
+                })
         case .wav(let path): return WAVSink(path: path, latencyMs: latency, overwrite: options.overwriteRecording)
         case .fault(let spec):
             guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latency) else { return NullSink(latencyMs: latency) }
             return sink
         }
+    }
+
+    /// `--sink auto`'s pick, said once per change: a warning when it plays to nothing.
+    func logChoice(spec: String, why: String) {
+        if spec == "null" { logger.warning("sink \(spec): \(why)") } else { logger.info("sink \(spec): \(why)") }
     }
 
     /// WATCHDOG=1 at half systemd's interval, only while the audio thread is
@@ -300,12 +309,21 @@ public final class Server: Sendable {
 final class DeviceLog: Sendable {
     private let logger: Logger
     private let lastError = Mutex<String?>(nil)
+    /// `--sink auto`'s last pick said (it is said at start, then at each change).
+    private let lastPick = Mutex<String?>(nil)
     init(logger: Logger) { self.logger = logger }
 
-    func log(_ event: EngineEvent) {
+    /// The pick said at start, so that an unchanged one is not said again.
+    func picked(_ spec: String) { lastPick.withLock { $0 = spec } }
+
+    /// `output`: the sink's spec and why, as they are now (auto's pick).
+    func log(_ event: EngineEvent, output: (spec: String, why: String?)? = nil) {
         switch event {
         case .opened(let f, let kind):
             lastError.withLock { $0 = nil }
+            if let output, let why = output.why, lastPick.withLock({ last in defer { last = output.spec }; return last != output.spec }) {
+                if output.spec == "null" { logger.warning("sink \(output.spec): \(why)") } else { logger.info("sink \(output.spec): \(why)") }
+            }
             logger.info("audio device opened", metadata: ["sink.kind": "\(kind)", "sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
                                                         "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
         case .openFailed(let e), .writeFailed(let e):

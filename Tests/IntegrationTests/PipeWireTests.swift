@@ -305,10 +305,9 @@ struct PipeWireTests {
         #expect(down.out.contains("    fix: the sound server is not running: systemctl --user start pipewire pipewire-pulse\n"), "\(down.out)")
     }
 
-    /// Item 2's first row, as it stands: cued on alsa:default started before the
-    /// sound server (a login race) plays once the server is up: the first cue
-    /// after it opens the device and is heard at the monitor. (auto does not
-    /// follow yet: it picks once, at start.)
+    /// cued on a named alsa:default started before the sound server (a login race)
+    /// plays once the server is up: the first cue after it opens the device and is
+    /// heard at the monitor.
     @Test func alsaDefaultStartedBeforePipeWirePlaysOnceItIsUp() throws {
         let stack = try PipeWireStack()
         stack.stopServers()
@@ -320,5 +319,32 @@ struct PipeWireTests {
         #expect(try d.request("play pop wait") == "ok")
         #expect(try d.status().sink.kind == "pipewire")
         #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
+    }
+
+    /// auto (the default) follows the desktop: started before the sound server it
+    /// plays to nothing and says why; the first cue once the server is up goes
+    /// there (the pick is made again at every open of the device, and while it
+    /// plays to nothing the device closes as soon as it is idle); when the server
+    /// goes away, the next cue plays to nothing again, without an error.
+    @Test func autoStartedBeforePipeWireFollowsIt() throws {
+        let stack = try PipeWireStack()
+        stack.stopServers()
+        let d = try start(stack, "auto")
+        #expect(try d.status().sink.spec == "null")
+        #expect(try d.request("play pop wait") == "ok")  // to nothing, as status says
+        #expect(d.readStderr().contains("warning cued: sink null: auto: no sound server answers"), "\(d.readStderr())")
+        try stack.startServers()
+        let raw = stack.dir.file("monitor.raw")
+        _ = try stack.record(to: raw)
+        #expect(try d.request("play pop wait") == "ok")
+        let up = try d.status()
+        #expect(up.sink.spec == "alsa:default" && up.sink.kind == "pipewire", "\(up.sink)")
+        #expect(up.sink.why?.hasPrefix("auto: PipeWire answers at ") == true, "\(up.sink)")
+        #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
+        #expect(d.readStderr().contains("info cued: sink alsa:default: auto: PipeWire answers at "), "\(d.readStderr())")
+        stack.stopServers()
+        #expect(eventually(timeout: 15) {
+            (try? d.request("play pop wait")) == "ok" && (try? d.status().sink.spec) == "null"
+        }, "\((try? d.status().sink) as Any)")
     }
 }
