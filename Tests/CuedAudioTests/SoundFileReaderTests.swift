@@ -49,8 +49,8 @@ import TestSupport
 
     /// No read makes the kernel read ahead of it: after reading the start of a sparse file
     /// as libsndfile does (8 KiB at a time, in order), the page cache holds what was read and
-    /// nothing more. (With the kernel's readahead it holds megabytes more: holes zeroed inside
-    /// the reader's own read(2).)
+    /// nothing more. (With the kernel's readahead it holds more, read ahead: for holes, pages
+    /// zeroed inside the reader's own read(2).)
     @Test func theKernelReadsOnlyWhatIsAskedFor() throws {
         let path = dir.file("sparse.wav")
         let size = 64 << 20
