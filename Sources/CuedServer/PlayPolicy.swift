@@ -161,7 +161,13 @@ final class PlayPolicy {
         let request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(gain(options.gainDB, name, asker.app)),
                                    requestTime: requestTime, owner: asker.owner, connection: asker.connection,
                                    priority: options.priority, loop: loops, notify: notify)
+        // Counted now, on the loop, so `status` right after the reply has it (the audio
+        // thread takes it off again if the voice never sounds).
+        cue.played.add(1, ordering: .relaxed)
+        engine.stats.played.add(1, ordering: .relaxed)
         guard engine.submit(.play(request)) else {
+            cue.played.subtract(1, ordering: .relaxed)
+            engine.stats.played.subtract(1, ordering: .relaxed)
             return .now(.err(.internal, "audio queue is full; try again"))
         }
         if let app = asker.app { counts.played(app) }
