@@ -347,4 +347,25 @@ struct PipeWireTests {
             (try? d.request("play pop wait")) == "ok" && (try? d.status().sink.spec) == "null"
         }, "\((try? d.status().sink) as Any)")
     }
+
+    /// The user switches the default output (`pactl set-default-sink`, as the desktop's
+    /// sound settings do): the next cue goes to the new default, whether cued's device
+    /// was open (a cue a moment before) or closed.
+    @Test func aNewDefaultOutputGetsTheNextCue() throws {
+        let stack = try PipeWireStack()
+        let load = try stack.pactl(["load-module", "module-null-sink", "sink_name=nul2", "rate=48000", "channels=2"])
+        #expect(load.status == 0, "\(load)")
+        let d = try start(stack, "auto")
+        let first = stack.dir.file("nul.raw"), second = stack.dir.file("nul2.raw")
+        _ = try stack.record(to: first)
+        _ = try stack.record(to: second, sink: "nul2")
+        let pop = Fixture.standard["pop"]!, psst1 = Fixture.standard["psst1"]!
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(eventually { ((try? Recording(path: first))?.occurrences(of: pop.stereo).count ?? 0) >= 1 }, "the first cue is not on the first output")
+        #expect(try stack.pactl(["set-default-sink", "nul2"]).status == 0)
+        usleep(200_000)
+        #expect(try d.request("play psst1 wait") == "ok")  // cued's device is still open
+        #expect(eventually { ((try? Recording(path: second))?.occurrences(of: psst1.stereo).count ?? 0) >= 1 },
+                "the cue after the switch did not reach the new default; streams: \((try? stack.outputStreams().map { $0.props["node.name"] ?? "?" }) ?? [])")
+    }
 }
