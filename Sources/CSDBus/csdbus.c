@@ -95,7 +95,7 @@ static int set_profile(sd_bus *bus, const char *path, const char *interface, con
     const char *s = NULL;
     int r = sd_bus_message_read(value, "s", &s);
     if (r < 0) return r;
-    return o->handlers->set_profile(o->userdata, s, error);
+    return o->handlers->set_profile(o->userdata, sd_bus_message_get_sender(value), s, error);
 }
 
 static const sd_bus_vtable feedback_vtable[] = {

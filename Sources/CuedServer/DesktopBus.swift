@@ -71,8 +71,8 @@ public struct NotificationSeen: Sendable, Equatable {
 public protocol DesktopBusHost: Sendable {
     func trigger(_ t: FeedbackTrigger)
     func end(_ id: UInt32)
-    /// A valid profile name, set through the `Profile` property.
-    func setProfile(_ name: String)
+    /// A valid profile name, set through the `Profile` property by `sender`.
+    func setProfile(_ name: String, sender: String)
     func notified(_ n: NotificationSeen)
     /// A bus client left: its feedbacks end (as feedbackd does).
     func left(_ sender: String)
@@ -117,8 +117,10 @@ public final class DesktopBus: @unchecked Sendable {
     private let wakeFD: Int32
     private let inbox = Mutex<[@Sendable (DesktopBus) -> Void]>([])
     private let stopped = Atomic<Bool>(false)
+    private let finished = Atomic<Bool>(false)
     /// The profile the `Profile` property shows (the loop tells; the bus thread reads).
     private let profile = Mutex<String>("full")
+    private let profileSignalPending = Atomic<Bool>(false)
     private let handlers: UnsafeMutablePointer<cued_fb_handlers>
 
     // The bus thread's own.
@@ -147,7 +149,9 @@ public final class DesktopBus: @unchecked Sendable {
             trigger: { ud, call, t in DesktopBus.from(ud).onTrigger(call, t!.pointee) },
             end: { ud, call, id in DesktopBus.from(ud).onEnd(call, id) },
             get_profile: { ud in DesktopBus.from(ud).profileCString() },
-            set_profile: { ud, value, error in DesktopBus.from(ud).onSetProfile(value.map { String(cString: $0) } ?? "", error) }))
+            set_profile: { ud, sender, value, error in
+                DesktopBus.from(ud).onSetProfile(value.map { String(cString: $0) } ?? "", sender: sender.map { String(cString: $0) } ?? "", error)
+            }))
     }
 
     deinit {
@@ -184,17 +188,29 @@ public final class DesktopBus: @unchecked Sendable {
         }
     }
 
-    /// Leaves the bus (the name goes back to the queue's next owner) and ends the thread.
+    /// Not started (the descriptor limit): `status` says why.
+    public func turnedOff(because why: String) {
+        var s = BusStatus()
+        s.error = why
+        host.statusChanged(s)
+    }
+
+    /// Leaves the bus (the name goes back to the queue's next owner) and ends the
+    /// thread; waits for it at most 200 ms (a bus that hangs holds it in a call: the
+    /// process exits without it).
     public func stop() {
         stopped.store(true, ordering: .relaxed)
         wake()
-        if started { pthread_join(thread, nil); started = false }
+        guard started else { return }
+        for _ in 0..<40 where !finished.load(ordering: .acquiring) { usleep(5_000) }
+        if finished.load(ordering: .acquiring) { pthread_join(thread, nil) } else { pthread_detach(thread) }
+        started = false
     }
 
     /// A feedback's one end, as the FeedbackEnded signal.
     public func feedbackEnded(_ id: UInt32, reason: FeedbackEndReason) {
         post { bus in
-            guard let b = bus.bus else { return }
+            guard let b = bus.bus, bus.roomToSend(b) else { return }
             let r = cued_emit_feedback_ended(b, id, UInt32(bitPattern: reason.rawValue))
             if r < 0 { bus.logger.debug("D-Bus: FeedbackEnded not sent", metadata: ["error": "\(errnoString(-r))"]) }
         }
@@ -203,10 +219,29 @@ public final class DesktopBus: @unchecked Sendable {
     /// The global profile changed (from any source): the property and its PropertiesChanged.
     public func profileChanged(_ name: String) {
         profile.withLock { $0 = name }
+        // One PropertiesChanged however many changes came meanwhile (it carries the latest value).
+        guard !profileSignalPending.exchange(true, ordering: .relaxed) else { return }
         post { bus in
-            guard let b = bus.bus else { return }
+            bus.profileSignalPending.store(false, ordering: .relaxed)
+            guard let b = bus.bus, bus.roomToSend(b) else { return }
             _ = cued_emit_profile_changed(b)
         }
+    }
+
+    /// Messages queued for a bus that does not read them (hung) stay in memory: past
+    /// this many, signals are dropped (said once) rather than queued.
+    static let maxQueuedWrites: UInt64 = 1024
+    private var dropping = false
+
+    private func roomToSend(_ b: OpaquePointer) -> Bool {
+        var queued: UInt64 = 0
+        guard sd_bus_get_n_queued_write(b, &queued) >= 0, queued >= Self.maxQueuedWrites else {
+            dropping = false
+            return true
+        }
+        if !dropping { logger.warning("D-Bus: the bus is not reading; signals are dropped until it does", metadata: ["queued": "\(queued)"]) }
+        dropping = true
+        return false
     }
 
     /// Sets what the `Profile` property shows, without a signal (at start).
@@ -265,6 +300,7 @@ public final class DesktopBus: @unchecked Sendable {
         if watchFD >= 0 { close(watchFD); watchFD = -1 }
         disconnect(reason: nil)
         setStatus { $0 = BusStatus() }
+        finished.store(true, ordering: .releasing)
     }
 
     private func drainInbox() {
@@ -329,6 +365,8 @@ public final class DesktopBus: @unchecked Sendable {
             if cued_read_s(m, &name) >= 0, let name, String(cString: name) == DesktopBus.name {
                 bus.logger.notice("D-Bus: \(DesktopBus.name) was taken by another process; cued waits in the queue for it")
                 bus.setStatus { $0.feedback = .queued }
+                // Its clients' EndFeedback now goes to the new owner: loops here could never be ended.
+                bus.host.left("*")
             }
         }
         addMatch(b, "type='signal',sender='org.freedesktop.DBus',path='/org/freedesktop/DBus',interface='org.freedesktop.DBus',member='NameOwnerChanged',arg2=''") { bus, m in
@@ -541,12 +579,12 @@ public final class DesktopBus: @unchecked Sendable {
         return FeedbackProfiles.cString(p)
     }
 
-    private func onSetProfile(_ value: String, _ error: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
+    private func onSetProfile(_ value: String, sender: String, _ error: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
         guard FeedbackProfiles.names.contains(value) else {
             cued_error_set(error, "org.freedesktop.DBus.Error.InvalidArgs", "Profile '\(value)' is not one of full, quiet, silent")
             return -EINVAL
         }
-        host.setProfile(value)
+        host.setProfile(value, sender: sender)
         return 0
     }
 

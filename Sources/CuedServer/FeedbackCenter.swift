@@ -176,7 +176,8 @@ final class FeedbackCenter {
         case .played: return timeout > 0 ? .expired : .natural
         case .stoppedByID, .stoppedByOwner, .stoppedAll, .muted: return .explicit
         case .busy, .late: return .notFound
-        case .stolen, .cut, .shutdown: return .natural
+        case .stolen: return .explicit  // cued ended it (a newer cue took its voice)
+        case .cut, .shutdown: return .natural
         }
     }
 
@@ -237,8 +238,15 @@ final class FeedbackCenter {
         }
     }
 
-    func setProfile(_ name: String) {
-        if let p = Profile(rawValue: name) { daemon.setProfile(p) }
+    /// The `Profile` property set by `sender`: the `profile` verb on that client's own
+    /// connection state, so the limit on state changes (20 a second) holds as on the socket.
+    func setProfile(_ name: String, sender: String, now: UInt64 = MonotonicClock.now()) {
+        guard let p = Profile(rawValue: name) else { return }
+        var conn = connection(for: sender, app: "", now: now)
+        if case .now(.err(let code, let message)) = daemon.respond(to: .profile(p), connection: &conn, receivedAt: now) {
+            logger.info("D-Bus: Profile not set", metadata: ["sender": "\(sender)", "error": "\(code.rawValue) \(message)"])
+        }
+        clients[sender] = conn
     }
 }
 
@@ -254,7 +262,7 @@ final class BusBridge: DesktopBusHost {
 
     func trigger(_ t: FeedbackTrigger) { loop.execute { [center] in center.value?.trigger(t) } }
     func end(_ id: UInt32) { loop.execute { [center] in center.value?.end(id) } }
-    func setProfile(_ name: String) { loop.execute { [center] in center.value?.setProfile(name) } }
+    func setProfile(_ name: String, sender: String) { loop.execute { [center] in center.value?.setProfile(name, sender: sender) } }
     func notified(_ n: NotificationSeen) { loop.execute { [center] in center.value?.notified(n) } }
     func left(_ sender: String) { loop.execute { [center] in center.value?.left(sender) } }
     func statusChanged(_ s: BusStatus) { loop.execute { [center] in center.value?.statusChanged(s) } }

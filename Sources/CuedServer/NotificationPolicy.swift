@@ -28,6 +28,35 @@ struct NotificationPolicy {
 
     private var bucket: TokenBucket
 
+    /// A `sound-file` hint as a path: a `file://` URI (host empty or `localhost`, %-escapes
+    /// decoded) or a plain path. Anything else comes back as it is (and is refused later).
+    static func path(fromURI s: String) -> String {
+        guard s.hasPrefix("file://") else { return s }
+        var rest = Substring(s.dropFirst(7))
+        if rest.hasPrefix("localhost/") { rest = rest.dropFirst(9) }
+        guard rest.hasPrefix("/") else { return s }
+        var bytes: [UInt8] = []
+        var u = Array(rest.utf8)[...]
+        while let c = u.popFirst() {
+            if c == UInt8(ascii: "%"), u.count >= 2, let h = hex(u[u.startIndex]), let l = hex(u[u.startIndex + 1]) {
+                bytes.append(h << 4 | l)
+                u = u.dropFirst(2)
+            } else {
+                bytes.append(c)
+            }
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func hex(_ c: UInt8) -> UInt8? {
+        switch c {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+        case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+        case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+        default: return nil
+        }
+    }
+
     init(now: UInt64) { bucket = TokenBucket(rate: Self.perSecond, burst: Self.burst, now: now) }
 
     mutating func decide(_ n: NotificationSeen, setting: NotificationSetting, silent: Bool, now: UInt64) -> Decision {
@@ -37,7 +66,7 @@ struct NotificationPolicy {
         let urgency = n.urgency ?? 1
         let sound: String
         if let f = n.soundFile, !f.isEmpty {
-            sound = f.hasPrefix("file://") ? String(f.dropFirst(7)) : f
+            sound = Self.path(fromURI: f)
         } else if let name = n.soundName, !name.isEmpty {
             sound = name
         } else if let s = appSound {

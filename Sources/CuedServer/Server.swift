@@ -128,7 +128,8 @@ public final class Server: Sendable {
         // The flag's mute is saved with the rest of the saved state as it was.
         if options.muted != nil { var s = saved; s.muted = muted; saver.save(s) }
         engine.start()
-        let desktop = startDesktopBus(config: config, daemon: daemon, loop: loop)
+        // Made now (its eventfd and socket watch are counted with the rest), started once cued listens.
+        let desktop = makeDesktopBus(config: config, daemon: daemon, loop: loop)
 
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
@@ -163,11 +164,12 @@ public final class Server: Sendable {
         // The cap fits the descriptors left now that cued is up (event loop,
         // listening socket, log, device if open), less the reserve.
         let fdsInUse = DescriptorLimit.inUse()
-        let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse)
+        let busRoom = desktop != nil && DescriptorLimit.roomForBus(limit: fdLimit, inUse: fdsInUse)
+        let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse, extra: busRoom ? DescriptorLimit.busReserve : 0)
         if limits.maxClients > fdCap {
             try? loop.submit { table.value.capacity = fdCap }.wait()
             logger.warning("connection cap lowered to fit the descriptor limit", metadata: [
-                "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve)"])
+                "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve + (busRoom ? DescriptorLimit.busReserve : 0))"])
         }
         // Only a socket cued created itself is chmod'ed and, at exit, unlinked.
         var socketInode: UInt64?
@@ -183,6 +185,12 @@ public final class Server: Sendable {
         logger.info("cued \(CuedVersion.string) listening", metadata: [
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
             "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
+        if let desktop {
+            if busRoom { desktop.start() } else {
+                logger.warning("D-Bus: off: the descriptor limit leaves no room for the bus's sockets", metadata: ["nofile": "\(fdLimit)", "open": "\(fdsInUse)"])
+                desktop.turnedOff(because: "too few descriptors (nofile \(fdLimit))")
+            }
+        }
         let readyStatus = (try? loop.submit { daemon.value.statusLine() }.wait()) ?? ""
         notifier.notify("READY=1", "STATUS=" + readyStatus)
         let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: loop)
@@ -203,8 +211,8 @@ public final class Server: Sendable {
              socketInode: socketInode, desktop: desktop)
     }
 
-    /// The D-Bus face (`[dbus]`), on a thread of its own; nil when turned off.
-    func startDesktopBus(config: Config, daemon: NIOLoopBound<Daemon>, loop: any EventLoop) -> DesktopBus? {
+    /// The D-Bus face (`[dbus]`), to run on a thread of its own (`start`); nil when turned off.
+    func makeDesktopBus(config: Config, daemon: NIOLoopBound<Daemon>, loop: any EventLoop) -> DesktopBus? {
         guard config.dbus.enabled else {
             logger.info("D-Bus: off ([dbus] enabled = false)")
             return nil
@@ -224,7 +232,6 @@ public final class Server: Sendable {
             d.connectProfile(to: bus)
         }
         guard (try? made.wait()) != nil else { return nil }
-        bus.start()
         return bus
     }
 

@@ -123,6 +123,14 @@ import Testing
         #expect(decide(NotificationSeen(appName: "x", urgency: 2), silent: true) == .none("the profile is silent"))
     }
 
+    @Test func soundFileURIsBecomePaths() {
+        #expect(NotificationPolicy.path(fromURI: "file:///tmp/a%20b.wav") == "/tmp/a b.wav")
+        #expect(NotificationPolicy.path(fromURI: "file://localhost/tmp/x%C3%A9.oga") == "/tmp/xé.oga")
+        #expect(NotificationPolicy.path(fromURI: "/tmp/plain%20name.wav") == "/tmp/plain%20name.wav")  // a path is a path
+        #expect(NotificationPolicy.path(fromURI: "file://otherhost/tmp/a.wav") == "file://otherhost/tmp/a.wav")  // refused later
+        #expect(NotificationPolicy.path(fromURI: "file:///tmp/bad%zz") == "/tmp/bad%zz")
+    }
+
     @Test func fiftyNotificationsInASecondMakeFourSounds() {
         var p = NotificationPolicy(now: 0)
         let s = NotificationSetting()
@@ -148,6 +156,7 @@ import Testing
         #expect(FeedbackCenter.reason(.busy, timeout: -1) == .notFound)
         #expect(FeedbackCenter.reason(.late, timeout: -1) == .notFound)
         #expect(FeedbackCenter.reason(.cut, timeout: -1) == .natural)
+        #expect(FeedbackCenter.reason(.stolen, timeout: 0) == .explicit)  // cued ended it
         #expect(FeedbackEndReason.notFound.rawValue == -1 && UInt32(bitPattern: FeedbackEndReason.notFound.rawValue) == 4_294_967_295)
     }
 }

@@ -271,6 +271,38 @@ struct DesktopBusTests {
         #expect(Self.find(Fixture.standard["psst1"]!, in: samples) != nil, "the important call is not in the capture")
     }
 
+    /// Another cued (or any process) taking the name: the loops cued was playing end
+    /// (their clients' EndFeedback now goes to the new owner, so they could never be
+    /// ended here), and the Profile property obeys the limit on state changes.
+    @Test func losingTheNameEndsItsLoopsAndProfileSetsAreRateLimited() throws {
+        let bus = try PrivateBus()
+        let first = try Self.cued(on: bus)
+        let looper = try bus.spawn("/usr/bin/python3", [Self.client, "message-new-instant", "--timeout", "0", "--wait", "60"])
+        #expect(eventually { (try? first.status().voicesActive) == 1 })
+        let second = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["DBUS_SESSION_BUS_ADDRESS": bus.address],
+                                       config: "[dbus]\nreplace = true\n")
+        #expect(eventually { (try? second.status().bus.feedback) == "owner" }, "\(second.readStderr())")
+        #expect(eventually { (try? first.status().bus.feedback) == "queued" })
+        #expect(eventually { (try? first.status().voicesActive) == 0 }, "the loop of a name cued lost still plays")
+        #expect(eventually { (try? first.status().bus.live) == 0 })
+        looper.stop()
+        second.stop()
+        #expect(eventually { (try? first.status().bus.feedback) == "owner" }, "the name did not come back from the queue")
+        // 200 Sets as fast as one client can: the 20-a-second limit refuses most.
+        let flip = """
+            from gi.repository import Gio, GLib
+            bus = Gio.bus_get_sync(Gio.BusType.SESSION)
+            for i in range(200):
+                bus.call_sync('org.sigxcpu.Feedback', '/org/sigxcpu/Feedback', 'org.freedesktop.DBus.Properties', 'Set',
+                              GLib.Variant('(ssv)', ('org.sigxcpu.Feedback', 'Profile', GLib.Variant('s', 'quiet' if i % 2 else 'full'))),
+                              None, Gio.DBusCallFlags.NONE, -1, None)
+            """
+        let before = try first.status().rateLimited
+        let r = try bus.run("/usr/bin/python3", ["-c", flip])
+        #expect(r.status == 0, "\(r)")
+        #expect(eventually { ((try? first.status().rateLimited) ?? 0) - before >= 100 }, "\((try? first.status().rateLimited) ?? -1)")
+    }
+
     @Test func aClientThatLeavesTheBusEndsItsLoops() throws {
         let bus = try PrivateBus()
         let d = try Self.cued(on: bus)

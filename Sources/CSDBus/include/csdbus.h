@@ -30,8 +30,8 @@ typedef struct cued_fb_handlers {
     int (*end)(void *userdata, sd_bus_message *call, uint32_t id);
     /// The current profile (a static string).
     const char *(*get_profile)(void *userdata);
-    /// Sets the profile; 0, or -EINVAL with *error filled in.
-    int (*set_profile)(void *userdata, const char *value, sd_bus_error *error);
+    /// Sets the profile for `sender` (the caller's unique name); 0, or -EINVAL with *error filled in.
+    int (*set_profile)(void *userdata, const char *sender, const char *value, sd_bus_error *error);
 } cued_fb_handlers;
 
 /// Registers the object (introspection and Properties come with it). The
