@@ -721,7 +721,10 @@ def main():
         print(json.dumps({n: v for n, v in lat.items() if n.startswith("_")}))
         return
     if only == "desktop":  # the desktop event sources: printed, and its section of BENCHMARKS.md replaced
-        md = desktop_bench.report(desktop_bench.run(trials=desktop_trials(), quick=QUICK))
+        res = desktop_bench.run(trials=desktop_trials(), quick=QUICK)
+        with open(os.path.join(tempfile.gettempdir(), "cued-bench-desktop.json"), "w") as f:
+            json.dump(res, f)
+        md = desktop_bench.report(res)
         print("\n".join(md))
         desktop_bench.update(os.path.join(ROOT, "BENCHMARKS.md"), md)
         return

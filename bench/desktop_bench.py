@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Stream, cue_set, log, pct, release_dir, square, wait_answering
+from benchlib import Client, Stream, cue_set, log, pct, release_dir, square, wait_answering
 from pipewire_bench import Stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -47,6 +47,8 @@ TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "p
 EVENT = "message-new-instant"
 SOUND = "/usr/share/sounds/freedesktop/stereo/message-new-instant.oga"
 APP = "org.example.CuedBench"
+NOTIFY = "cued, one notification sound (Notify call)"
+SOCKET = "cued, its socket"
 GAP_S = 0.5  # after the previous sound ended: each trigger finds the daemon idle
 
 
@@ -125,12 +127,14 @@ class Bus:
         self.conn.close_sync(None)
 
 
-def measure(stream, bus, trigger, trials, warmup, rng, env):
+def measure(stream, bus, trigger, trials, warmup, rng, env, after=None):
     """trigger -> first sample, as pipewire_bench.measure, with a random 0-6 ms wait before each
     trigger; the call's reply is collected after the first sample (or the miss). Also how long
     each sound was heard (first sample to 40 ms of silence), and, during the first sound, the
     playback streams PipeWire has (pw-dump)."""
     out, misses, tags, heard, streams = [], 0, [], [], None
+    bus.replies.clear()
+    bus.ended.clear()
     for i in range(trials + warmup):
         stream.drain()
         time.sleep(GAP_S)
@@ -139,7 +143,10 @@ def measure(stream, bus, trigger, trials, warmup, rng, env):
         t0 = time.monotonic_ns()
         trigger(i)
         t1 = stream.wait_loud()
-        bus.pump(lambda: any(tag == i for tag, _ in bus.replies[-3:]), timeout_s=3.0)
+        if after:
+            after()
+        else:
+            bus.pump(lambda: any(tag == i for tag, _ in bus.replies[-3:]), timeout_s=3.0)
         if i == 0 and t1 is not None:
             streams = playback_streams(env)
         if t1 is not None:
@@ -156,7 +163,7 @@ def measure(stream, bus, trigger, trials, warmup, rng, env):
 
 
 def playback_streams(env):
-    """What plays right now: the Stream/Output/Audio nodes' names and client APIs."""
+    """What streams PipeWire has right now (playback and the recorder): names, client APIs, latencies."""
     r = subprocess.run(["pw-dump"], env=env, capture_output=True, text=True, timeout=10)
     try:
         objs = json.loads(r.stdout)
@@ -165,8 +172,8 @@ def playback_streams(env):
     out = []
     for o in objs:
         props = (o.get("info") or {}).get("props") or {}
-        if props.get("media.class") == "Stream/Output/Audio":
-            out.append({k: props.get(k) for k in ("application.name", "client.api", "media.name", "media.filename",
+        if props.get("media.class") in ("Stream/Output/Audio", "Stream/Input/Audio"):
+            out.append({k: props.get(k) for k in ("media.class", "application.name", "client.api", "media.name", "media.filename",
                                                   "node.latency", "application.process.binary") if props.get(k) is not None})
     return out
 
@@ -228,73 +235,99 @@ def run(trials=None, quick=False):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+ROUNDS = 2  # feedbackd, cued, feedbackd, cued: a machine whose load drifts weighs on both alike
+
+
 def measure_all(stack, tmp, res, trials, warmup, rng):
     bus = None
     try:
         env = stack.env
-        address = env["DBUS_SESSION_BUS_ADDRESS"]
         res["quantum"] = stack.quantum()
-        bus = Bus(address)
+        res["rounds"] = []
+        bus = Bus(env["DBUS_SESSION_BUS_ADDRESS"])
         if bus.owner_pid("org.sigxcpu.Feedback") is not None:
             raise RuntimeError("org.sigxcpu.Feedback has an owner on the private bus before the bench started one")
         parec = stack.monitor()
         stream = Stream(parec.stdout.fileno())
-
-        # 1. feedbackd owns the name.
         fenv = dict(env, GSETTINGS_BACKEND="memory", CANBERRA_DRIVER="pulse")
         for k in ("DISPLAY", "WAYLAND_DISPLAY", "FEEDBACK_THEME"):
             fenv.pop(k, None)
-        flog = os.path.join(tmp, "feedbackd.log")
-        with open(flog, "w") as f:
-            fbd = stack.spawn([FEEDBACKD], env=fenv, stderr=f)
-        if not wait_for(lambda: bus.owner_pid("org.sigxcpu.Feedback") == fbd.pid, 10):
-            raise RuntimeError("feedbackd did not own org.sigxcpu.Feedback: " + tail(flog))
-        log("desktop: feedbackd (pid %d) owns org.sigxcpu.Feedback; %d TriggerFeedback %s" % (fbd.pid, trials, EVENT))
-        v, m, tags, heard, streams = measure(stream, bus, bus.trigger_feedback, trials, warmup, rng, env)
-        res["lat"]["feedbackd"] = (v, m)
-        res["heard_ms"] = {"feedbackd": pct(heard, .5)}
-        res["streams"] = {"feedbackd": streams}
-        bus.pump(timeout_s=2.0)
-        res["feedbackd_ended"] = ended_summary(bus, tags)
-        res["load"]["after feedbackd"] = loadavg()
-
-        # 2. cued starts, queues behind feedbackd, and gets the name when feedbackd goes.
         conf = os.path.join(tmp, "cued.toml")
         with open(conf, "w") as f:
             f.write("[notifications]\nenabled = true\n")
         sounds = os.path.join(tmp, "sounds")
         cue_set(sounds, square(4800))  # cued's required cues; none is named like a feedbackd event
-        sock = os.path.join(tmp, "cued.sock")
         clog = os.path.join(tmp, "cued.log")
-        cenv = dict(env, XDG_STATE_HOME=os.path.join(tmp, "state-cued"), XDG_CONFIG_HOME=os.path.join(tmp, "noconfig"))
-        with open(clog, "w") as f:
-            cued = stack.spawn([CUED, "--socket", sock, "--sink", "alsa:default", "--sounds", sounds, "--config", conf,
-                                "--idle-close-s", "3600", "--log-level", "info"], env=cenv, stderr=f)
-        try:
-            wait_answering(sock, "desktop")
-        except RuntimeError:
-            raise RuntimeError("cued did not start: " + tail(clog))
-        ok = wait_for(lambda: (cued_status(sock).get("bus") or {}).get("feedback") in ("queued", "owner"), 5)
-        res["cued_before_handover"] = (cued_status(sock).get("bus") or {}) if ok else "no bus status"
-        fbd.kill()
-        fbd.wait()
-        t = time.monotonic()
-        if not wait_for(lambda: bus.owner_pid("org.sigxcpu.Feedback") == cued.pid, 10, step=0.005):
-            raise RuntimeError("cued did not get org.sigxcpu.Feedback after feedbackd left")
-        res["handover_ms"] = (time.monotonic() - t) * 1000
-        res["cued_bus"] = cued_status(sock).get("bus")
-        log("desktop: cued (pid %d) owns org.sigxcpu.Feedback after %.0f ms; %d TriggerFeedback %s"
-            % (cued.pid, res["handover_ms"], trials, EVENT))
-        bus.ended.clear()
-        v, m, tags, heard, streams = measure(stream, bus, bus.trigger_feedback, trials, warmup, rng, env)
-        res["lat"]["cued"] = (v, m)
-        res["heard_ms"]["cued"] = pct(heard, .5)
-        res["streams"]["cued"] = streams
-        bus.pump(timeout_s=2.0)
-        res["cued_ended"] = ended_summary(bus, tags)
-        res["load"]["after cued"] = loadavg()
+        acc = {"feedbackd": ([], 0, [], []), "cued": ([], 0, [], [])}
+        cued = sock = None
+        per_round = [trials // ROUNDS + (1 if r < trials % ROUNDS else 0) for r in range(ROUNDS)]
 
-        # 3. A notification sound: Notify to the stand-in notification server, cued watching.
+        def run_owner(key, n):
+            v, m, tags, heard, streams = measure(stream, bus, bus.trigger_feedback, n, warmup, rng, env)
+            bus.pump(timeout_s=2.0)  # the last FeedbackEnded
+            e = ended_summary(bus, tags)
+            old = acc[key]
+            acc[key] = (old[0] + v, old[1] + m, old[2] + [e], old[3] + heard)
+            res.setdefault("streams", {}).setdefault(key, streams)
+            return v
+
+        for r, n in enumerate(per_round):
+            # feedbackd owns the name (a cued of the previous round is gone first).
+            if cued is not None:
+                cued.terminate()
+                cued.wait()
+            flog = os.path.join(tmp, "feedbackd-%d.log" % r)
+            with open(flog, "w") as f:
+                fbd = stack.spawn([FEEDBACKD], env=fenv, stderr=f)
+            if not wait_for(lambda: bus.owner_pid("org.sigxcpu.Feedback") == fbd.pid, 10):
+                raise RuntimeError("feedbackd did not own org.sigxcpu.Feedback: " + tail(flog))
+            log("desktop round %d: feedbackd (pid %d) owns org.sigxcpu.Feedback; %d TriggerFeedback %s" % (r + 1, fbd.pid, n, EVENT))
+            load0 = loadavg()
+            fv = run_owner("feedbackd", n)
+
+            # cued starts, queues behind feedbackd, and gets the name when feedbackd is killed.
+            sock = os.path.join(tmp, "cued-%d.sock" % r)
+            cenv = dict(env, XDG_STATE_HOME=os.path.join(tmp, "state-cued"), XDG_CONFIG_HOME=os.path.join(tmp, "noconfig"))
+            with open(clog, "a") as f:
+                cued = stack.spawn([CUED, "--socket", sock, "--sink", "alsa:default", "--sounds", sounds, "--config", conf,
+                                    "--idle-close-s", "3600", "--log-level", "info"], env=cenv, stderr=f)
+            try:
+                wait_answering(sock, "desktop")
+            except RuntimeError:
+                raise RuntimeError("cued did not start: " + tail(clog))
+            ok = wait_for(lambda: (cued_status(sock).get("bus") or {}).get("feedback") in ("queued", "owner"), 5)
+            res.setdefault("cued_before_handover", (cued_status(sock).get("bus") or {}) if ok else "no bus status")
+            fbd.kill()
+            fbd.wait()
+            t = time.monotonic()
+            if not wait_for(lambda: bus.owner_pid("org.sigxcpu.Feedback") == cued.pid, 10, step=0.005):
+                raise RuntimeError("cued did not get org.sigxcpu.Feedback after feedbackd left")
+            res.setdefault("handover_ms", []).append((time.monotonic() - t) * 1000)
+            log("desktop round %d: cued (pid %d) owns org.sigxcpu.Feedback after %.0f ms; %d TriggerFeedback %s"
+                % (r + 1, cued.pid, res["handover_ms"][-1], n, EVENT))
+            cv = run_owner("cued", n)
+            # For reference, the same sound through cued's socket (no D-Bus): half as many.
+            c = Client(sock)
+            try:
+                v, m, _, _, _ = measure(stream, bus, lambda i: c.send("play " + EVENT), n // 2, 1, rng, env,
+                                        after=lambda: c.reply())
+            finally:
+                c.s.close()
+            old = res["lat"].get(SOCKET, ([], 0))
+            res["lat"][SOCKET] = (old[0] + v, old[1] + m)
+            res["rounds"].append({"n": n, "feedbackd_p50": pct(fv, .5), "cued_p50": pct(cv, .5), "load": [load0, loadavg()]})
+
+        for key in ("feedbackd", "cued"):
+            v, m, ends, heard = acc[key]
+            res["lat"][key] = (v, m)
+            res.setdefault("heard_ms", {})[key] = pct(heard, .5)
+            res[key + "_ended"] = {"ids": sum(e["ids"] for e in ends), "n_errors": sum(e["n_errors"] for e in ends),
+                                   "errors": sum((e["errors"] for e in ends), [])[:3], "no_reply": sum(e["no_reply"] for e in ends),
+                                   "ended_once": sum(e["ended_once"] for e in ends),
+                                   "reasons": {k: sum(e["reasons"].get(k, 0) for e in ends) for e in ends for k in e["reasons"]}}
+        res["load"]["after the feedback rounds"] = loadavg()
+
+        # A notification sound: Notify to the stand-in notification server, the last cued watching.
         ns = stack.spawn(["/usr/bin/python3", os.path.join(ROOT, "bench", "notification_server.py")], stdout=subprocess.PIPE)
         line = ns.stdout.readline().decode().strip()
         if line != "ready":
@@ -303,7 +336,7 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
             res["notes"].append("cued's status did not say notifications watching: %s" % cued_status(sock).get("bus"))
         log("desktop: %d Notify calls, cued watching" % trials)
         v, m, tags, heard, _ = measure(stream, bus, bus.notify, trials, warmup, rng, env)
-        res["lat"]["cued, one notification sound (Notify call)"] = (v, m)
+        res["lat"][NOTIFY] = (v, m)
         res["heard_ms"]["notification"] = pct(heard, .5)
         res["notify_errors"] = sum(1 for tag, r in bus.replies if tag in tags and isinstance(r, str))
         st = cued_status(sock)
@@ -340,26 +373,36 @@ def report(res):
     if "failed" in res:
         return [HEADING, "", "Not measured: " + res["failed"]]
     lat = res["lat"]
+    def node_latency(key, cls="Stream/Output/Audio"):
+        st = [x for x in (res.get("streams") or {}).get(key) or [] if x.get("media.class") == cls] or [{}]
+        return st[0].get("node.latency", "?")
+
     md = [HEADING, "",
           "The real feedbackd (Debian's `/usr/libexec/feedbackd` 0.0.3, its default theme, `GSETTINGS_BACKEND=memory`;",
           "it plays through GSound → libcanberra's pulse driver → pipewire-pulse, a new stream per event) and cued",
           "(`--sink alsa:default`, the PipeWire ALSA plugin) each own `org.sigxcpu.Feedback` in turn on one private",
-          "session bus (no service directories: nothing is D-Bus-activated) beside the private PipeWire of the section",
-          "above: feedbackd first; then cued starts, queues for the name, and gets it when feedbackd is killed.",
-          "Each gets %d `TriggerFeedback(\"%s\", \"%s\", {}, -1)` calls (after %d unmeasured), which both resolve"
-          % (res["trials"], APP, EVENT, res["warmup"]),
-          "through feedbackd's default theme to the freedesktop sound theme's `message-new-instant.oga` (1.03 s; its",
-          "first frame is non-zero). Latency: from just before the call is handed to GDBus (a Gio connection kept",
-          "open, the reply not waited for) to the first non-zero sample read from the null sink's monitor",
-          "(`parec --latency-msec=1`). Each trigger comes %.1f s after the previous sound ended, then after a random"
-          % res["gap_s"],
-          "0–6 ms wait (so triggers do not all land at one point of the graph's cycle). A miss: no sound within 3 s.",
-          "Graph quantum %d frames." % res["quantum"], "",
+          "session bus (no service directories: nothing is D-Bus-activated) on a private PipeWire as in the section",
+          "above: feedbackd first; then cued starts, queues for the name, and gets it when feedbackd is killed; then",
+          "a second round the same way (a fresh feedbackd once that cued is stopped), so that a machine whose load",
+          "drifts weighs on both alike. Each gets %d `TriggerFeedback(\"%s\", \"%s\", {}, -1)`" % (res["trials"], APP, EVENT),
+          "calls in all (%d unmeasured at the start of each round), which both resolve through feedbackd's default" % res["warmup"],
+          "theme to the freedesktop sound theme's `message-new-instant.oga` (1.03 s; its first frame is non-zero).",
+          "Latency: from just before the call is handed to GDBus (a Gio connection kept open, the reply not waited",
+          "for) to the first non-zero sample read from the null sink's monitor (`parec --latency-msec=1`). Each",
+          "trigger comes %.1f s after the previous sound ended, then after a random 0–6 ms wait (so triggers do not" % res["gap_s"],
+          "all land at one point of the graph's cycle). A miss: no sound within 3 s. The graph's default quantum is",
+          "%d frames; it runs at the smallest `node.latency` its streams ask: feedbackd's pulse stream asks %s," % (
+              res["quantum"], node_latency("feedbackd")),
+          "cued's ALSA-plugin stream %s (its period), the recorder (parec, a pulse client) %s." % (
+              node_latency("cued"), node_latency("cued", "Stream/Input/Audio")),
+          "",
           "| owner of org.sigxcpu.Feedback | n | p50 µs | p90 µs | p99 µs | max µs | misses |", "|---|---|---|---|---|---|---|"]
     rows = [("feedbackd", "feedbackd (GSound → pulse)"), ("cued", "cued (`alsa:default`)")]
     for key, name in rows:
         v, m = lat.get(key, ([], 0))
         md.append(row(name, v, m))
+    if SOCKET in lat:
+        md.append(row("for reference: cued, the same sound through its socket (`play %s`, a kept connection)" % EVENT, *lat[SOCKET]))
     fb, cu = lat.get("feedbackd", ([], 0))[0], lat.get("cued", ([], 0))[0]
     ratio = pct(cu, .5) / pct(fb, .5) if fb and cu else float("nan")
     md += ["", "Replies and `FeedbackEnded` for the measured calls:", "",
@@ -372,14 +415,19 @@ def report(res):
     hm = res.get("heard_ms", {})
     md += ["", "Each sound heard for (first sample to 40 ms of silence at the monitor, p50): feedbackd %.0f ms, cued %.0f ms,"
            % (hm.get("feedbackd", float("nan")), hm.get("cued", float("nan"))),
-           "notification %.0f ms (the file is 1,025 ms). The playback streams during the first sound (`pw-dump`):" % hm.get(
+           "notification %.0f ms (the file is 1,025 ms). The streams during the first sound (`pw-dump`):" % hm.get(
                "notification", float("nan")), ""]
     for key, name in rows:
         md.append("- %s: `%s`" % (name, json.dumps(res.get("streams", {}).get(key))))
+    if res.get("rounds"):
+        md += ["", "By round (p50 µs; load average 1/5/15 min at the round's start and end):", "",
+               "| round | n each | feedbackd p50 | cued p50 | load |", "|---|---|---|---|---|"]
+        for i, r in enumerate(res["rounds"]):
+            md.append("| %d | %d | %.0f | %.0f | %s → %s |" % (i + 1, r["n"], r["feedbackd_p50"], r["cued_p50"], r["load"][0], r["load"][1]))
     if "handover_ms" in res:
-        md += ["", "cued's bus status while feedbackd held the name: `%s`; it owned the name %.0f ms after feedbackd was killed."
-               % (json.dumps(res.get("cued_before_handover")), res["handover_ms"])]
-    nk = "cued, one notification sound (Notify call)"
+        md += ["", "cued's bus status while feedbackd held the name: `%s`; it owned the name %s ms after feedbackd was killed."
+               % (json.dumps(res.get("cued_before_handover")), " and ".join("%.0f" % h for h in res["handover_ms"]))]
+    nk = NOTIFY
     md += ["", "The cost of one notification sound: cued with `[notifications] enabled = true` (it watches Notify calls",
            "as a monitor), `bench/notification_server.py` owning `org.freedesktop.Notifications`; %d `Notify` calls" % res["trials"],
            "without sound hints (cued plays its `normal` sound, `message-new-instant`, the same file), sent as above",
@@ -391,8 +439,12 @@ def report(res):
     if res.get("notify_errors"):
         md.append("")
         md.append("Notify calls answered with an error by the stand-in server: %d." % res["notify_errors"])
-    md += ["", "Load average (1/5/15 min) at the start, after feedbackd, after cued, at the end: %s." % "; ".join(
-        res["load"].get(k, "?") for k in ("start", "after feedbackd", "after cued", "end"))]
+    cs = res.get("cued_status") or {}
+    md += ["", "cued's `status` at the end: stalls %s, xruns %s, dropped %s; inside cued (request → first frame to the device)"
+           % (cs.get("stalls"), cs.get("xruns"), cs.get("dropped")),
+           "p50 / p99 %s / %s µs." % ((cs.get("latency_us") or {}).get("p50"), (cs.get("latency_us") or {}).get("p99")),
+           "", "Load average (1/5/15 min) at the start, after the feedback rounds, at the end: %s (2 cores, shared)." % "; ".join(
+               res["load"].get(k, "?") for k in ("start", "after the feedback rounds", "end"))]
     for n in res.get("notes", []):
         md += ["", n]
     if res.get("cued_log"):
