@@ -136,9 +136,7 @@ def measure(stream, bus, trigger, trials, warmup, rng, env, after=None):
     bus.replies.clear()
     bus.ended.clear()
     for i in range(trials + warmup):
-        stream.drain()
-        time.sleep(GAP_S)
-        stream.drain(quiet_ms=3)
+        quiet_for(stream, GAP_S)
         time.sleep(rng.uniform(0, 0.006))
         t0 = time.monotonic_ns()
         trigger(i)
@@ -151,7 +149,7 @@ def measure(stream, bus, trigger, trials, warmup, rng, env, after=None):
             streams = playback_streams(env)
         if t1 is not None:
             stream.drain()
-            heard.append((time.monotonic_ns() - t1) / 1e6 - 40)
+            heard.append((time.monotonic_ns() - t1) / 1e6 - 40)  # drain returns after 40 ms of silence
         if i < warmup:
             continue
         tags.append(i)
@@ -160,6 +158,23 @@ def measure(stream, bus, trigger, trials, warmup, rng, env, after=None):
         else:
             out.append((t1 - t0) / 1000.0)
     return out, misses, tags, heard, streams
+
+
+def quiet_for(stream, seconds, limit_s=10.0):
+    """Reads the monitor until it has been silent for `seconds` (at most limit_s). Reading all
+    along, not sleeping: a sleeping reader lets parec block on a full pipe and the server queue
+    its capture, and the tail of a sound that paused for a moment (a server hiccup) could then be
+    read after the next trigger as if it were the new sound."""
+    end = time.monotonic() + limit_s
+    quiet_since = time.monotonic()
+    while time.monotonic() < end:
+        now = time.monotonic()
+        if now - quiet_since >= seconds:
+            return True
+        data = stream._read(min(0.05, seconds - (now - quiet_since)))
+        if data is not None and stream._loud(data, 0):
+            quiet_since = time.monotonic()
+    return False
 
 
 def playback_streams(env):
@@ -388,13 +403,12 @@ def report(res):
           "calls in all (%d unmeasured at the start of each round), which both resolve through feedbackd's default" % res["warmup"],
           "theme to the freedesktop sound theme's `message-new-instant.oga` (1.03 s; its first frame is non-zero).",
           "Latency: from just before the call is handed to GDBus (a Gio connection kept open, the reply not waited",
-          "for) to the first non-zero sample read from the null sink's monitor (`parec --latency-msec=1`). Each",
-          "trigger comes %.1f s after the previous sound ended, then after a random 0–6 ms wait (so triggers do not" % res["gap_s"],
-          "all land at one point of the graph's cycle). A miss: no sound within 3 s. The graph's default quantum is",
-          "%d frames; it runs at the smallest `node.latency` its streams ask: feedbackd's pulse stream asks %s," % (
-              res["quantum"], node_latency("feedbackd")),
-          "cued's ALSA-plugin stream %s (its period), the recorder (parec, a pulse client) %s." % (
-              node_latency("cued"), node_latency("cued", "Stream/Input/Audio")),
+          "for) to the first non-zero sample read from the null sink's monitor (`parec --latency-msec=1`, read all",
+          "along). Each trigger comes once the monitor has been silent for %.1f s, then after a random 0–6 ms wait" % res["gap_s"],
+          "(so triggers do not all land at one point of the graph's cycle). A miss: no sound within 3 s. The graph's",
+          "default quantum is %d frames; it runs at the smallest `node.latency` its streams ask: feedbackd's pulse" % res["quantum"],
+          "stream asks %s, cued's ALSA-plugin stream %s (its period), the recorder (parec, a pulse client) %s." % (
+              node_latency("feedbackd"), node_latency("cued"), node_latency("cued", "Stream/Input/Audio")),
           "",
           "| owner of org.sigxcpu.Feedback | n | p50 µs | p90 µs | p99 µs | max µs | misses |", "|---|---|---|---|---|---|---|"]
     rows = [("feedbackd", "feedbackd (GSound → pulse)"), ("cued", "cued (`alsa:default`)")]
