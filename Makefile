@@ -59,7 +59,9 @@ bench-deps: deps
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 10 minutes).
+# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 20 minutes, and about 10 more
+# for the desktop section; `BENCH_ONLY=desktop /usr/bin/python3 bench/bench.py` runs only that one,
+# feedbackd vs cued and a notification sound, and replaces its section of BENCHMARKS.md).
 bench: bench-deps build
 	/usr/bin/python3 bench/bench.py
 
