@@ -1,5 +1,6 @@
 import CSDBus
 import CuedCore
+import CuedProtocol
 import CuedSystem
 import Logging
 import Synchronization
@@ -550,7 +551,7 @@ public final class DesktopBus: @unchecked Sendable {
         if app.isEmpty { return cued_reply_error(call, "org.freedesktop.DBus.Error.InvalidArgs", "Invalid app id: it is empty") }
         if event.isEmpty { return cued_reply_error(call, "org.freedesktop.DBus.Error.InvalidArgs", "Invalid event: it is empty") }
         let hintProfile = t.profile.map { String(cString: $0) }
-        if let p = hintProfile, !FeedbackProfiles.names.contains(p) {
+        if let p = hintProfile, Profile(rawValue: p) == nil {
             return cued_reply_error(call, "org.freedesktop.DBus.Error.InvalidArgs",
                                     "Invalid hints: profile '\(p)' is not one of full, quiet, silent")
         }
@@ -576,11 +577,11 @@ public final class DesktopBus: @unchecked Sendable {
 
     private func profileCString() -> UnsafePointer<CChar>? {
         let p = profile.withLock { $0 }
-        return FeedbackProfiles.cString(p)
+        return FeedbackProfiles.cString(Profile(rawValue: p) ?? .full)
     }
 
     private func onSetProfile(_ value: String, sender: String, _ error: UnsafeMutablePointer<sd_bus_error>?) -> Int32 {
-        guard FeedbackProfiles.names.contains(value) else {
+        guard Profile(rawValue: value) != nil else {
             cued_error_set(error, "org.freedesktop.DBus.Error.InvalidArgs", "Profile '\(value)' is not one of full, quiet, silent")
             return -EINVAL
         }
@@ -617,14 +618,14 @@ public enum FeedbackEndReason: Int32, Sendable {
     case explicit = 2
 }
 
-/// Profile names as the bus sees them, with C strings that live forever.
+/// A profile's name as a C string that lives forever (the property getter returns it to sd-bus).
 enum FeedbackProfiles {
-    static let names = ["full", "quiet", "silent"]
-    private static let full: StaticString = "full"
-    private static let quiet: StaticString = "quiet"
-    private static let silent: StaticString = "silent"
-    static func cString(_ name: String) -> UnsafePointer<CChar> {
-        let s: StaticString = name == "quiet" ? quiet : name == "silent" ? silent : full
+    static func cString(_ p: Profile) -> UnsafePointer<CChar> {
+        let s: StaticString = switch p {
+        case .full: "full"
+        case .quiet: "quiet"
+        case .silent: "silent"
+        }
         return UnsafeRawPointer(s.utf8Start).assumingMemoryBound(to: CChar.self)
     }
 }

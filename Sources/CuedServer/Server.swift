@@ -104,10 +104,7 @@ public final class Server: Sendable {
         let stopping = StopFlag()
         let sessionTTL = options.sessionTTLSeconds
         // Made on the loop, it stays there: other threads hold it only as a NIOLoopBound.
-        if let why = sink.why {
-            logChoice(spec: sink.spec, why: why)
-            deviceLog.picked(sink.spec)
-        }
+        deviceLog.picked(spec: sink.spec, why: sink.why)
         let made = loop.submit { [logger, saved] in
             let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
                                 sounds: sounds, sessions: SessionRegistry(ttlSeconds: sessionTTL), limits: limits, stopping: stopping,
@@ -284,11 +281,6 @@ public final class Server: Sendable {
         }
     }
 
-    /// `--sink auto`'s pick, said once per change: a warning when it plays to nothing.
-    func logChoice(spec: String, why: String) {
-        if spec == "null" { logger.warning("sink \(spec): \(why)") } else { logger.info("sink \(spec): \(why)") }
-    }
-
     /// WATCHDOG=1 at half systemd's interval, only while the audio thread is
     /// healthy (idle-waiting, or it turned its loop within half the interval).
     /// It runs on the event loop, so a stuck loop stops the pings too.
@@ -320,17 +312,19 @@ final class DeviceLog: Sendable {
     private let lastPick = Mutex<String?>(nil)
     init(logger: Logger) { self.logger = logger }
 
-    /// The pick said at start, so that an unchanged one is not said again.
-    func picked(_ spec: String) { lastPick.withLock { $0 = spec } }
+    /// `--sink auto`'s pick (a sink with a why), said at start and then at each change:
+    /// a warning when it plays to nothing.
+    func picked(spec: String, why: String?) {
+        guard let why, lastPick.withLock({ last in defer { last = spec }; return last != spec }) else { return }
+        if spec == "null" { logger.warning("sink \(spec): \(why)") } else { logger.info("sink \(spec): \(why)") }
+    }
 
     /// `output`: the sink's spec and why, as they are now (auto's pick).
     func log(_ event: EngineEvent, output: (spec: String, why: String?)? = nil) {
         switch event {
         case .opened(let f, let kind):
             lastError.withLock { $0 = nil }
-            if let output, let why = output.why, lastPick.withLock({ last in defer { last = output.spec }; return last != output.spec }) {
-                if output.spec == "null" { logger.warning("sink \(output.spec): \(why)") } else { logger.info("sink \(output.spec): \(why)") }
-            }
+            if let output { picked(spec: output.spec, why: output.why) }
             logger.info("audio device opened", metadata: ["sink.kind": "\(kind)", "sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
                                                         "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
         case .openFailed(let e), .writeFailed(let e):
