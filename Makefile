@@ -9,11 +9,14 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc
 # makes the man pages (make man; install uses the committed roff and make test checks it is
 # current); python3 runs the README's Python example; bash-completion loads the bash
-# completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test.
+# completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test. libpipewire-0.3-dev: the
+# native PipeWire sink. libsystemd-dev: sd-bus for
+# the D-Bus face; feedbackd (fbcli), libfeedback with python3-gi, notify-send and gdbus: its real clients.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpipewire-0.3-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
-             fuse3 python3-fusepy dpkg-dev lintian
+             fuse3 python3-fusepy dpkg-dev lintian \
+             libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.
@@ -70,7 +73,9 @@ bench-deps: deps
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 10 minutes).
+# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 20 minutes, and about 10 more
+# for the desktop section; `BENCH_ONLY=desktop /usr/bin/python3 bench/bench.py` runs only that one,
+# feedbackd vs cued and a notification sound, and replaces its section of BENCHMARKS.md).
 bench: bench-deps build
 	/usr/bin/python3 bench/bench.py
 
@@ -158,6 +163,7 @@ install-files:
 	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SOUNDDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man5' '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'
 	install -m 0755 -s --strip-program='$(STRIP)' .build/release/cued .build/release/cuectl '$(DESTDIR)$(BINDIR)/'
 	install -m 0644 Sounds/*.wav '$(DESTDIR)$(SOUNDDIR)/'
+	sed 's|^Exec=.*|Exec=$(BINDIR)/cued|' dbus/org.sigxcpu.Feedback.service > '$(DESTDIR)$(DATADIR)/cued/org.sigxcpu.Feedback.service'
 	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 '$(DESTDIR)$(MANDIR)/man1/'
 	install -m 0644 docs/man/cued.toml.5 '$(DESTDIR)$(MANDIR)/man5/'
 	install -m 0644 completions/cuectl.bash '$(DESTDIR)$(BASHCOMPDIR)/cuectl'
@@ -226,6 +232,7 @@ uninstall:
 	  '$(BASHCOMPDIR)/cuectl' '$(BASHCOMPDIR)/cued' '$(ZSHCOMPDIR)/_cuectl' '$(ZSHCOMPDIR)/_cued' \
 	  '$(FISHCOMPDIR)/cuectl.fish' '$(FISHCOMPDIR)/cued.fish'
 	rm -rf '$(SOUNDDIR)'
+	rm -f '$(DATADIR)/cued/org.sigxcpu.Feedback.service'
 	@# The directories install makes, once empty (never $(PREFIX) itself; a parent of
 	@# UNITDIR only if it is systemd/), deepest first.
 	@for d in '$(DATADIR)/cued' '$(MANDIR)/man1' '$(MANDIR)/man5' '$(MANDIR)' '$(BASHCOMPDIR)' '$(DATADIR)/bash-completion' \

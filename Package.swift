@@ -19,6 +19,8 @@ let package = Package(
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "CSampleRate", pkgConfig: "samplerate", providers: [.apt(["libsamplerate0-dev"])]),
         .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
+        // sd-bus's vtable macros and variadic calls, as plain C functions (libsystemd).
+        .target(name: "CSDBus", linkerSettings: [.linkedLibrary("systemd")]),
 
         // Pure: no audio, no sockets, no NIO.
         .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),
@@ -35,7 +37,7 @@ let package = Package(
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [
-            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient", "CuedSystem",
+            "CuedProtocol", "CuedCore", "CuedAudio", "CuedConfig", "CuedClient", "CuedSystem", "CSDBus",
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),
             .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
@@ -77,7 +79,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
-        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "TestSupport"]),
+        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "CueDSP", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "CuedConfig", "CuectlCommands", "TestSupport"]),
     ],

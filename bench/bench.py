@@ -9,6 +9,9 @@ monitor, read with parec, the same way. Every contender plays the same probe cue
 whose first sample is non-zero.
 
 Environment: BENCH_TRIALS (default 200), BENCH_IDLE_S (60), BENCH_QUICK=1 (small runs).
+BENCH_ONLY=SECTION runs one section and prints it (alsa, alsa-cued, idle, throughput, eventloop,
+footprint, memory, mixer, pipewire, desktop); BENCH_ONLY=desktop (feedbackd against cued, and a
+notification sound; BENCH_DESKTOP_TRIALS, default 100) also replaces its section in BENCHMARKS.md.
 """
 import asyncio
 import json
@@ -29,6 +32,7 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipewire_bench  # noqa: E402
+import desktop_bench  # noqa: E402
 from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
 
@@ -692,6 +696,10 @@ def report(lat, idle, hz, thr, mem, mix, plotted, extra_targets=()):
     return md, targets
 
 
+def desktop_trials():
+    return int(os.environ["BENCH_DESKTOP_TRIALS"]) if "BENCH_DESKTOP_TRIALS" in os.environ else None
+
+
 def main():
     daemon_bench.bench = sys.modules[__name__]
     os.chdir(ROOT)
@@ -712,6 +720,14 @@ def main():
                         + [lat_row(n, lat[n][0], lat[n][1], base) for n in lat if not n.startswith("_")] + midstream_note(lat)))
         print(json.dumps({n: v for n, v in lat.items() if n.startswith("_")}))
         return
+    if only == "desktop":  # the desktop event sources: printed, and its section of BENCHMARKS.md replaced
+        res = desktop_bench.run(trials=desktop_trials(), quick=QUICK)
+        with open(os.path.join(tempfile.gettempdir(), "cued-bench-desktop.json"), "w") as f:
+            json.dump(res, f)
+        md = desktop_bench.report(res)
+        print("\n".join(md))
+        desktop_bench.update(os.path.join(ROOT, "BENCHMARKS.md"), md)
+        return
     if only:  # run one section, print its figures (for working on the harness)
         print({"idle": lambda: idle_cost(sounds), "throughput": lambda: throughput(sounds),
                "eventloop": lambda: daemon_bench.event_loop(), "footprint": lambda: daemon_bench.footprint(sounds),
@@ -729,11 +745,13 @@ def main():
     ev = daemon_bench.event_loop()
     fp = daemon_bench.footprint(sounds)
     pw = pipewire_bench.run(quick=QUICK)
+    dk = desktop_bench.run(trials=desktop_trials(), quick=QUICK)
     theme = lat.pop("_theme", {})
     plotted = plot(lat, os.path.join(ROOT, "docs", "latency.png"))
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted, daemon_bench.targets(ev, fp))
     md += daemon_bench.report(ev, fp, theme)
     md += [""] + pipewire_bench.report(pw)
+    md += [""] + desktop_bench.report(dk)
     notes = os.path.join(ROOT, "bench", "NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

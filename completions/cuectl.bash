@@ -11,7 +11,7 @@ _cuectl_cues() {
 
 _cuectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="ping play play-file stop state drag drop threshold session mute unmute reload cues status config doctor run shell-init"
+    local commands="ping play play-file stop state drag drop threshold session mute unmute profile reload cues status config doctor run shell-init"
     local i word verb= socket= operands=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}
@@ -34,7 +34,7 @@ _cuectl() {
     if [[ $cur == -* ]]; then
         local options="--socket --session --app --help --version"
         case $verb in
-            play|play-file) options+=" --gain --wait --id --loop --priority" ;;
+            play|play-file) options+=" --gain --wait --id --loop --priority --important" ;;
             state) options+=" --quiet" ;;
             cues) options+=" --theme" ;;
             status) options+=" --json" ;;
@@ -50,6 +50,10 @@ _cuectl() {
         stop) ((operands == 0)) && COMPREPLY=($(compgen -W "all $(_cuectl_cues "$socket")" -- "$cur")) ;;
         state) ((operands == 0)) && COMPREPLY=($(compgen -W "pull release loading idle" -- "$cur")) ;;
         mute|unmute) ((operands == 0)) && COMPREPLY=($(compgen -W "app" -- "$cur")) ;;
+        profile)
+            if ((operands == 0)); then COMPREPLY=($(compgen -W "full quiet silent app" -- "$cur"))
+            elif ((operands == 2)) && [[ ${COMP_WORDS[COMP_CWORD-2]} == app ]]; then
+                COMPREPLY=($(compgen -W "full quiet silent default" -- "$cur")); fi ;;
         config)
             if ((operands == 0)); then COMPREPLY=($(compgen -W "check" -- "$cur"))
             elif ((operands == 1)); then COMPREPLY=($(compgen -f -- "$cur")); fi ;;

@@ -1,7 +1,7 @@
 # fish completion for cuectl(1). Cue names come from the running cued
 # (`cuectl cues`, at most half a second); without a daemon, none are offered.
 
-set -l commands ping play play-file stop state drag drop threshold session mute unmute reload cues status config doctor run shell-init
+set -l commands ping play play-file stop state drag drop threshold session mute unmute profile reload cues status config doctor run shell-init
 
 function __cuectl_cues
     set -l socket
@@ -17,6 +17,17 @@ function __cuectl_cues
             echo $w
         end
     end
+end
+
+# True when the word being completed is the Nth after `profile` (0: the first),
+# past `profile app NAME` for N = 2.
+function __cuectl_profile_at
+    set -l tokens (commandline -opc)
+    set -l i (contains -i -- profile $tokens)
+    set -l after (math (count $tokens) - $i)
+    test $after -eq $argv[1]; or return 1
+    set -l next (math $i + 1)
+    test $argv[1] -eq 0; or test "$tokens[$next]" = app
 end
 
 complete -c cuectl -f
@@ -38,6 +49,7 @@ for entry in \
     'session:show or bind to a named session' \
     "mute:silence all cues, or one app's" \
     'unmute:undo mute' \
+    "profile:show or set the profile (full, quiet, silent), or one app's" \
     'reload:re-read the config and cues' \
     'cues:list the loaded cues' \
     'status:daemon, device and latency figures' \
@@ -55,11 +67,14 @@ complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l wait -d 'r
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l id -d "print the voice's id"
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l loop -d 'until stopped (--loop=N, --loop=2.5s)'
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l priority -x -d '-100 to 100 (default 0)'
+complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l important -d 'through quiet and silent, for an allowed app'
 complete -c cuectl -n "__fish_seen_subcommand_from play-file" -F
 complete -c cuectl -n "__fish_seen_subcommand_from stop" -a "all (__cuectl_cues)"
 complete -c cuectl -n "__fish_seen_subcommand_from state" -a "pull release loading idle"
 complete -c cuectl -n "__fish_seen_subcommand_from state" -l quiet -d 'set the state without a cue'
 complete -c cuectl -n "__fish_seen_subcommand_from mute unmute" -a app
+complete -c cuectl -n "__fish_seen_subcommand_from profile; and __cuectl_profile_at 0" -a "full quiet silent app"
+complete -c cuectl -n "__fish_seen_subcommand_from profile; and __cuectl_profile_at 2" -a "full quiet silent default"
 complete -c cuectl -n "__fish_seen_subcommand_from cues" -l theme -d "the sound theme's names"
 complete -c cuectl -n "__fish_seen_subcommand_from status" -l json -d "cued's JSON"
 complete -c cuectl -n "__fish_seen_subcommand_from config" -a check -F

@@ -54,7 +54,7 @@ public enum CommandParser {
         var inv = Invocation(action: .help)
         var words: [String] = []
         var gain: String?, loop: String?, priority: String?
-        var wait = false, quiet = false, json = false, theme = false, wantsID = false
+        var wait = false, quiet = false, json = false, theme = false, wantsID = false, important = false
         var command: [String]?
         var rest = args[...]
 
@@ -87,6 +87,7 @@ public enum CommandParser {
             switch arg {
             case "--loop": loop = ""
             case "--id": wantsID = true
+            case "--important": important = true
             case "--wait": wait = true
             case "--quiet": quiet = true
             case "--json": json = true
@@ -111,7 +112,7 @@ public enum CommandParser {
         func only(_ allowed: Set<String>) throws(UsageError) {
             let given: [(String, Bool)] = [("--gain", gain != nil), ("--wait", wait), ("--quiet", quiet),
                                            ("--json", json), ("--theme", theme), ("--loop", loop != nil),
-                                           ("--priority", priority != nil), ("--id", wantsID)]
+                                           ("--priority", priority != nil), ("--id", wantsID), ("--important", important)]
             for (flag, set) in given where set && !allowed.contains(flag) {
                 throw UsageError("\(flag) does not go with \(verb)")
             }
@@ -192,6 +193,16 @@ public enum CommandParser {
             }
             if operands.count == 2 { _ = try label(operands[1], "app name") }
             line = [verb] + operands
+        case "profile":
+            try only([])
+            let usage = "usage: cuectl profile [full|quiet|silent], or cuectl profile app NAME [full|quiet|silent|default]"
+            if operands.first == "app" {
+                guard (2...3).contains(operands.count) else { throw UsageError(usage) }
+                _ = try label(operands[1], "app name")
+            } else if operands.count > 1 {
+                throw UsageError(usage)
+            }
+            line = ["profile"] + operands
         case "cues":
             try only(["--theme"]); try count(0...0, "cues [--theme]")
             line = theme ? ["cues", "theme"] : ["cues"]
@@ -207,6 +218,7 @@ public enum CommandParser {
         if wantsID { line.append("id") }
         if let loop { line.append(loop.isEmpty ? "loop" : "loop=" + loop) }
         if let priority { line.append("priority=" + priority) }
+        if important { line.append("important") }
 
         // Each word must stay one word on the wire.
         for w in line.dropFirst() where w.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
@@ -224,8 +236,8 @@ public enum CommandParser {
         return inv
     }
 
-    static let playOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority"]
-    static let playUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]"
+    static let playOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority", "--important"]
+    static let playUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"
 
     /// The one label rule (`Label`), refused with its own words: never rewritten.
     static func label(_ s: String, _ what: String) throws(UsageError) -> String {

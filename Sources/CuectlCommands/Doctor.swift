@@ -48,10 +48,14 @@ public enum Doctor {
             if s.spec.hasPrefix("wav:") {
                 ok("output \(where_): cues are recorded to \(s.spec.dropFirst(4))")
                 heard = true
+            } else if s.spec == "null" && s.why != nil && (pipewire || pulse) {
+                // auto picks again at the next open of the device: the server that answers now gets the next cue.
+                ok("output null until the next cue: auto picks again then, and a sound server answers now")
+                heard = true
             } else if s.spec == "null" {
                 problem("output null: nothing is heard (cued plays to nothing)",
-                        fix: pipewire || pulse ? "restart cued with --sink auto (or alsa:default) now that a sound server answers"
-                                               : "start a sound server or plug a card, then restart cued (--sink auto); to record instead: --sink wav:FILE")
+                        fix: s.why != nil ? "start a sound server (systemctl --user start pipewire pipewire-pulse) or plug a card: auto picks it at the next cue; to record instead: --sink wav:FILE"
+                                          : "restart cued with --sink auto (the default) or alsa:default")
             } else if let e = s.error, s.state == "failed" || s.state == "closed" {
                 let serverDown = has(e, "Host is down") || has(e, "Connection refused")
                 problem("output \(where_): \(e)",
@@ -66,7 +70,23 @@ public enum Doctor {
             }
             info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)" : status.theme.chain.joined(separator: " → ")))
             info("config: " + (status.config ?? "none (defaults); cuectl config check validates one"))
+            switch status.bus.connection {
+            case "connected":
+                info("D-Bus: org.sigxcpu.Feedback " + (status.bus.feedback == "owner" ? "answered by cued" : status.bus.feedback == "queued"
+                     ? "owned by another process (feedbackd?); cued takes it when that one stops" : "not asked for")
+                     + "; notifications " + status.bus.notifications)
+            case "absent": info("D-Bus: no session bus (feedbackd's clients and notification sounds need one)")
+            default: break
+            }
             if status.muted { problem("cued is muted: nothing is heard", fix: "cuectl unmute") ; heard = false }
+            switch status.profile {
+            case .full: break
+            case .quiet: info("profile quiet: every cue plays softer (cuectl profile full for the full level)")
+            case .silent:
+                problem("the profile is silent: nothing is heard but the important cues of the apps the config allows",
+                        fix: "cuectl profile full")
+                heard = false
+            }
         }
         if let units {
             info("units installed in \(units)" + (enabled ? ", cued.socket enabled" : "; enable with: systemctl --user enable --now cued.socket"))

@@ -10,13 +10,15 @@ public enum CuectlHelp {
         usage: cuectl [--socket PATH] [--session NAME] [--app NAME] COMMAND [ARGS]
         commands:
           ping                      check that cued answers
-          play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]
+          play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]
                                     play a cue, else a sound of the desktop's sound theme (bell,
                                     message-new-instant…); gain -60…12 dB; --wait: return only once
                                     it has sounded (exit 1 if it could not); --id: print the voice's
                                     id; --loop: until stopped, N times or for SECONDS; --priority:
-                                    -100…100, the lowest is taken first when all voices are busy
-          play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P]
+                                    -100…100, the lowest is taken first when all voices are busy;
+                                    --important: through the quiet and silent profiles, for the
+                                    apps the config's [profiles] important_apps lists
+          play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P] [--important]
                                     play a sound file (relative to the current directory)
           stop [CUE|all|id ID]      fade out what this app started (only CUE, or everything, or
                                     the voice ID); prints how many voices stopped
@@ -29,6 +31,12 @@ public enum CuectlHelp {
           session [NAME]            show (or bind to) a named session: NAME STATE THRESHOLD
           mute [app NAME]           silence all cues, or one app's (persists across restarts)
           unmute [app NAME]         undo mute
+          profile [full|quiet|silent]
+                                    show or set the profile: quiet plays every cue softer, silent
+                                    none (persists across restarts; mute still wins)
+          profile app NAME [full|quiet|silent|default]
+                                    show (the profile its cues get) or set one app's profile;
+                                    default: the config's again
           reload                    re-read the config and cues (all or nothing)
           cues [--theme]            the loaded cues (--theme: the sound theme's names)
           status [--json]           daemon, device and latency figures
@@ -55,7 +63,7 @@ public enum CuectlHelp {
 
     /// Every command and option the help names, for checks of the man page and completions.
     public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold",
-                                  "session", "mute", "unmute", "reload", "cues", "status", "config", "doctor", "run", "shell-init"]
-    public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority",
+                                  "session", "mute", "unmute", "profile", "reload", "cues", "status", "config", "doctor", "run", "shell-init"]
+    public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority", "--important",
                                  "--quiet", "--theme", "--json", "--help", "--version"]
 }

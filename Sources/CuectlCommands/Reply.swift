@@ -82,6 +82,7 @@ public enum ReplyInterpreter {
             switch payload {
             case "": return Outcome(exitCode: ExitCode.ok)
             case "muted": return Outcome(stdout: "muted: cue not played", exitCode: ExitCode.ok)
+            case "silent": return Outcome(stdout: "silent: cue not played (the profile is silent)", exitCode: ExitCode.ok)
             case "disabled": return Outcome(stdout: "disabled: the sound theme has no sound for \(what)", exitCode: ExitCode.ok)
             case "stopped": return Outcome(stdout: "stopped before the end", exitCode: ExitCode.ok)
             default: return Outcome(stdout: payload, exitCode: ExitCode.ok)

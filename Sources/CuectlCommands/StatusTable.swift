@@ -8,6 +8,7 @@ public enum StatusTable {
         var rows: [(String, String)] = []
         rows.append(("cued", "\(s.version) (protocol \(s.protocolVersion)), pid \(s.pid)"))
         rows.append(("muted", s.muted ? "yes" : "no"))
+        rows.append(("profile", s.profile.rawValue))
         if !s.stateSaved { rows.append(("state", "not saved (retrying): \(s.stateError ?? "unknown error")")) }
         rows.append(("config", s.config ?? "-"))
         var sink = "\(s.sink.spec): \(s.sink.state)"
@@ -39,6 +40,7 @@ public enum StatusTable {
             var d = "\(name): played \(a.played)"
             if a.dropped > 0 { d += ", dropped \(a.dropped)" }
             if a.muted { d += ", muted" }
+            if let p = a.profile { d += ", profile \(p.rawValue)" }
             rows.append((i == 0 ? "apps" : "", d))
         }
         let t = s.theme
@@ -47,8 +49,21 @@ public enum StatusTable {
         theme += ", \(t.cached) cached, \(mib(t.cacheBytes)) of \(mib(t.cacheLimitBytes)) MiB"
         rows.append(("theme", theme))
         rows.append(("sessions", String(s.sessions)))
+        rows.append(("d-bus", busLine(s.bus)))
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
+    }
+
+    /// The session bus in a few words: `connected; feedback owner (2 live); notifications watching`.
+    static func busLine(_ b: Status.Bus) -> String {
+        switch b.connection {
+        case "connected":
+            var line = "connected; org.sigxcpu.Feedback " + b.feedback
+            if b.live > 0 { line += " (\(b.live) live)" }
+            return line + "; notifications " + b.notifications
+        case "absent": return "no session bus" + (b.error.map { " (\($0))" } ?? "")
+        default: return b.connection
+        }
     }
 
     /// Bytes as MiB with one decimal.

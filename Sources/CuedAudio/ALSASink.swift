@@ -86,17 +86,6 @@ public final class ALSASink: Sink {
         }
     }
 
-    /// nil if ALSA's PCM `name` opens for playback now (it is closed again at
-    /// once), else why not (`--sink auto`).
-    public static func probe(_ name: String) -> String? {
-        guard cued_alsa_pcm_defined(String(name.prefix { $0 != ":" })) == 1 else { return "no ALSA PCM named '\(name)'" }
-        var handle: OpaquePointer?
-        let rc = snd_pcm_open(&handle, name, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK)
-        guard rc >= 0, let handle else { return "cannot open PCM '\(name)': \(String(cString: snd_strerror(rc)))" }
-        snd_pcm_close(handle)
-        return nil
-    }
-
     public func open() throws(SinkError) -> SinkFormat {
         close()
         var handle: OpaquePointer?

@@ -20,7 +20,8 @@ public struct SndFileError: Error, Sendable, CustomStringConvertible {
 ///
 /// Sound files are untrusted input. A file is opened with
 /// `UntrustedFile` (nothing but a regular file is read, nothing blocks) and
-/// libsndfile reads that descriptor. Every allocation is bounded before it is
+/// libsndfile reads that descriptor through a `SoundFileReader` (bounded
+/// reads, no kernel readahead). Every allocation is bounded before it is
 /// made by what the header and the file's size allow: rate and channels are
 /// checked against what is played (`sourceRates`, `maxChannels`), the header's
 /// length against `maxSeconds`, an uncompressed file's length against its
@@ -90,26 +91,31 @@ public struct CueLoader: Sendable {
     private func decode(_ file: OpenedFile, path: String, name: String, maxSamples: Int?,
                         cancelled: () -> Bool) throws(SndFileError) -> Cue? {
         func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
-        guard lseek(file.fd, 0, SEEK_SET) == 0 else { throw fail("cannot read it: \(errnoString())") }
+        // libsndfile reads through a reader of cued's: bounded reads, no kernel readahead
+        // (a read of a sparse file would zero megabytes in the kernel, holding a core).
+        guard let reader = SoundFileReader(file) else { throw fail(Self.noMemory(SoundFileReader.chunkBytes)) }
         // The header is read here first, outside the lock below: a file on a file system
         // that stopped answering blocks this thread alone (the decoding lane writes it
-        // off), not every other decode waiting for the lock. The pages are then cached.
-        if let problem = Self.readAhead(file.fd, bytes: min(file.size, 64 * 1024)) { throw fail(problem) }
+        // off), not every other decode waiting for the lock.
+        if let problem = reader.readStart() { throw fail(problem) }
         var info = SF_INFO()
+        var io = SoundFileReader.virtualIO()
         // libsndfile keeps the reason an open failed in one process-wide
         // variable: opens are serialised so that the reason read is this one's.
-        let opened = Self.openLock.withLock { _ -> Result<OpaquePointer, SndFileError> in
-            guard let f = sf_open_fd(file.fd, Int32(SFM_READ), &info, Int32(SF_FALSE)) else {
-                return .failure(fail(String(cString: sf_strerror(nil))))
-            }
-            return .success(f)
+        let user = Unmanaged.passUnretained(reader).toOpaque()
+        var handle: OpaquePointer?
+        let openError: String? = Self.openLock.withLock { _ in
+            handle = sf_open_virtual(&io, Int32(SFM_READ), &info, user)
+            return handle == nil ? String(cString: sf_strerror(nil)) : nil
         }
-        let sndfile: OpaquePointer
-        switch opened {
-        case .success(let f): sndfile = f
-        case .failure(let e): throw e
+        guard let sndfile = handle else {
+            if let read = reader.failure { throw fail("cannot read it: \(errnoString(read))") }
+            throw fail(openError ?? "cannot be opened")
         }
-        defer { sf_close(sndfile) }
+        defer {
+            sf_close(sndfile)
+            withExtendedLifetime(reader) {}
+        }
 
         let channels = Int(info.channels), srcRate = Int(info.samplerate)
         guard (1...Self.maxChannels).contains(channels) else {
@@ -179,6 +185,7 @@ public struct CueLoader: Sendable {
                 out.count += n
             }
         }
+        if let e = reader.failure { throw fail("cannot read it: \(errnoString(e))") }
         if sf_error(sndfile) != 0 { throw fail(String(cString: sf_strerror(sndfile))) }
         if let frames = known, decoded < frames {
             throw fail("is truncated: \(decoded) of the \(frames) frames its header claims could be read")
@@ -188,21 +195,6 @@ public struct CueLoader: Sendable {
             guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
         }
         return Cue(name: name, adopting: out.take(), source: path)
-    }
-
-    /// Reads the first `bytes` of the file (and forgets them); the reason it could not, or nil.
-    static func readAhead(_ fd: Int32, bytes: Int) -> String? {
-        guard bytes > 0, let buf = malloc(bytes) else { return nil }
-        defer { free(buf) }
-        var done = 0
-        while done < bytes {
-            let n = pread(fd, buf + done, bytes - done, off_t(done))
-            if n < 0 && errno == EINTR { continue }
-            if n < 0 { return "cannot read it: \(errnoString())" }
-            if n == 0 { break }
-            done += n
-        }
-        return nil
     }
 
     /// A float or double file may hold NaN or ±infinity (a double beyond a float's

@@ -9,11 +9,25 @@ public struct CueSetting: Sendable, Equatable {
     public init(file: String? = nil, gainDB: Double = 0) { self.file = file; self.gainDB = gainDB }
 }
 
-/// `[apps.NAME]`: one client app's mute and gain.
+/// `[apps.NAME]`: one client app's mute, gain and profile.
 public struct AppSetting: Sendable, Equatable {
     public var muted: Bool?
     public var gainDB: Double = 0
-    public init(muted: Bool? = nil, gainDB: Double = 0) { self.muted = muted; self.gainDB = gainDB }
+    public var profile: Profile?
+    public init(muted: Bool? = nil, gainDB: Double = 0, profile: Profile? = nil) {
+        self.muted = muted; self.gainDB = gainDB; self.profile = profile
+    }
+}
+
+/// `[profiles]`: what the `quiet` profile plays, and who gets through `silent`.
+public struct ProfileSettings: Sendable, Equatable {
+    /// Added to every cue's gain under the `quiet` profile.
+    public var quietGainDB: Double = -12
+    /// Apps whose `important` voices pass `silent` and `quiet` (feedbackd's allow-important).
+    public var importantApps: Set<String> = []
+    public init(quietGainDB: Double = -12, importantApps: Set<String> = []) {
+        self.quietGainDB = quietGainDB; self.importantApps = importantApps
+    }
 }
 
 /// A refresh transition, written `"release->pull"` in `[transitions]`.
@@ -47,6 +61,9 @@ public struct Config: Sendable, Equatable {
     public var masterGainDB: Double = 0
     public var sounds: [String]?
     public var muted: Bool?
+    /// The global profile at start (unless the saved state has one), and at a reload that changes it.
+    public var profile: Profile?
+    public var profiles = ProfileSettings()
     public var cues: [String: CueSetting] = [:]
     /// A transition's cue; "" makes it silent.
     public var transitions: [Transition: String] = [:]
@@ -58,6 +75,9 @@ public struct Config: Sendable, Equatable {
     /// Properties of the audio stream on a sound server (`[stream]`), e.g.
     /// `"media.role" = "event"`; they replace the built-in ones key by key.
     public var stream: [String: String] = [:]
+    /// `[dbus]` and `[notifications]` (DesktopConfig.swift).
+    public var dbus = BusSetting()
+    public var notifications = NotificationSetting()
     /// Where each key was written (dotted path → line), for errors found later
     /// (a cue file that does not load, a transition to an unknown cue).
     public var lines: [String: Int] = [:]
@@ -67,8 +87,9 @@ public struct Config: Sendable, Equatable {
     public static func == (a: Config, b: Config) -> Bool {
         a.path == b.path && a.sink == b.sink && a.latencyMs == b.latencyMs && a.voices == b.voices
             && a.idleCloseS == b.idleCloseS && a.masterGainDB == b.masterGainDB && a.sounds == b.sounds
-            && a.muted == b.muted && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps
+            && a.muted == b.muted && a.profile == b.profile && a.profiles == b.profiles && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps
             && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.stream == b.stream
+            && a.dbus == b.dbus && a.notifications == b.notifications
     }
 
     /// An issue about `key`, placed at the line it was written on.
@@ -117,6 +138,7 @@ public enum ConfigLoader {
     public static let idleCloseRange: ClosedRange<Double> = 0...86_400
     public static let gainRange = ProtocolLimits.gainRange
     public static let themeCacheRange: ClosedRange<Double> = 0...1024
+    public static let quietGainRange: ClosedRange<Double> = -60...0
     /// A config file is small; anything bigger is refused unread.
     public static let maxFileBytes = 1 << 20
 
@@ -203,6 +225,12 @@ struct Checker {
         return d
     }
 
+    mutating func profile(_ v: TOMLNode, _ key: String) -> Profile? {
+        guard let s = string(v, key) else { return nil }
+        guard let p = Profile(rawValue: s) else { fail(key, v, "expected \(Profile.names), got '\(s.prefix(32))'"); return nil }
+        return p
+    }
+
     mutating func table(_ v: TOMLNode, _ key: String) -> TOMLTable? {
         guard case .table(let t) = v.value else { fail(key, v, "expected a table, found \(v.value.typeName)"); return nil }
         return t
@@ -212,8 +240,9 @@ struct Checker {
         fail(key, v, "unknown key (expected one of: \(expected.joined(separator: ", ")))")
     }
 
-    static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted",
-                          "theme", "theme_cache_mb", "cues", "transitions", "apps", "stream"]
+    static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted", "profile",
+                          "theme", "theme_cache_mb", "cues", "transitions", "apps", "profiles", "stream",
+                          "dbus", "notifications"]
 
     mutating func read(_ root: TOMLTable) -> Config {
         var c = Config()
@@ -229,12 +258,16 @@ struct Checker {
                 if let s = string(v, key) {
                     if Label.isValid(s) { c.theme = s } else { fail(key, v, Label.problem(s, what: "theme")) }
                 }
+            case "dbus": readBus(v, into: &c)
+            case "notifications": readNotifications(v, into: &c)
             case "theme_cache_mb": c.themeCacheMB = number(v, key, ConfigLoader.themeCacheRange)
             case "latency_ms": c.latencyMs = int(v, key, ConfigLoader.latencyRange)
             case "voices": c.voices = int(v, key, ConfigLoader.voicesRange)
             case "idle_close_s": c.idleCloseS = number(v, key, ConfigLoader.idleCloseRange)
             case "master_gain_db": c.masterGainDB = number(v, key, ConfigLoader.gainRange) ?? 0
             case "muted": c.muted = bool(v, key)
+            case "profile": c.profile = profile(v, key)
+            case "profiles": c.profiles = profiles(v, key)
             case "sounds":
                 guard case .array(let a) = v.value else { fail(key, v, "expected an array of directories, found \(v.value.typeName)"); break }
                 var dirs: [String] = []
@@ -302,7 +335,8 @@ struct Checker {
                         switch field {
                         case "muted": s.muted = bool(f, fk)
                         case "gain_db": s.gainDB = number(f, fk, ConfigLoader.gainRange) ?? 0
-                        default: unknown(fk, f, expected: ["muted", "gain_db"])
+                        case "profile": s.profile = profile(f, fk)
+                        default: unknown(fk, f, expected: ["muted", "gain_db", "profile"])
                         }
                     }
                     c.apps[name] = s
@@ -312,6 +346,28 @@ struct Checker {
             }
         }
         return c
+    }
+
+    /// `[profiles]`: `quiet_gain_db` and `important_apps` (app names).
+    mutating func profiles(_ v: TOMLNode, _ key: String) -> ProfileSettings {
+        var p = ProfileSettings()
+        guard let t = table(v, key) else { return p }
+        for field in t.keys.sorted() {
+            let fk = "\(key).\(quoted(field))", f = t[field]!
+            lines[fk] = f.line
+            switch field {
+            case "quiet_gain_db": p.quietGainDB = number(f, fk, ConfigLoader.quietGainRange) ?? p.quietGainDB
+            case "important_apps":
+                guard case .array(let a) = f.value else { fail(fk, f, "expected an array of app names, found \(f.value.typeName)"); continue }
+                for (i, item) in a.enumerated() {
+                    guard let name = string(item, "\(fk)[\(i)]") else { continue }
+                    guard Label.isValid(name) else { fail("\(fk)[\(i)]", item, Label.problem(name, what: "app name")); continue }
+                    p.importantApps.insert(name)
+                }
+            default: unknown(fk, f, expected: ["quiet_gain_db", "important_apps"])
+            }
+        }
+        return p
     }
 
     /// `~/x` → `$HOME/x`; relative paths → relative to the config file's directory.

@@ -86,13 +86,16 @@ public final class AudioEngine: @unchecked Sendable {
     private let doneFD: Int32
     /// Touched by the audio thread only, after `start()`.
     private let playback: Playback
-    public let sinkSpec: String
+    /// Read for `status` from any thread: `spec` and `why` are (a following sink's change as it picks).
+    private let output: any Sink
+    public var sinkSpec: String { output.spec }
+    public var sinkWhy: String? { output.why }
 
     public init(sink: any Sink, configuration: Configuration = .init(),
                 onEvent: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
         self.configuration = configuration
         self.queue = CommandQueue(capacity: configuration.queueCapacity)
-        sinkSpec = sink.spec
+        output = sink
         wakeFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)  // EFD_NONBLOCK, EFD_CLOEXEC
         doneFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)
         precondition(wakeFD >= 0 && doneFD >= 0, "eventfd: \(errno)")

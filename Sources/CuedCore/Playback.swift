@@ -311,8 +311,6 @@ final class Playback {
             break
         }
         mixer.takeEvicted { ledger.finish($0, $1, started: true) }
-        r.cue.played.add(1, ordering: .relaxed)
-        stats.played.add(1, ordering: .relaxed)
     }
 
     /// A voice removed before its end: a stopped one ends as it was stopped; one
@@ -337,6 +335,8 @@ final class Playback {
     private func reportEnds() {
         ledger.takeEnds { end in
             if end.reason == .late || end.reason == .cut { stats.dropped.add(1, ordering: .relaxed) }
+            // Counted as played when the server submitted it; one that never sounded is taken off.
+            if !end.started { stats.played.subtract(1, ordering: .relaxed) }
             if end.isReported { onEvent(.voiceEnded(end)) }
         }
     }

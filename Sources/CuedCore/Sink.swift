@@ -58,6 +58,9 @@ public protocol Sink: AnyObject {
     /// What the output is, for `status`: `hw`, `pipewire`, `pulse`, `dmix`, `ioplug`, `null`, `wav`, …
     /// (for ALSA known once opened).
     var kind: String { get }
+    /// Why this output: `--sink auto`'s reason for the one it picked; nil for a named one.
+    /// `spec` and `why` may be read from any thread.
+    var why: String? { get }
     /// Checks, before the daemon starts, what can never work (a WAV file in a
     /// missing directory, an ALSA PCM name nothing defines). A device that is
     /// merely busy or absent now is not an error: the engine retries.
@@ -118,6 +121,7 @@ public protocol Sink: AnyObject {
 
 extension Sink {
     public var kind: String { String(spec.prefix { $0 != ":" }) }
+    public var why: String? { nil }
     public func preflight() throws(SinkError) {}
     public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { UnsafeMutableBufferPointer(start: nil, count: 0) }
     public func hasRoom() throws(SinkError) -> Bool { true }

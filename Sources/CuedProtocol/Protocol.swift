@@ -47,6 +47,10 @@ public enum Request: Equatable, Sendable {
     case app(String)
     case muteApp(String)
     case unmuteApp(String)
+    /// The global profile: nil asks, else sets it.
+    case profile(Profile?)
+    /// One app's profile: nil asks (the profile its plays get), else sets it or forgets it.
+    case profileApp(String, ProfileChoice?)
     /// Re-read the config and every cue; swap them in only if all load.
     case reload
     /// The loaded cues; `theme`: the sound theme's names instead.
@@ -63,7 +67,7 @@ extension Request {
     }
 }
 
-/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [priority=P]`.
+/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [priority=P] [important]`.
 public struct PlayOptions: Equatable, Sendable {
     /// Added to the cue's, the app's and the master gain.
     public var gainDB: Double = 0
@@ -75,6 +79,9 @@ public struct PlayOptions: Equatable, Sendable {
     /// Higher wins a voice slot when all are busy (the lowest, then the oldest, is
     /// taken); a voice finding only higher ones is not started.
     public var priority: Int = 0
+    /// Passes the `silent` and `quiet` profiles, if the app is one the config's
+    /// `[profiles] important_apps` lists (for any other app it is ignored).
+    public var important = false
 
     public enum Loop: Equatable, Sendable {
         case once
@@ -90,8 +97,10 @@ public struct PlayOptions: Equatable, Sendable {
     public static let maxLoopTimes = 1_000
     public static let maxLoopSeconds = 3_600.0
 
-    public init(gainDB: Double = 0, wait: Bool = false, wantsID: Bool = false, loop: Loop = .once, priority: Int = 0) {
+    public init(gainDB: Double = 0, wait: Bool = false, wantsID: Bool = false, loop: Loop = .once, priority: Int = 0,
+                important: Bool = false) {
         self.gainDB = gainDB; self.wait = wait; self.wantsID = wantsID; self.loop = loop; self.priority = priority
+        self.important = important
     }
 }
 
@@ -123,7 +132,7 @@ public enum ErrorCode: String, Sendable {
     case badFile = "bad-file"
     /// The cue was accepted but could not sound (the device failed), for `wait`.
     case notPlayed = "not-played"
-    /// A bounded table is full (run-time app mutes).
+    /// A bounded table is full (run-time app mutes or app profiles).
     case tooMany = "too-many"
     case `internal` = "internal"
 }
@@ -202,14 +211,15 @@ public enum RequestParser {
             }
         },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
-        Verb(name: "play", minArgs: 1, maxArgs: 6, usage: "play CUE \(playUsage)") { args throws(ProtocolError) in
+        Verb(name: "play", minArgs: 1, maxArgs: 7, usage: "play CUE \(playUsage)") { args throws(ProtocolError) in
             let cue = try label(args[0], what: "cue name")
             return .play(cue: cue, options: try playOptions(args.dropFirst(), usage: "play CUE \(playUsage)"))
         },
-        Verb(name: "play-file", minArgs: 1, maxArgs: 6, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
+        Verb(name: "play-file", minArgs: 1, maxArgs: 7, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
             let path = try filePath(args[0])
             return .playFile(path: path, options: try playOptions(args.dropFirst(), usage: "play-file PATH \(playUsage)"))
         },
+        Verb(name: "profile", minArgs: 0, maxArgs: 3, usage: profileUsage) { args throws(ProtocolError) in try profile(args) },
         Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
         Verb(name: "session", minArgs: 0, maxArgs: 1, usage: "session [NAME]") { args throws(ProtocolError) in
             guard let name = args.first else { return .session(nil) }
@@ -254,7 +264,28 @@ public enum RequestParser {
         return try label(args[1], what: "app name")
     }
 
-    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [priority=P]"
+    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [priority=P] [important]"
+
+    static let profileUsage = "profile [full|quiet|silent] | profile app NAME [full|quiet|silent|default]"
+
+    /// `profile [LEVEL]`, `profile app NAME [LEVEL|default]`.
+    static func profile(_ args: [Substring]) throws(ProtocolError) -> Request {
+        guard let first = args.first else { return .profile(nil) }
+        guard first == "app" else {
+            guard args.count == 1 else { throw ProtocolError(.badArgument, "usage: \(profileUsage)") }
+            guard let p = Profile(rawValue: String(first)) else {
+                throw ProtocolError(.badArgument, "unknown profile '\(first.prefix(32))' (\(Profile.names))")
+            }
+            return .profile(p)
+        }
+        guard args.count >= 2 else { throw ProtocolError(.badArgument, "usage: \(profileUsage)") }
+        let app = try label(args[1], what: "app name")
+        guard args.count == 3 else { return .profileApp(app, nil) }
+        guard let choice = ProfileChoice(word: args[2]) else {
+            throw ProtocolError(.badArgument, "unknown profile '\(args[2].prefix(32))' (full, quiet, silent or default)")
+        }
+        return .profileApp(app, choice)
+    }
 
     /// What follows a play's sound: the gain first if any, then the words in any order, each once.
     static func playOptions(_ args: ArraySlice<Substring>, usage: String) throws(ProtocolError) -> PlayOptions {
@@ -262,7 +293,7 @@ public enum RequestParser {
         var seen = Set<Substring>()
         for (i, a) in args.enumerated() {
             let key = a.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? a
-            guard ["wait", "id", "loop", "priority"].contains(key) else {
+            guard ["wait", "id", "loop", "priority", "important"].contains(key) else {
                 guard i == 0 else {
                     throw ProtocolError(.badArgument, decimal(a) != nil ? "the gain comes right after the sound; usage: \(usage)"
                                                                       : "unknown option '\(a.prefix(32))'; usage: \(usage)")
@@ -283,6 +314,7 @@ public enum RequestParser {
             case "wait" where a == key: o.wait = true
             case "id" where a == key: o.wantsID = true
             case "loop" where a == key: o.loop = .forever
+            case "important" where a == key: o.important = true
             case "loop": o.loop = try loop(value)
             case "priority" where a != key:
                 guard let p = Int(value), PlayOptions.priorityRange.contains(p), value.utf8.count <= 4 else {
@@ -463,6 +495,8 @@ extension Request {
         case .app(let name): return "app \(name)"
         case .muteApp(let name): return "mute app \(name)"
         case .unmuteApp(let name): return "unmute app \(name)"
+        case .profile(let p): return "profile" + (p.map { " " + $0.rawValue } ?? "")
+        case .profileApp(let name, let choice): return "profile app \(name)" + (choice.map { " " + $0.word } ?? "")
         case .reload: return "reload"
         case .cues(let theme): return theme ? "cues theme" : "cues"
         case .status: return "status"
@@ -483,6 +517,7 @@ extension PlayOptions {
         case .seconds(let t): s += " loop=\(Request.number(t))s"
         }
         if priority != 0 { s += " priority=\(priority)" }
+        if important { s += " important" }
         return s
     }
 }

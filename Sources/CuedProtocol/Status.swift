@@ -32,8 +32,10 @@ public struct Status: Sendable, Equatable {
         public var played = 0
         public var dropped = 0
         public var muted = false
-        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false) {
-            self.played = played; self.dropped = dropped; self.muted = muted
+        /// Its own profile (run-time, else the config's); nil where neither sets one.
+        public var profile: Profile?
+        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false, profile: Profile? = nil) {
+            self.played = played; self.dropped = dropped; self.muted = muted; self.profile = profile
         }
     }
 
@@ -57,10 +59,26 @@ public struct Status: Sendable, Equatable {
         public init() {}
     }
 
+    /// cued on the session bus (the D-Bus face).
+    public struct Bus: Sendable, Equatable {
+        /// off, absent (no session bus: retried) or connected.
+        public var connection = "off"
+        /// org.sigxcpu.Feedback: owner, queued (another process has it) or none.
+        public var feedback = "none"
+        /// Notify calls: off, watching, or why not.
+        public var notifications = "off"
+        /// Feedbacks (TriggerFeedback ids) not ended yet.
+        public var live = 0
+        public var error: String?
+        public init() {}
+    }
+
     public var version = ""
     public var protocolVersion = 0
     public var pid = 0
     public var muted = false
+    /// The global profile.
+    public var profile = Profile.full
     /// False while the mute state could not be written (a full disk…): cued retries.
     public var stateSaved = true
     /// Why the last save failed, while `stateSaved` is false.
@@ -95,12 +113,13 @@ public struct Status: Sendable, Equatable {
     public var apps: [String: App] = [:]
     public var latencyUs = Latency()
     public var theme = Theme()
+    public var bus = Bus()
 
     public init() {}
 
     /// The JSON keys, spelled once.
     enum Key: String {
-        case version, `protocol`, pid, muted, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
+        case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
@@ -114,6 +133,8 @@ public struct Status: Sendable, Equatable {
         case p50, p99, max, measures
         // theme
         case name, chain, cached, cacheBytes = "cache_bytes", cacheLimitBytes = "cache_limit_bytes"
+        // bus
+        case bus, connection, feedback, notifications, live
     }
 
     public var json: JSON {
@@ -131,21 +152,26 @@ public struct Status: Sendable, Equatable {
         })
         let appsJSON = JSON.object(apps.keys.sorted().map { name in
             let a = apps[name]!
-            return (name, obj([(.played, n(a.played)), (.dropped, n(a.dropped)), (.muted, .bool(a.muted))]))
+            return (name, obj([(.played, n(a.played)), (.dropped, n(a.dropped)), (.muted, .bool(a.muted)),
+                               (.profile, s(a.profile?.rawValue))]))
         })
         let latencyJSON = obj([(.p50, n(latencyUs.p50)), (.p99, n(latencyUs.p99)), (.max, n(latencyUs.max)),
                                (.measures, .string(Latency.measures))])
         let themeJSON = obj([(.name, .string(theme.name)), (.chain, .array(theme.chain.map(JSON.string))),
                              (.cached, n(theme.cached)), (.cacheBytes, n(theme.cacheBytes)),
                              (.cacheLimitBytes, n(theme.cacheLimitBytes))])
+        let busJSON = obj([(.connection, .string(bus.connection)), (.feedback, .string(bus.feedback)),
+                           (.notifications, .string(bus.notifications)), (.live, n(bus.live)), (.error, s(bus.error))])
         return obj([
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
+            (.profile, .string(profile.rawValue)),
             (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
             (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
+            (.bus, busJSON),
         ])
     }
 
@@ -160,6 +186,7 @@ public struct Status: Sendable, Equatable {
         protocolVersion = int(v(json, .protocol)) ?? 0
         pid = int(v(json, .pid)) ?? 0
         muted = bool(v(json, .muted)) ?? false
+        profile = str(v(json, .profile)).flatMap(Profile.init(rawValue:)) ?? .full
         stateSaved = bool(v(json, .stateSaved)) ?? true
         stateError = str(v(json, .stateError))
         config = str(v(json, .config))
@@ -195,7 +222,8 @@ public struct Status: Sendable, Equatable {
         evictedIdle = int(v(json, .evictedIdle)) ?? 0
         sessions = int(v(json, .sessions)) ?? 0
         for (name, a) in pairs(v(json, .apps)) {
-            apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false)
+            apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false,
+                             profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)))
         }
         let l = v(json, .latencyUs)
         latencyUs.p50 = int(v(l, .p50))
@@ -207,6 +235,12 @@ public struct Status: Sendable, Equatable {
         theme.cached = int(v(t, .cached)) ?? 0
         theme.cacheBytes = int(v(t, .cacheBytes)) ?? 0
         theme.cacheLimitBytes = int(v(t, .cacheLimitBytes)) ?? 0
+        let b = v(json, .bus)
+        bus.connection = str(v(b, .connection)) ?? "off"
+        bus.feedback = str(v(b, .feedback)) ?? "none"
+        bus.notifications = str(v(b, .notifications)) ?? "off"
+        bus.live = int(v(b, .live)) ?? 0
+        bus.error = str(v(b, .error))
     }
 
     /// Parses a `status` reply's payload (the JSON after `ok `).

@@ -16,7 +16,8 @@ enum Response: Sendable {
 
 /// The daemon's state and its answer to every request: a verb table (one
 /// handler per verb) over parts of its own — playing (`PlayPolicy`), mute
-/// (`MuteState`), reloads (`Reloader`), status (`StatusReport`).
+/// (`MuteState`), profiles (`ProfileState`, Daemon+Profiles.swift), reloads
+/// (`Reloader`), status (`StatusReport`).
 ///
 /// Confined to the event loop, in its type: not Sendable, it stays where it is
 /// made (on the loop); other threads hold it only in a `NIOLoopBound` or
@@ -34,9 +35,12 @@ public final class Daemon {
     /// between files, and no new cue starts.
     public let stopping: StopFlag
     private var runtime: Runtime {
-        didSet { mutes.configure(runtime.config) }
+        didSet { mutes.configure(runtime.config); profiles.configure(runtime.config) }
     }
     private var mutes: MuteState
+    var profiles: ProfileState
+    /// Told of every change of the global profile (a request, a reload, `setProfile`), on the loop.
+    public var onProfileChange: ((Profile) -> Void)?
     private var sessions: SessionRegistry
     private let player: PlayPolicy
     private let saver: StateSaver?
@@ -45,7 +49,7 @@ public final class Daemon {
     /// Re-reads the config and cues (blocking; run on `reloads`).
     private let loadRuntime: @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String])
     /// Called when something `statusLine` shows changes, and around reloads (systemd's notify).
-    private let notify: @Sendable (_ fields: [String]) -> Void
+    let notify: @Sendable (_ fields: [String]) -> Void
     private lazy var reloader = Reloader(loop: loop) { [unowned self] in self.reloadOnce() }
 
     // Counters shown by `status` (the connections keep them; loop only).
@@ -77,6 +81,7 @@ public final class Daemon {
         self.engine = engine
         self.runtime = runtime
         self.mutes = MuteState(muted: muted, saved: saved, config: runtime.config)
+        self.profiles = ProfileState(saved: saved, config: runtime.config)
         self.saver = saver
         self.reloads = reloads
         self.sounds = sounds
@@ -92,8 +97,8 @@ public final class Daemon {
 
     public var current: Runtime { runtime }
     var muted: Bool { mutes.muted }
-    /// Why `--sink auto` picked the sink it did (`status`'s sink.why); nil for a named sink.
-    public var sinkWhy: String?
+    /// The D-Bus face's loop side, when the bus is on (`status`'s bus).
+    var desktop: FeedbackCenter?
 
     /// What a connection carries between requests.
     public struct ConnectionState: Sendable {
@@ -107,6 +112,9 @@ public final class Daemon {
         public var changes: TokenBucket?
         /// `events on`: the voices it starts end with an `end ID REASON` line.
         public var events = false
+        /// Its `important` plays pass the profile whatever the app (cued's own
+        /// client for notification sounds; never a socket connection).
+        var trustsImportant = false
         public init(limits: Limits = Limits(), now: UInt64 = MonotonicClock.now()) {
             if limits.playsPerSecond > 0 { plays = TokenBucket(rate: limits.playsPerSecond, now: now) }
             if limits.changesPerSecond > 0 { changes = TokenBucket(rate: limits.changesPerSecond, now: now) }
@@ -151,6 +159,10 @@ public final class Daemon {
         case .unmute: return change(&c, at) { unmute() }
         case .muteApp(let name): return change(&c, at) { .now(setAppMuted(name, true)) }
         case .unmuteApp(let name): return change(&c, at) { .now(setAppMuted(name, false)) }
+        case .profile(nil): return .now(.ok(profile.rawValue))
+        case .profile(let p?): return change(&c, at) { setProfile(p); return .now(.ok(p.rawValue)) }
+        case .profileApp(let name, nil): return .now(.ok("\(name) \(effectiveProfile(app: name).rawValue)"))
+        case .profileApp(let name, let choice?): return change(&c, at) { .now(setAppProfile(name, choice)) }
         case .reload: return change(&c, at) { .later(reload()) }
         case .cues(let theme): return cues(theme: theme, &c)
         case .status: return .now(.ok(status().json.encoded))
@@ -167,13 +179,13 @@ public final class Daemon {
     /// A cue of the bank, else a sound of the theme.
     private func play(_ name: String, _ options: PlayOptions, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
         if let cue = runtime.bank[name] {
-            return player.start(cue, name: name, options, &conn, muted: isMuted(app: conn.app), requestTime: at, gain: gain)
+            return player.start(cue, name: name, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), requestTime: at, gain: gain)
         }
-        return player.playThemeSound(name, options, &conn, muted: isMuted(app: conn.app), bankNames: runtime.bank.names, gain: gain)
+        return player.playThemeSound(name, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), bankNames: runtime.bank.names, gain: gain)
     }
 
     private func playFile(_ path: String, _ options: PlayOptions, _ conn: inout ConnectionState) -> Response {
-        player.playFile(path, options, &conn, muted: isMuted(app: conn.app), gain: gain)
+        player.playFile(path, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), gain: gain)
     }
 
     /// The gain of a voice from the config in force when it is submitted.
@@ -235,11 +247,11 @@ public final class Daemon {
         if case .play(let name) = outcome.action { cueName = name }
         if let from = outcome.from, let to = outcome.to { cueName = rt.cue(from: from, to: to, default: cueName) }
         guard let name = cueName else {
-            if outcome.prewarm && !isMuted(app: conn.app) { engine.submit(.prewarm) }
+            if outcome.prewarm && admission(conn.app, PlayOptions()).plays { engine.submit(.prewarm) }
             return .ok("-")
         }
         guard let cue = rt.bank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
-        switch player.start(cue, name: name, PlayOptions(), &conn, muted: isMuted(app: conn.app), requestTime: at, gain: gain) {
+        switch player.start(cue, name: name, PlayOptions(), &conn, admission(conn.app, PlayOptions()), requestTime: at, gain: gain) {
         case .now(.ok(nil)): return .ok(name)
         case .now(let reply): return reply
         case .later, .close: return .err(.internal, "unexpected deferred reply")
@@ -256,6 +268,11 @@ public final class Daemon {
     }
 
     func unregisterEvents(connection: UInt64) { player.unregisterEvents(connection: connection) }
+
+    /// Every end of the voices a non-socket client (the D-Bus face) starts with events on.
+    func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) {
+        player.observeEnds(connection: connection, observe)
+    }
 
     // MARK: - Mute
 
@@ -283,8 +300,8 @@ public final class Daemon {
         return .ok("\(value ? "muted" : "unmuted") \(app)")
     }
 
-    private func save() {
-        saver?.save(mutes.saved)
+    func save() {
+        saver?.save(profiles.recorded(in: mutes.saved))
     }
 
     // MARK: - Reload
@@ -321,6 +338,7 @@ public final class Daemon {
         let old = runtime
         runtime = new
         if let m = MuteState.mutedAfterReload(old: old.config, new: new.config) { setMuted(m) }
+        if let p = ProfileState.profileAfterReload(old: old.config, new: new.config) { setProfile(p) }
         if new.settings.restartOnly() != old.settings.restartOnly() {
             logger.warning("sink, latency_ms, voices, idle_close_s and [stream] take effect at the next start")
         }
@@ -333,13 +351,13 @@ public final class Daemon {
 
     /// One line for systemd's STATUS=: cues, sink state, mute.
     public func statusLine() -> String {
-        StatusReport.line(cues: runtime.bank.names.count, engine: engine, muted: mutes.muted)
+        StatusReport.line(cues: runtime.bank.names.count, engine: engine, muted: mutes.muted, profile: profiles.global)
     }
 
     public func status() -> Status {
-        StatusReport(engine: engine, runtime: runtime, mutes: mutes, stateSaved: saver?.saved ?? true, stateError: saver?.error,
-                     sinkWhy: sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
+        StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
+                     sinkWhy: engine.sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
                      evictedIdle: evictedIdle, sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, theme: sounds.status()).status
+                     counts: player.counts.apps, theme: sounds.status(), bus: desktop?.busStatus ?? Status.Bus()).status
     }
 }

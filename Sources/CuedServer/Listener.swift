@@ -85,6 +85,9 @@ enum DescriptorLimit {
     /// 2 sound files being decoded, 2 for a state save (temp file, directory),
     /// and 1 to accept a newcomer at the cap and tell it `err busy`.
     static let reserve = 11
+    /// The D-Bus face's two sockets (the bus, the notification monitor), reserved
+    /// when it is on; its eventfd and socket watch are open before cued counts.
+    static let busReserve = 2
 
     /// Raises the soft limit to the hard limit; returns the soft limit in force.
     static func raise() -> Int {
@@ -102,7 +105,10 @@ enum DescriptorLimit {
     static func inUse() -> Int { max(0, FileSystem.list("/proc/self/fd").count - 1) }
 
     /// The most connections `limit` descriptors allow when `inUse` are open.
-    static func maxClients(for limit: Int, inUse: Int) -> Int { max(1, limit - inUse - reserve) }
+    static func maxClients(for limit: Int, inUse: Int, extra: Int = 0) -> Int { max(1, limit - inUse - reserve - extra) }
+
+    /// Whether `limit` leaves the bus its sockets beside one client and the reserve.
+    static func roomForBus(limit: Int, inUse: Int) -> Bool { limit - inUse - reserve - busReserve >= 1 }
 }
 
 /// Out of descriptors (EMFILE, ENFILE), accepting stops for `pause` and

@@ -12,7 +12,7 @@ struct Asker {
     init(_ c: Daemon.ConnectionState) { app = c.app; owner = c.owner; connection = c.id; events = c.events }
 }
 
-/// Playing: admission (mute, then the connection's rate limit), the audio
+/// Playing: admission (mute and profile, then the connection's rate limit), the audio
 /// queue, sounds looked up and decoded in the decoding lane (a share per
 /// client, a deadline), and each voice's one end mapped, in one place, to its
 /// `wait` reply, its `end ID REASON` line, a log line and the per-app counts.
@@ -42,6 +42,8 @@ final class PlayPolicy {
     private var waitingForStops: [UInt64: EventLoopPromise<Reply>] = [:]
     /// How to write an event line to each connection (registered while it is open).
     private var eventLines: [UInt64: (String) -> Void] = [:]
+    /// Voice ends for a client that is not a socket connection (the D-Bus face), by its connection id.
+    private var endObservers: [UInt64: (VoiceEnd) -> Void] = [:]
 
     static let stoppingReason = "cued is stopping"
 
@@ -58,9 +60,11 @@ final class PlayPolicy {
 
     // MARK: - Admission
 
-    /// Mute and the rate limit: nil if a cue may start, else the reply.
-    func admit(muted: Bool, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
-        if muted { return .ok("muted") }
+    /// Mute, profile and the rate limit: nil if a cue may start (the profile's
+    /// gain then added to its options), else the reply.
+    func admit(_ admission: Admission, _ options: inout PlayOptions, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
+        guard case .play(let gainDB) = admission else { return admission.reply }
+        options.gainDB += gainDB
         return allowPlay(&conn, now)
     }
 
@@ -80,22 +84,24 @@ final class PlayPolicy {
 
     // MARK: - Starting
 
-    /// Starts a decoded sound (a bank cue): mute, rate limit, the audio queue;
+    /// Starts a decoded sound (a bank cue): mute and profile, rate limit, the audio queue;
     /// with `wait`, the reply comes when it has sounded.
     func start(_ cue: Cue, name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-               muted: Bool, requestTime: UInt64, gain: Gain) -> Response {
-        if let refused = admit(muted: muted, &conn, requestTime) { return .now(refused) }
+               _ admission: Admission, requestTime: UInt64, gain: Gain) -> Response {
+        var options = options
+        if let refused = admit(admission, &options, &conn, requestTime) { return .now(refused) }
         return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain)
     }
 
     /// `play NAME` for a name the bank does not have: the sound theme. A
     /// sound decoded before plays at once; otherwise it is found and decoded
-    /// off the loop, then played. Mute and the rate limit apply first, so a
-    /// muted or flooding client costs no lookup.
+    /// off the loop, then played. Mute, profile and the rate limit apply first,
+    /// so a muted, silent or flooding client costs no lookup.
     func playThemeSound(_ name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-                        muted: Bool, bankNames: [String], gain: @escaping Gain) -> Response {
+                        _ admission: Admission, bankNames: [String], gain: @escaping Gain) -> Response {
         let now = MonotonicClock.now()
-        if let refused = admit(muted: muted, &conn, now) { return .now(refused) }
+        var options = options
+        if let refused = admit(admission, &options, &conn, now) { return .now(refused) }
         if let cue = sounds.cachedThemeSound(name) {
             return submit(cue, name: name, options, Asker(conn), requestTime: now, gain: gain)
         }
@@ -113,8 +119,9 @@ final class PlayPolicy {
     }
 
     func playFile(_ path: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-                  muted: Bool, gain: @escaping Gain) -> Response {
-        if let refused = admit(muted: muted, &conn, MonotonicClock.now()) { return .now(refused) }
+                  _ admission: Admission, gain: @escaping Gain) -> Response {
+        var options = options
+        if let refused = admit(admission, &options, &conn, MonotonicClock.now()) { return .now(refused) }
         let sounds = self.sounds
         let lookup = decode(owner: conn.owner, what: path) { c in
             switch sounds.fileExpress(path, cancelled: { c.isCancelled }) {
@@ -154,7 +161,13 @@ final class PlayPolicy {
         let request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(gain(options.gainDB, name, asker.app)),
                                    requestTime: requestTime, owner: asker.owner, connection: asker.connection,
                                    priority: options.priority, loop: loops, notify: notify)
+        // Counted now, on the loop, so `status` right after the reply has it (the audio
+        // thread takes it off again if the voice never sounds).
+        cue.played.add(1, ordering: .relaxed)
+        engine.stats.played.add(1, ordering: .relaxed)
         guard engine.submit(.play(request)) else {
+            cue.played.subtract(1, ordering: .relaxed)
+            engine.stats.played.subtract(1, ordering: .relaxed)
             return .now(.err(.internal, "audio queue is full; try again"))
         }
         if let app = asker.app { counts.played(app) }
@@ -261,7 +274,9 @@ final class PlayPolicy {
             waitingForVoices.removeValue(forKey: end.id)?.succeed(reply(for: end))
         }
         if end.notify.contains(.events) {
-            eventLines[end.connection]?("end \(end.id) \(end.reason.rawValue)")
+            if let observe = endObservers[end.connection] { observe(end) } else {
+                eventLines[end.connection]?("end \(end.id) \(end.reason.rawValue)")
+            }
         }
     }
 
@@ -283,4 +298,6 @@ final class PlayPolicy {
     /// While a connection is open: how to send it an event line (on the loop).
     func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { eventLines[connection] = send }
     func unregisterEvents(connection: UInt64) { eventLines.removeValue(forKey: connection) }
+    /// Every end of the voices a non-socket client starts with events on (on the loop).
+    func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) { endObservers[connection] = observe }
 }

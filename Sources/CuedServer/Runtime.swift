@@ -12,9 +12,12 @@ public struct Runtime: Sendable {
     public var settings: Settings
     /// The sound theme `play NAME` falls back to, resolved (its chain read) at load.
     public var theme: SoundTheme
+    /// feedbackd's theme, for the events of org.sigxcpu.Feedback (read at load).
+    public var feedbackTheme: FeedbackTheme
 
-    public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings(), theme: SoundTheme) {
-        self.bank = bank; self.config = config; self.settings = settings; self.theme = theme
+    public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings(), theme: SoundTheme,
+                feedbackTheme: FeedbackTheme = FeedbackTheme()) {
+        self.bank = bank; self.config = config; self.settings = settings; self.theme = theme; self.feedbackTheme = feedbackTheme
     }
 
     /// The cue for a refresh transition: the config's remap ("" = silent), else the original design's.
@@ -89,6 +92,10 @@ public enum RuntimeLoader {
             throw LoadFailure(config.issue("transitions.\"\(t)\"", "no cue named '\(cue)' (cues: \(result.bank.names.joined(separator: " ")))"))
         }
         let theme = SoundTheme(name: settings.theme, environment: environment)
-        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme), result.warnings + theme.warnings)
+        // Read only when cued is to answer feedbackd's clients.
+        let (feedbackTheme, fbWarnings) = config.dbus.enabled && config.dbus.feedback
+            ? FeedbackTheme.load(name: config.dbus.feedbackTheme, environment: environment) : (FeedbackTheme(), [])
+        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme, feedbackTheme: feedbackTheme),
+                result.warnings + theme.warnings + fbWarnings)
     }
 }

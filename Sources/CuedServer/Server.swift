@@ -51,16 +51,8 @@ public final class Server: Sendable {
         } catch {
             throw StartupError(error.description, exitCode: StartupError.configExit)
         }
-        // auto: picked here, once (the reload's settings still say auto).
-        var sinkSettings = settings
-        var sinkWhy: String?
-        if settings.sink == .auto {
-            let choice = AutoSink.choose(environment: env, exists: { FileSystem.entry($0) != .none }, opens: ALSASink.probe)
-            sinkSettings.sink = (try? SinkSpec.parse(choice.spec).get()) ?? .null
-            sinkWhy = choice.why
-            if sinkSettings.sink == .null { logger.warning("sink \(choice.spec): \(choice.why)") } else { logger.info("sink \(choice.spec): \(choice.why)") }
-        }
-        let sink = makeSink(sinkSettings)
+        // auto (the default) picks again at every open of the device; preflight picks once to say where.
+        let sink = makeSink(settings)
         do { try sink.preflight() } catch {
             throw StartupError("sink \(settings.sink): \(error.message)", exitCode: StartupError.configExit)
         }
@@ -102,7 +94,7 @@ public final class Server: Sendable {
         let engine = AudioEngine(sink: sink, configuration: engineConfig) { event in
             // The audio thread: hop to the loop, never wait.
             loop.execute {
-                deviceLog.log(event)
+                deviceLog.log(event, output: daemonBox.value.map { ($0.engine.sinkSpec, $0.engine.sinkWhy) })
                 daemonBox.value?.handle(event)
             }
         }
@@ -112,13 +104,13 @@ public final class Server: Sendable {
         let stopping = StopFlag()
         let sessionTTL = options.sessionTTLSeconds
         // Made on the loop, it stays there: other threads hold it only as a NIOLoopBound.
-        let made = loop.submit { [logger, saved, sinkWhy] in
+        deviceLog.picked(spec: sink.spec, why: sink.why)
+        let made = loop.submit { [logger, saved] in
             let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
                                 sounds: sounds, sessions: SessionRegistry(ttlSeconds: sessionTTL), limits: limits, stopping: stopping,
                                 logger: logger,
                                 loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
                                 notify: { notifier.notify($0) })
-            daemon.sinkWhy = sinkWhy
             daemonBox.value = daemon
             // The connection table and the scheduler live there too.
             return (NIOLoopBound(daemon, eventLoop: loop),
@@ -130,8 +122,11 @@ public final class Server: Sendable {
             try? group.syncShutdownGracefully()
             throw StartupError("cannot start the event loop: \(error)", exitCode: 1)
         }
-        if options.muted != nil { saver.save(SavedState(muted: muted, appMutes: saved.appMutes)) }
+        // The flag's mute is saved with the rest of the saved state as it was.
+        if options.muted != nil { var s = saved; s.muted = muted; saver.save(s) }
         engine.start()
+        // Made now (its eventfd and socket watch are counted with the rest), started once cued listens.
+        let desktop = makeDesktopBus(config: config, daemon: daemon, loop: loop)
 
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
@@ -166,11 +161,12 @@ public final class Server: Sendable {
         // The cap fits the descriptors left now that cued is up (event loop,
         // listening socket, log, device if open), less the reserve.
         let fdsInUse = DescriptorLimit.inUse()
-        let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse)
+        let busRoom = desktop != nil && DescriptorLimit.roomForBus(limit: fdLimit, inUse: fdsInUse)
+        let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse, extra: busRoom ? DescriptorLimit.busReserve : 0)
         if limits.maxClients > fdCap {
             try? loop.submit { table.value.capacity = fdCap }.wait()
             logger.warning("connection cap lowered to fit the descriptor limit", metadata: [
-                "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve)"])
+                "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve + (busRoom ? DescriptorLimit.busReserve : 0))"])
         }
         // Only a socket cued created itself is chmod'ed and, at exit, unlinked.
         var socketInode: UInt64?
@@ -186,6 +182,12 @@ public final class Server: Sendable {
         logger.info("cued \(CuedVersion.string) listening", metadata: [
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
             "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
+        if let desktop {
+            if busRoom { desktop.start() } else {
+                logger.warning("D-Bus: off: the descriptor limit leaves no room for the bus's sockets", metadata: ["nofile": "\(fdLimit)", "open": "\(fdsInUse)"])
+                desktop.turnedOff(because: "too few descriptors (nofile \(fdLimit))")
+            }
+        }
         let readyStatus = (try? loop.submit { daemon.value.statusLine() }.wait()) ?? ""
         notifier.notify("READY=1", "STATUS=" + readyStatus)
         let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: loop)
@@ -202,17 +204,45 @@ public final class Server: Sendable {
                 break loop
             }
         }
-        stop(stopping: stopping, engine: engine, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier, socketInode: socketInode)
+        stop(stopping: stopping, engine: engine, channel: channel, group: group, saver: saver, watchdog: watchdog, notifier: notifier,
+             socketInode: socketInode, desktop: desktop)
+    }
+
+    /// The D-Bus face (`[dbus]`), to run on a thread of its own (`start`); nil when turned off.
+    func makeDesktopBus(config: Config, daemon: NIOLoopBound<Daemon>, loop: any EventLoop) -> DesktopBus? {
+        guard config.dbus.enabled else {
+            logger.info("D-Bus: off ([dbus] enabled = false)")
+            return nil
+        }
+        var o = DesktopBus.Options()
+        o.feedback = config.dbus.feedback
+        o.replace = config.dbus.replace
+        o.notifications = config.notifications.enabled
+        o.socketPath = DesktopBus.socketPath(environment: options.environment)
+        let bridge = BusBridge(loop: loop)
+        let bus = DesktopBus(options: o, host: bridge, logger: logger)
+        let made = loop.submit { [logger] in
+            let d = daemon.value
+            let center = FeedbackCenter(daemon: d, signals: bus, logger: logger)
+            bridge.center.value = center
+            d.desktop = center
+            d.connectProfile(to: bus)
+        }
+        guard (try? made.wait()) != nil else { return nil }
+        return bus
     }
 
     /// SIGTERM: stop accepting, give playing cues up to 500 ms, save what is
     /// pending, close the device, exit. Bounded: whatever hangs (a stuck
     /// device, a full disk) cannot keep cued alive past the deadline.
     private func stop(stopping: StopFlag, engine: AudioEngine, channel: Channel, group: MultiThreadedEventLoopGroup, saver: StateSaver,
-                      watchdog: RepeatedTask?, notifier: SystemdNotifier, socketInode: UInt64?) {
+                      watchdog: RepeatedTask?, notifier: SystemdNotifier, socketInode: UInt64?, desktop: DesktopBus?) {
         notifier.notify("STOPPING=1")
         stopping.store(true, ordering: .relaxed)
         ExitDeadline.arm(afterMs: Self.graceMs + 1500, logger: logger)
+        // Off the bus first (under the deadline: a hung bus cannot hold the exit): the
+        // feedback name goes back to whoever queued for it.
+        desktop?.stop()
         watchdog?.cancel()
         try? channel.close().wait()
         if !engine.shutdown(graceMs: Self.graceMs) {
@@ -237,7 +267,16 @@ public final class Server: Sendable {
         case .pipewire(let target):
             return PipeWireSink(target: target,
                                 streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 })
-        case .null, .auto: return NullSink(latencyMs: latency)  // auto is resolved before
+        case .null: return NullSink(latencyMs: latency)
+        case .auto:
+            let env = options.environment
+            var named = s
+            return FollowingSink(
+                pick: { open in AutoSink.choose(environment: env, exists: { FileSystem.entry($0) != .none }, opens: open) },
+                make: { spec in
+                    named.sink = (try? SinkSpec.parse(spec).get()) ?? .null
+                    return self.makeSink(named)
+                })
         case .wav(let path): return WAVSink(path: path, latencyMs: latency, overwrite: options.overwriteRecording)
         case .fault(let spec):
             guard case .success(let sink) = FaultSink.parse(spec, latencyMs: latency) else { return NullSink(latencyMs: latency) }
@@ -272,12 +311,23 @@ public final class Server: Sendable {
 final class DeviceLog: Sendable {
     private let logger: Logger
     private let lastError = Mutex<String?>(nil)
+    /// `--sink auto`'s last pick said (it is said at start, then at each change).
+    private let lastPick = Mutex<String?>(nil)
     init(logger: Logger) { self.logger = logger }
 
-    func log(_ event: EngineEvent) {
+    /// `--sink auto`'s pick (a sink with a why), said at start and then at each change:
+    /// a warning when it plays to nothing.
+    func picked(spec: String, why: String?) {
+        guard let why, lastPick.withLock({ last in defer { last = spec }; return last != spec }) else { return }
+        if spec == "null" { logger.warning("sink \(spec): \(why)") } else { logger.info("sink \(spec): \(why)") }
+    }
+
+    /// `output`: the sink's spec and why, as they are now (auto's pick).
+    func log(_ event: EngineEvent, output: (spec: String, why: String?)? = nil) {
         switch event {
         case .opened(let f, let kind):
             lastError.withLock { $0 = nil }
+            if let output { picked(spec: output.spec, why: output.why) }
             logger.info("audio device opened", metadata: ["sink.kind": "\(kind)", "sink.rate": "\(f.rate)", "sink.format": "\(f.sampleFormat.rawValue)",
                                                         "sink.period_frames": "\(f.periodFrames)", "sink.buffer_frames": "\(f.bufferFrames)"])
         case .openFailed(let e), .writeFailed(let e):

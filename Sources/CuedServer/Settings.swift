@@ -53,7 +53,7 @@ public struct CommandLineOptions: Sendable {
     /// The settings in force: flag, else config, else default.
     public func effective(_ c: Config) -> Settings {
         var s = Settings()
-        s.sink = (try? SinkSpec.parse(sink ?? c.sink ?? "alsa:default").get()) ?? .alsa("default")
+        s.sink = (try? SinkSpec.parse(sink ?? c.sink ?? "auto").get()) ?? .auto
         s.latencyMs = latencyMs ?? c.latencyMs
         s.voices = voices ?? c.voices ?? 16
         s.idleCloseSeconds = idleCloseSeconds ?? c.idleCloseS ?? 30
@@ -96,7 +96,7 @@ public struct CommandLineOptions: Sendable {
 /// The settings in force, resolved once from flags, config and defaults.
 public struct Settings: Sendable, Equatable {
     public static let defaultThemeCacheMB = 16.0
-    public var sink = SinkSpec.alsa("default")
+    public var sink = SinkSpec.auto
     /// nil: chosen for the device's kind.
     public var latencyMs: Int?
     public var voices = 16

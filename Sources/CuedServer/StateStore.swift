@@ -9,13 +9,21 @@ import NIOPosix
 import Glibc
 #endif
 
-/// The daemon's small persistent state: mute, and per-app mutes set at run time.
+/// The daemon's small persistent state: mute and profile, and the per-app
+/// mutes and profiles set at run time.
 public struct SavedState: Sendable, Equatable {
     public var muted = false
     /// Run-time per-app mutes (`mute app NAME`), by app; at most `maxAppMutes`.
     public var appMutes: [String: Bool] = [:]
-    public init(muted: Bool = false, appMutes: [String: Bool] = [:]) { self.muted = muted; self.appMutes = appMutes }
+    /// The global profile; nil in a file written before there were profiles (the config's applies).
+    public var profile: Profile?
+    /// Run-time per-app profiles (`profile app NAME LEVEL`), by app; at most `maxAppProfiles`.
+    public var appProfiles: [String: Profile] = [:]
+    public init(muted: Bool = false, appMutes: [String: Bool] = [:], profile: Profile? = nil, appProfiles: [String: Profile] = [:]) {
+        self.muted = muted; self.appMutes = appMutes; self.profile = profile; self.appProfiles = appProfiles
+    }
     public static let maxAppMutes = 256
+    public static let maxAppProfiles = 256
 }
 
 /// `$XDG_STATE_HOME/cued/state`: read once at start (untrusted input: a
@@ -31,8 +39,9 @@ public enum StateFile {
         XDGDirectory.path("XDG_STATE_HOME", else: ".local/state", environment: environment) + "/cued/state"
     }
 
-    /// The saved state; nil if there is none yet. Lines it does not know, and
-    /// app names that are not labels, are skipped; at most `maxAppMutes` apps.
+    /// The saved state; nil if there is none yet. Lines it does not know, app
+    /// names that are not labels and profiles it does not know are skipped; at
+    /// most `maxAppMutes` app mutes and `maxAppProfiles` app profiles.
     public static func load(_ path: String) throws(FileError) -> SavedState? {
         guard FileSystem.entry(path) != .none else { return nil }
         let text = try UntrustedFile.readText(path, maxBytes: maxBytes)
@@ -41,9 +50,14 @@ public enum StateFile {
             let kv = line.split(separator: "=", maxSplits: 1).map { String($0) }
             guard kv.count == 2 else { continue }
             if kv[0] == "muted" { s.muted = kv[1] == "true" }
+            if kv[0] == "profile", let p = Profile(rawValue: kv[1]) { s.profile = p }
             if kv[0].hasPrefix("app."), kv[0].hasSuffix(".muted"), s.appMutes.count < SavedState.maxAppMutes {
                 let app = String(kv[0].dropFirst(4).dropLast(6))
                 if Label.isValid(app) { s.appMutes[app] = kv[1] == "true" }
+            }
+            if kv[0].hasPrefix("app."), kv[0].hasSuffix(".profile"), s.appProfiles.count < SavedState.maxAppProfiles {
+                let app = String(kv[0].dropFirst(4).dropLast(8))
+                if Label.isValid(app), let p = Profile(rawValue: kv[1]) { s.appProfiles[app] = p }
             }
         }
         return s
@@ -53,7 +67,9 @@ public enum StateFile {
         let dir = Path.directory(path)
         try FileSystem.makeDirectories(dir, mode: 0o700)
         var data = "# cued state; written by cued\nmuted=\(s.muted)\n"
+        if let p = s.profile { data += "profile=\(p.rawValue)\n" }
         for (app, m) in s.appMutes.sorted(by: { $0.key < $1.key }) { data += "app.\(app).muted=\(m)\n" }
+        for (app, p) in s.appProfiles.sorted(by: { $0.key < $1.key }) { data += "app.\(app).profile=\(p.rawValue)\n" }
         var template = Array((dir + "/" + tempPrefix + "XXXXXX").utf8CString)
         // mkstemp: a random name, created with O_EXCL and mode 0600.
         let fd = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }

@@ -31,6 +31,7 @@ struct StatusReport {
     var engine: AudioEngine
     var runtime: Runtime
     var mutes: MuteState
+    var profiles = ProfileState()
     var stateSaved = true
     var stateError: String?
     var sinkWhy: String?
@@ -41,23 +42,27 @@ struct StatusReport {
     var sessions = 0
     var counts: [String: Status.App] = [:]
     var theme = Status.Theme()
+    var bus = Status.Bus()
 
-    /// One line for systemd's STATUS=: cues, sink state, mute.
-    static func line(cues: Int, engine: AudioEngine, muted: Bool) -> String {
+    /// One line for systemd's STATUS=: cues, sink state, mute, and the profile unless it is `full`.
+    static func line(cues: Int, engine: AudioEngine, muted: Bool, profile: Profile = .full) -> String {
         let s = engine.stats
         return "\(cues) cues, sink \(engine.sinkSpec) \(s.sinkState.rawValue)"
             + (s.sinkError.map { " (\($0))" } ?? "") + (muted ? ", muted" : ", unmuted")
+            + (profile == .full ? "" : ", profile \(profile.rawValue)")
     }
 
-    /// At most `maxApps` apps: the run-time mutes first, then the config's
-    /// apps, then those that only played, each group by name.
-    static func apps(mutes: MuteState, configApps: some Sequence<String>, counts: [String: Status.App]) -> [String: Status.App] {
+    /// At most `maxApps` apps: the run-time mutes first, then the run-time
+    /// profiles, then the config's apps, then those that only played, each group by name.
+    static func apps(mutes: MuteState, profiles: ProfileState = ProfileState(), configApps: some Sequence<String>,
+                     counts: [String: Status.App]) -> [String: Status.App] {
         var apps: [String: Status.App] = [:]
-        let groups = [mutes.appMutes.keys.sorted(), configApps.sorted(), counts.keys.sorted()]
+        let groups = [mutes.appMutes.keys.sorted(), profiles.appProfiles.keys.sorted(), configApps.sorted(), counts.keys.sorted()]
         for name in groups.joined() where apps[name] == nil {
             guard apps.count < maxApps else { break }
             var a = counts[name] ?? Status.App()
             a.muted = mutes.appMuted(name)
+            a.profile = profiles.appProfileIfSet(name)
             apps[name] = a
         }
         return apps
@@ -70,6 +75,7 @@ struct StatusReport {
         out.protocolVersion = ProtocolLimits.version
         out.pid = Int(getpid())
         out.muted = mutes.muted
+        out.profile = profiles.global
         out.stateSaved = stateSaved
         out.stateError = stateError
         out.config = runtime.config.path
@@ -106,13 +112,14 @@ struct StatusReport {
         out.refusedBusy = refusedBusy
         out.evictedIdle = evictedIdle
         out.sessions = sessions
-        out.apps = Self.apps(mutes: mutes, configApps: runtime.config.apps.keys, counts: counts)
+        out.apps = Self.apps(mutes: mutes, profiles: profiles, configApps: runtime.config.apps.keys, counts: counts)
         if let l = s.latencyPercentiles() {
             out.latencyUs.p50 = Int(l.p50)
             out.latencyUs.p99 = Int(l.p99)
             out.latencyUs.max = Int(l.max)
         }
         out.theme = theme
+        out.bus = bus
         return out
     }
 }

@@ -37,7 +37,7 @@ let help = """
       --socket PATH           socket (default: $CUED_SOCKET, else $XDG_RUNTIME_DIR/cued/cued.sock)
       --config PATH           config file (default: $XDG_CONFIG_HOME/cued/cued.toml, if it exists)
       --check-config PATH     check a config file and the cues it names; exit 0, or 78 with what is wrong
-      --sink SPEC             auto, alsa[:PCM], pipewire[:TARGET], null or wav:PATH (default alsa:default)
+      --sink SPEC             auto, alsa[:PCM], pipewire[:TARGET], null or wav:PATH (default auto)
       --force                 let wav:PATH replace a file that is already there (else refused)
       --latency-ms N          device buffer in ms, 1…1000 (default: chosen for the device kind)
       --voices N              cues sounding at once, 1…256; the oldest is faded out for a new one (default 16)

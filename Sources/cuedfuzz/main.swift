@@ -35,6 +35,8 @@ let protocolSeeds = [
     "unmute app mutt", "app dashboard", "reload", "cues", "status", "play pop wait", "play bell -3 wait",
     "play-file /tmp/a%20b.ogg -6 wait", "stop", "stop all", "stop pop", "cues theme",
     "play ring id loop priority=5", "play ring loop=3 wait", "play ring -3 loop=2.5s", "stop id 42", "events on", "events off",
+    "profile", "profile quiet", "profile silent", "profile app clock", "profile app mutt full", "profile app x default",
+    "play alarm important wait", "play-file /tmp/a.ogg -6 important",
 ]
 let configSeeds = [
     "sink = \"alsa:default\"\nlatency_ms = 10\nvoices = 16\nidle_close_s = 30\nmaster_gain_db = -3\nmuted = false\n",
@@ -43,6 +45,7 @@ let configSeeds = [
     "[apps.mutt]\nmuted = true\ngain_db = -6\n[apps.\"x.y\"]\nmuted = false\n",
     "cues.pop.gain_db = 1\napps.a.muted = true\n",
     "theme = \"ocean\"\ntheme_cache_mb = 8\n[stream]\n\"media.role\" = \"event\"\n",
+    "profile = \"quiet\"\n[profiles]\nquiet_gain_db = -20\nimportant_apps = [\"clock\", \"phone\"]\n[apps.mutt]\nprofile = \"silent\"\n",
     "a = { b = 1, c.d = [1, 2.5, 'x', \"\"\"y\"\"\", 1979-05-27T07:32:00Z] }\n[[t]]\nx = 0x1F\n[[t]]\ny = \'\'\'z\'\'\'\n",
 ]
 let tokens: [[UInt8]] = ["\0", "\u{FF}", "\r", "\n", " ", "=", "[", "]", "[[", "\"", "'", "->", ".", "#", "1e309", "-0",

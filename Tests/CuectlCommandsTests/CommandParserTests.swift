@@ -53,6 +53,13 @@ import Testing
         (["cues", "--theme"], "cues theme"),
         (["status"], "status"),
         (["--socket", "/s", "--app", "tool", "play", "pop"], "play pop"),
+        (["profile"], "profile"),
+        (["profile", "quiet"], "profile quiet"),
+        (["profile", "app", "mutt"], "profile app mutt"),
+        (["profile", "app", "mutt", "silent"], "profile app mutt silent"),
+        (["profile", "app", "mutt", "default"], "profile app mutt default"),
+        (["play", "alarm", "--important", "--wait"], "play alarm wait important"),
+        (["play-file", "/x/a.ogg", "--important"], "play-file /x/a.ogg important"),
     ])
     func requestLines(args: [String], expected: String) throws {
         #expect(try line(args) == expected)
@@ -100,6 +107,7 @@ import Testing
         #expect(usage(["--session", "a b", "state", "idle"]) == Label.problem("a b", what: "session name"))
         #expect(usage(["mute", "app", "My Tool"]) == Label.problem("My Tool", what: "app name"))
         #expect(usage(["unmute", "app", "../x"]) == Label.problem("../x", what: "app name"))
+        #expect(usage(["profile", "app", "My Tool", "quiet"]) == Label.problem("My Tool", what: "app name"))
         #expect(usage(["play", "../../etc/passwd"]) == Label.problem("../../etc/passwd", what: "cue name"))
         #expect(usage(["play", "pop", "--id", "--wait"])?.hasPrefix("ask for wait or id, not both") == true)
         #expect(usage(["play", "pop", "--loop=0"])?.hasPrefix("loop '0' is not a count") == true)
@@ -117,8 +125,8 @@ import Testing
             ([], "no command given"),
             (["--app", "x"], "no command given, only options"),
             (["dance"], "unknown command 'dance'"),
-            (["play"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]"),
-            (["play", "a", "b"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P]"),
+            (["play"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"),
+            (["play", "a", "b"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"),
             (["play", "pop", "--gain"], "--gain needs a value"),
             (["play", "pop", "--gain", "loud"], "gain 'loud' is not a number of dB"),
             (["play", "pop", "--gain", "20"], "gain 20 dB is outside -60...12"),
@@ -134,6 +142,12 @@ import Testing
             (["ping", "--", "x"], "'--' goes with run: cuectl run -- COMMAND [ARGS…]"),
             (["shell-init", "tcsh"], "unknown shell 'tcsh' (bash, zsh or fish)"),
             (["config", "edit"], "usage: cuectl config check [PATH]"),
+            (["profile", "loud"], "unknown profile 'loud' (full, quiet or silent)"),
+            (["profile", "quiet", "now"], "usage: cuectl profile [full|quiet|silent], or cuectl profile app NAME [full|quiet|silent|default]"),
+            (["profile", "app"], "usage: cuectl profile [full|quiet|silent], or cuectl profile app NAME [full|quiet|silent|default]"),
+            (["profile", "app", "mutt", "loud"], "unknown profile 'loud' (full, quiet, silent or default)"),
+            (["profile", "quiet", "--important"], "--important does not go with profile"),
+            (["stop", "--important"], "--important does not go with stop"),
         ]
         for (args, message) in cases {
             let got = usage(args)

@@ -54,6 +54,27 @@ import Testing
         muted.muted = true
         #expect(doctor(muted, card: true).lines.contains("    fix: cuectl unmute"))
         #expect(doctor(muted, card: true).exitCode == 1)
+        var silent = status("alsa:default")
+        silent.profile = .silent
+        #expect(doctor(silent, card: true).lines.contains("    fix: cuectl profile full"))
+        #expect(doctor(silent, card: true).exitCode == 1)
+        var quiet = status("alsa:default")
+        quiet.profile = .quiet
+        #expect(doctor(quiet, card: true).exitCode == 0)
+    }
+
+    /// auto picks again at the next open of the device: null with a server answering
+    /// now is heard at the next cue; the bus is explained when there is one.
+    @Test func autoOnNullWithAServerNowIsHeardAtTheNextCue() {
+        let later = doctor(status("null", why: "auto: no sound server answers"), files: ["/run/user/1/pipewire-0"])
+        #expect(later.exitCode == 0, "\(later.lines)")
+        #expect(later.lines.contains("ok  output null until the next cue: auto picks again then, and a sound server answers now"))
+        var bus = status("alsa:default")
+        bus.bus.connection = "connected"
+        bus.bus.feedback = "queued"
+        bus.bus.notifications = "watching"
+        #expect(doctor(bus, card: true).lines.contains(
+            "--  D-Bus: org.sigxcpu.Feedback owned by another process (feedbackd?); cued takes it when that one stops; notifications watching"))
     }
 
     @Test func noDaemonIs69AndTheUnitsDecideTheFix() {

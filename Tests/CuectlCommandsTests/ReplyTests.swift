@@ -8,6 +8,7 @@ import Testing
     @Test func playReplies() {
         #expect(ReplyInterpreter.outcome("ok", render: play) == Outcome(exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok muted", render: play) == Outcome(stdout: "muted: cue not played", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok silent", render: play) == Outcome(stdout: "silent: cue not played (the profile is silent)", exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok disabled", render: .play(what: "bell"))
                 == Outcome(stdout: "disabled: the sound theme has no sound for bell", exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok stopped", render: play) == Outcome(stdout: "stopped before the end", exitCode: 0))
@@ -44,7 +45,8 @@ import Testing
         s.evictedIdle = 5
         s.rateLimited = 6
         s.refusedBusy = 7
-        s.apps = ["mutt": Status.App(played: 4, dropped: 2, muted: true)]
+        s.apps = ["mutt": Status.App(played: 4, dropped: 2, muted: true), "backup": Status.App(profile: .silent)]
+        s.profile = .quiet
         s.cues = ["pop": Status.Cue(frames: 100, played: 1)]
         s.theme.name = "ocean"
         s.theme.chain = ["ocean", "freedesktop"]
@@ -59,9 +61,10 @@ import Testing
         for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "11 missed cycles", "5 idle evicted",
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
                       "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures,
-                      "not saved (retrying): No space left on device"] {
+                      "not saved (retrying): No space left on device", "backup: played 0, profile silent"] {
             #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
         }
+        #expect(table.split(separator: "\n").contains { $0.hasPrefix("profile ") && $0.hasSuffix(" quiet") }, "no profile row in:\n\(table)")
         #expect(table.split(separator: "\n").contains { $0.hasPrefix("audio thread ") && $0.hasSuffix(" realtime") },
                 "no audio thread row in:\n\(table)")
         #expect(ReplyInterpreter.outcome("ok " + s.json.encoded, render: .statusJSON).stdout == s.json.encoded)

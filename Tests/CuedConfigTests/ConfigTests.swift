@@ -50,6 +50,31 @@ import TestSupport
         #expect(c.path == "/etc/x/cued.toml")
     }
 
+    @Test func profileKeys() throws {
+        let c = try parse("""
+            profile = "quiet"
+
+            [profiles]
+            quiet_gain_db = -20.5
+            important_apps = ["alarm-clock", "phone", "phone"]
+
+            [apps.backup]
+            profile = "silent"
+            [apps.mutt]
+            muted = false
+            """)
+        #expect(c.profile == .quiet)
+        #expect(c.profiles == ProfileSettings(quietGainDB: -20.5, importantApps: ["alarm-clock", "phone"]))
+        #expect(c.apps["backup"] == AppSetting(profile: .silent))
+        #expect(c.apps["mutt"]?.profile == nil)
+        #expect(c.lines["profiles.quiet_gain_db"] == 4)
+        // Unset: no global profile (the saved one or full applies), quiet at -12 dB, no one important.
+        let d = try parse("")
+        #expect(d.profile == nil)
+        #expect(d.profiles == ProfileSettings(quietGainDB: -12, importantApps: []))
+        #expect(c != d)
+    }
+
     @Test func emptyFileIsDefaults() throws {
         let c = try parse("# nothing\n")
         #expect(c.sink == nil && c.voices == nil && c.cues.isEmpty && c.masterGainDB == 0)
@@ -82,6 +107,16 @@ import TestSupport
         ("[apps.mutt]\nmute = true", 2, "apps.mutt.mute", "unknown key"),
         ("[apps.mutt]\nmuted = 1", 2, "apps.mutt.muted", "expected true or false"),
         ("[apps.mutt]\ngain_db = 99", 2, "apps.mutt.gain_db", "-60...12"),
+        ("profile = \"loud\"", 1, "profile", "expected full, quiet or silent, got 'loud'"),
+        ("profile = true", 1, "profile", "expected a string"),
+        ("[apps.mutt]\nprofile = \"Quiet\"", 2, "apps.mutt.profile", "expected full, quiet or silent"),
+        ("profiles = 1", 1, "profiles", "expected a table"),
+        ("[profiles]\nquiet_gain_db = 3", 2, "profiles.quiet_gain_db", "-60...0"),
+        ("[profiles]\nquiet_gain_db = \"-6\"", 2, "profiles.quiet_gain_db", "expected a number"),
+        ("[profiles]\nimportant_apps = \"clock\"", 2, "profiles.important_apps", "expected an array of app names"),
+        ("[profiles]\nimportant_apps = [\"clock\", 3]", 2, "profiles.important_apps[1]", "expected a string"),
+        ("[profiles]\n\n\nimportant_apps = [\"my clock\"]", 4, "profiles.important_apps[0]", "is not a name"),
+        ("[profiles]\nquiet = true", 2, "profiles.quiet", "unknown key (expected one of: quiet_gain_db, important_apps)"),
     ])
     func errorsNameLineAndKey(text: String, line: Int, key: String, words: String) {
         guard let i = issue(text) else { Issue.record("no single issue for \(text.debugDescription)"); return }
@@ -128,6 +163,7 @@ import TestSupport
         #expect(c.sink == "alsa:default")
         #expect(c.transitions[Transition(from: .release, to: .pull)] == "")
         #expect(c.apps["dashboard"]?.muted == true)
+        #expect(c.profiles.importantApps == ["alarm-clock"])
     }
 
     @Test func missingFileIsAnIssue() {

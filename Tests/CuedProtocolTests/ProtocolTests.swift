@@ -43,6 +43,17 @@ import Testing
         ("stop id", .stop(.cue("id"))),
         ("events on", .events(true)),
         ("events off", .events(false)),
+        ("profile", .profile(nil)),
+        ("profile quiet", .profile(.quiet)),
+        ("profile full", .profile(.full)),
+        ("profile silent", .profile(.silent)),
+        ("profile app mutt", .profileApp("mutt", nil)),
+        ("profile app mutt silent", .profileApp("mutt", .profile(.silent))),
+        ("profile app mutt default", .profileApp("mutt", .default)),
+        ("profile app app quiet", .profileApp("app", .profile(.quiet))),
+        ("play alarm important", .play(cue: "alarm", options: PlayOptions(important: true))),
+        ("play alarm -3 important id loop=2 priority=9", .play(cue: "alarm", options: PlayOptions(gainDB: -3, wantsID: true, loop: .times(2), priority: 9, important: true))),
+        ("play-file /tmp/a.ogg important wait", .playFile(path: "/tmp/a.ogg", options: PlayOptions(wait: true, important: true))),
     ])
     func parsesEveryVerb(line: String, expected: Request) throws {
         #expect(try RequestParser.parse(line) == expected)
@@ -121,6 +132,17 @@ import Testing
         ("threshold -5", .badArgument),
         ("session a/b", .badArgument),
         ("session a b", .badArgument),
+        ("profile loud", .badArgument),
+        ("profile Quiet", .badArgument),
+        ("profile quiet now", .badArgument),
+        ("profile app", .badArgument),
+        ("profile app a/b", .badArgument),
+        ("profile app mutt loud", .badArgument),
+        ("profile app mutt quiet now", .badArgument),
+        ("profile default", .badArgument),
+        ("play pop important=1", .badArgument),
+        ("play pop important important", .badArgument),
+        ("play pop important -3", .badArgument),
     ])
     func rejectsBadRequests(line: String, code: ErrorCode) {
         #expect(throws: ProtocolError.self) { try RequestParser.parse(line) }
@@ -169,7 +191,9 @@ import Testing
                               .play(cue: "r", options: PlayOptions(gainDB: 2, wantsID: true, loop: .seconds(1.5), priority: -7)),
                               .play(cue: "r", options: PlayOptions(wait: true, loop: .times(7))),
                               .playFile(path: "/x", options: PlayOptions(loop: .forever, priority: 100)),
-                              .stop(.id(9)), .stop(.cue("id")), .events(true), .events(false)]
+                              .stop(.id(9)), .stop(.cue("id")), .events(true), .events(false),
+                              .profile(nil), .profile(.silent), .profileApp("a", nil), .profileApp("a", .profile(.full)), .profileApp("a", .default),
+                              .play(cue: "r", options: PlayOptions(gainDB: -1, wait: true, loop: .forever, priority: 3, important: true))]
         for r in all { #expect(try RequestParser.parse(r.line) == r) }
     }
 
@@ -190,6 +214,26 @@ import Testing
         #expect(FilePath.encode("/a b/c%d\te.wav") == "/a%20b/c%25d%09e.wav")
         #expect(FilePath.encode("/tmp/é.ogg") == "/tmp/é.ogg")
         #expect(FilePath.decode("/a%20b/c%25d%09e.wav") == "/a b/c%d\te.wav")
+    }
+
+    @Test func profileMessagesSayTheChoices() {
+        do { _ = try RequestParser.parse("profile loud"); Issue.record("accepted") } catch {
+            #expect(error.message == "unknown profile 'loud' (full, quiet or silent)")
+        }
+        do { _ = try RequestParser.parse("profile app mutt loud"); Issue.record("accepted") } catch {
+            #expect(error.message == "unknown profile 'loud' (full, quiet, silent or default)")
+        }
+        do { _ = try RequestParser.parse("profile app"); Issue.record("accepted") } catch {
+            #expect(error.message == "usage: profile [full|quiet|silent] | profile app NAME [full|quiet|silent|default]")
+        }
+    }
+
+    /// silent < quiet < full: the stricter of two is their min.
+    @Test func profilesAreOrderedByHowMuchTheyLetSound() {
+        #expect(Profile.silent < .quiet && Profile.quiet < .full)
+        #expect(min(Profile.full, .quiet) == .quiet)
+        #expect(min(Profile.silent, .full) == .silent)
+        #expect(Profile.allCases.sorted() == [.silent, .quiet, .full])
     }
 
     @Test func decimalsAreStrict() {
@@ -286,7 +330,8 @@ import Testing
         s.sink.channels = 2; s.sink.format = "S16_LE"; s.sink.periodFrames = 240; s.sink.bufferFrames = 480
         s.sink.delayUs = 5000; s.sink.error = "x"
         s.cues = ["pop": .init(frames: 10, played: 2)]
-        s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true)]
+        s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true, profile: .quiet), "feedr": .init(played: 1)]
+        s.profile = .silent
         s.played = 5; s.voicesActive = 1; s.voicesStolen = 2; s.clippedSamples = 3; s.xruns = 4; s.stalls = 6; s.devicesLost = 13; s.audioThread = "realtime"
         s.dropped = 7; s.clients = 8; s.rateLimited = 9; s.refusedBusy = 10; s.evictedIdle = 11; s.sessions = 12
         s.latencyUs.p50 = 100; s.latencyUs.p99 = 200; s.latencyUs.max = 300
@@ -299,7 +344,7 @@ import Testing
 
     @Test func fieldPathsCoverNestedKeys() {
         let paths = Status.fieldPaths
-        for p in ["version", "sink.state", "sink.device_delay_us", "devices_lost", "audio_thread", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
+        for p in ["version", "profile", "apps.NAME.profile", "sink.state", "sink.device_delay_us", "devices_lost", "audio_thread", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
                   "theme.cache_bytes", "stalls", "evicted_idle"] {
             #expect(paths.contains(p), "\(p)")
         }

@@ -221,6 +221,8 @@ import Testing
         #expect(VerbCost.of(line("reload\r")) == VerbCost.reload)
         #expect(VerbCost.of(line("cues theme")) == VerbCost.cues)
         #expect(VerbCost.of(line("ping")) == VerbCost.other)
+        #expect(VerbCost.of(line("mute")) == VerbCost.other)
+        #expect(VerbCost.of(line("profile app mutt quiet")) == VerbCost.other)  // as mute: a state change
         #expect(VerbCost.of(line("statusx")) == VerbCost.other)
         #expect(VerbCost.of(line("")) == VerbCost.other)
         #expect(VerbCost.of(.tooLong) == VerbCost.tooLong)

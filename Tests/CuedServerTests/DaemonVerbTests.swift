@@ -14,11 +14,14 @@ import Glibc
 
 /// A Daemon on a real event loop of its own, its audio engine on a NullSink that is
 /// never started (commands queue up; the test plays the audio thread's part by
-/// handing the daemon engine events), reloads in a thread of their own.
+/// handing the daemon engine events), reloads in a thread of their own. Given a
+/// `sink`, the engine runs on it instead and its events reach the daemon.
 final class DaemonHarness: Sendable {
-    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let group: MultiThreadedEventLoopGroup
     let reloads = NIOThreadPool(numberOfThreads: 1)
-    let engine = AudioEngine(sink: NullSink())
+    let engine: AudioEngine
+    /// The engine runs (a sink was given).
+    let running: Bool
     let stopping = StopFlag()
     let saver: StateSaver
     let statePath: String
@@ -35,32 +38,40 @@ final class DaemonHarness: Sendable {
     static let noTheme = SoundTheme(environment: ["HOME": "/nonexistent-cued-test", "XDG_DATA_HOME": "/nonexistent-cued-test",
                                                   "XDG_DATA_DIRS": "/nonexistent-cued-test"])
 
-    static func runtime(_ config: Config = Config()) -> Runtime {
-        let bank = CueBank(["psst1", "psst2", "pop"].map { Cue(name: $0, stereo: [0, 0, 0, 0]) })
+    static func runtime(_ config: Config = Config(), extraCues: [Cue] = []) -> Runtime {
+        let bank = CueBank(["psst1", "psst2", "pop"].map { Cue(name: $0, stereo: [0, 0, 0, 0]) } + extraCues)
         return Runtime(bank: bank, config: config, theme: noTheme)
     }
 
-    init(limits: Daemon.Limits = Daemon.Limits(), config: Config = Config(), muted: Bool = false) throws {
+    init(limits: Daemon.Limits = Daemon.Limits(), config: Config = Config(), muted: Bool = false, saved: SavedState = SavedState(),
+         extraCues: [Cue] = [], sink: (any Sink)? = nil) throws {
         var template = Array("/tmp/cued-daemon-test.XXXXXX".utf8CString)
         let dir = template.withUnsafeMutableBufferPointer { String(cString: mkdtemp($0.baseAddress!)) }
         statePath = dir + "/state"
         reloads.start()
+        group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
         let loop = group.next()
+        let box = NIOLoopBoundBox.makeEmptyBox(valueType: Daemon.self, eventLoop: loop)
+        engine = AudioEngine(sink: sink ?? NullSink()) { event in loop.execute { box.value?.handle(event) } }
+        running = sink != nil
+        if running { engine.start() }
         saver = StateSaver(path: statePath, pool: reloads, loop: loop, logger: Self.quiet)
         let (engine, stopping, saver, reloads, loads, nextConfig) = (engine, stopping, saver, reloads, loads, nextConfig)
         daemon = try loop.submit {
-            let d = Daemon(loop: loop, engine: engine, runtime: Self.runtime(config), saved: SavedState(), muted: muted, saver: saver,
+            let d = Daemon(loop: loop, engine: engine, runtime: Self.runtime(config, extraCues: extraCues), saved: saved, muted: muted, saver: saver,
                            reloads: reloads, decoding: DecodeLane(), sounds: SoundLibrary(theme: Self.noTheme, cacheLimitBytes: 1 << 20),
                            limits: limits, stopping: stopping, logger: Self.quiet,
                            loadRuntime: { _ throws(LoadFailure) in
                                loads.withLock { $0 += 1 }
                                return (Self.runtime(nextConfig.withLock { $0 }), warnings: [])
                            })
+            box.value = d
             return NIOLoopBound(d, eventLoop: loop)
         }.wait()
     }
 
     func shutdown() {
+        if running { _ = engine.shutdown() }
         try? group.syncShutdownGracefully()
         try? reloads.syncShutdownGracefully()
     }
@@ -121,7 +132,11 @@ final class Locked<T: Sendable>: Sendable {
         conn.id = 7
         let lines = ["ping", "play pop", "play no-such-sound", "play-file /nonexistent-cued-test/a.wav", "stop", "events on",
                      "state pull", "drag 70", "drop", "threshold 50", "session", "session work", "app tests",
-                     "mute", "unmute", "mute app other", "unmute app other", "reload", "cues", "cues theme", "status"]
+                     "mute", "unmute", "mute app other", "unmute app other",
+                     "profile", "profile quiet", "profile app other silent", "profile app other", "profile app other default", "profile full",
+                     "reload", "cues", "cues theme", "status"]
+        let profileReplies = ["profile": "full", "profile quiet": "quiet", "profile app other silent": "other silent",
+                              "profile app other": "other silent", "profile app other default": "other quiet", "profile full": "full"]
         var seen: Set<String> = []
         for line in lines {
             let request = try RequestParser.parse(line)
@@ -167,6 +182,10 @@ final class Locked<T: Sendable>: Sendable {
                 verb = "mute app"; #expect(reply == .ok("muted other"))
             case .unmuteApp:
                 verb = "unmute app"; #expect(reply == .ok("unmuted other"))
+            case .profile:
+                verb = "profile"; #expect(reply == .ok(profileReplies[line]))
+            case .profileApp:
+                verb = "profile app"; #expect(reply == .ok(profileReplies[line]))
             case .reload:
                 verb = "reload"; #expect(reply == .ok("reloaded"))
             case .cues(let theme):
@@ -178,7 +197,7 @@ final class Locked<T: Sendable>: Sendable {
             }
             seen.insert(verb)
         }
-        #expect(seen.count == 18)
+        #expect(seen.count == 20)
         // Only `reload` reloads (no state change falls through to it).
         #expect(h.loads.value == 1)
     }
@@ -191,10 +210,14 @@ final class Locked<T: Sendable>: Sendable {
         for i in 0..<20 { #expect(try h.reply(i % 2 == 0 ? "mute app a" : "unmute app a", &conn, at: t) != .err(.rateLimited, "")) }
         #expect(try h.reply("reload", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
         #expect(try h.reply("mute", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("profile quiet", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("profile app a quiet", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
+        #expect(try h.reply("profile", &conn, at: t) == .ok("full"))  // asking changes nothing
+        #expect(try h.reply("profile app a", &conn, at: t) == .ok("a full"))
         #expect(try h.reply("ping", &conn, at: t) == .ok("pong"))
         #expect(try h.reply("play pop", &conn, at: t) == .ok(nil))  // cues have a bucket of their own
         #expect(h.loads.value == 0)
-        #expect(try h.onLoop { $0.status().rateLimited } == 2)
+        #expect(try h.onLoop { $0.status().rateLimited } == 4)
         #expect(try h.onLoop { $0.muted } == false)
     }
 
@@ -218,7 +241,7 @@ final class Locked<T: Sendable>: Sendable {
         #expect(try h.onLoop { $0.statusLine() } == "3 cues, sink null closed, muted")
         // The saves: what differs from the config, and the global mute.
         h.saver.flush()
-        #expect(try StateFile.load(h.statePath) == SavedState(muted: true, appMutes: ["quiet": false]))
+        #expect(try StateFile.load(h.statePath) == SavedState(muted: true, appMutes: ["quiet": false], profile: .full))
     }
 
     /// `play … wait` answers at the voice's end; `events on` gets the end line; one that

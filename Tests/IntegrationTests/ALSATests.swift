@@ -28,9 +28,9 @@ import TestSupport
         let tmp = TempDir()
         let raw = tmp.file("out.raw")
         let d = try DaemonHarness(args: ["--sink", "alsa:testsink"], extraEnv: try alsaConfig(in: tmp, raw: raw))
-        #expect(try d.request("play pop") == "ok")
+        #expect(try d.request("play pop wait") == "ok")  // answered once it has sounded
         let pop = Fixture.standard["pop"]!
-        #expect(eventually { (try? status(d))?.cues["pop"]?.played == 1 })
+        #expect(try status(d).cues["pop"]?.played == 1)
         #expect(eventually { (try? status(d))?.sink.state == "idle" })
         let s = try status(d)
         #expect(s.sink.spec == "alsa:testsink")
@@ -45,8 +45,8 @@ import TestSupport
 
     @Test func alsaNullWorks() throws {
         let d = try DaemonHarness(args: ["--sink", "alsa:null"])
-        #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? status(d))?.played == 1 })
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(try status(d).played == 1)
         #expect(eventually { (try? status(d))?.sink.state == "idle" })
         #expect(d.stop() == 0)
     }
@@ -76,7 +76,7 @@ import TestSupport
         let d = try DaemonHarness(args: ["--sink", "alsa:null", "--idle-close-s", "0.3"])
         #expect(try d.request("play pop") == "ok")
         #expect(eventually { (try? status(d))?.sink.state == "closed" })
-        #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? status(d))?.played == 2 })
+        #expect(try d.request("play pop wait") == "ok")  // reopened, and it sounded
+        #expect(try status(d).played == 2)
     }
 }

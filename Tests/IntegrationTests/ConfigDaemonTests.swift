@@ -163,7 +163,7 @@ import TestSupport
         try "voices = 0\n\n[apps.x]\nloud = 1\n".write(toFile: dir.file("bad.toml"), atomically: true, encoding: .utf8)
         let bad = try runProcess(TestPaths.binary("cuectl"), ["config", "check", dir.file("bad.toml")])
         #expect(bad.status == 78)
-        #expect(bad.err == "\(dir.file("bad.toml")):1: voices: must be 1...256, got 0\n\(dir.file("bad.toml")):4: apps.x.loud: unknown key (expected one of: muted, gain_db)\n")
+        #expect(bad.err == "\(dir.file("bad.toml")):1: voices: must be 1...256, got 0\n\(dir.file("bad.toml")):4: apps.x.loud: unknown key (expected one of: muted, gain_db, profile)\n")
     }
 
     @Test func badConfigAtStartExits78() throws {

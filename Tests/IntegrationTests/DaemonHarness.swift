@@ -49,6 +49,8 @@ final class DaemonHarness: @unchecked Sendable {
         env["HOME"] = dir.path
         env.removeValue(forKey: "CUED_SOCKET")
         env.removeValue(forKey: "JOURNAL_STREAM")
+        // Never the tester's own session bus: cued would answer feedbackd's clients there.
+        env.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
         return env
     }
 

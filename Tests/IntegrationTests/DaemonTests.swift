@@ -20,6 +20,22 @@ import TestSupport
         #expect(cap.samples.dropFirst(pop.count * 2).allSatisfy { $0 == 0 })  // padding to the period end
     }
 
+    /// A play is counted as soon as it is answered: `status` right after the reply
+    /// has it, in the total, the cue's and the app's counts alike (the total and the
+    /// cue's used to be counted on the audio thread, a moment later than the app's).
+    @Test func statusCountsAPlayAsSoonAsItIsAnswered() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let c = try d.client()
+        #expect(try c.request("app counter") == "ok counter")
+        for i in 1...20 {
+            #expect(try c.request("play pop") == "ok")
+            let reply = try c.request("status")
+            let s = try #require(Status.parse(String(reply.dropFirst(3))))
+            #expect(s.played == i && s.cues["pop"]?.played == i && s.apps["counter"]?.played == i,
+                    "after \(i) plays: played \(s.played), pop \(s.cues["pop"]?.played ?? -1), counter \(s.apps["counter"]?.played ?? -1)")
+        }
+    }
+
     @Test func overlappingPlaysAreMixed() throws {
         let long = Fixture.samples(seed: 7, frames: 24_000, amplitude: 4000)   // 500 ms
         let short = Fixture.samples(seed: 8, frames: 2_400, amplitude: 4000)   // 50 ms

@@ -25,9 +25,10 @@ import TestSupport
     @Test func failedOpensAreRetriedAndTheWaitingCuePlays() throws {
         // Two failed opens: retried after 50 and 100 ms, well inside the cue's 250 ms.
         let d = try DaemonHarness(args: ["--sink", "fault:open-fail=2"])
-        #expect(try d.request("play pop") == "ok")
-        #expect(eventually { (try? d.status())?.played == 1 })
+        // `wait`: the reply comes once the cue has sounded (played counts it when it is answered).
+        #expect(try d.request("play pop wait") == "ok")
         let s = try d.status()
+        #expect(s.played == 1)
         #expect(s.dropped == 0)
         #expect(s.sink.state != "failed")
     }
@@ -148,7 +149,7 @@ import TestSupport
 
     @Test func aDeviceBrokenOnceIsReopenedAtOnceAndTheCueRestarted() throws {
         let d = try DaemonHarness(args: ["--sink", "fault:write-2=EIO"])
-        #expect(try d.request("play pop") == "ok")
+        #expect(try d.request("play pop wait") == "ok")  // restarted on the reopened device, and sounded
         #expect(eventually { (try? d.status()).map { s in s.played == 1 && s.sink.state == "idle" } ?? false })
         let s = try d.status()
         #expect(s.dropped == 0)

@@ -110,6 +110,9 @@ import TestSupport
         #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "state", "lo"]) == ["loading"])
         #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "shell-init", "f"]) == ["fish"])
         #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "status", "--j"]) == ["--json"])
+        #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "profile", "q"]) == ["quiet"])
+        #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "profile", "app", "mutt", "d"]) == ["default"])
+        #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "play", "pop", "--imp"]) == ["--important"])
         // Without a daemon: no names, no error, and no wait beyond the timeout.
         #expect(try bash("cuectl.bash", "_cuectl", ["cuectl", "--socket", d.dir.file("none.sock"), "play", "zz"]) == [])
         #expect(try bash("cued.bash", "_cued", ["cued", "--log-level", "w"]) == ["warning"])
@@ -122,6 +125,9 @@ import TestSupport
         #expect(try fish("cuectl.fish", "cuectl --socket \(d.socketPath) play zz") == ["zzcue"])
         #expect(try fish("cuectl.fish", "cuectl state lo") == ["loading"])
         #expect(try fish("cuectl.fish", "cuectl status --j") == ["--json"])
+        #expect(try fish("cuectl.fish", "cuectl profile q") == ["quiet"])
+        #expect(try fish("cuectl.fish", "cuectl --app x profile app mutt d") == ["default"])
+        #expect(try fish("cuectl.fish", "cuectl play pop --imp") == ["--important"])
         #expect(try fish("cued.fish", "cued --log-level w") == ["warning"])
         #expect(try fish("cued.fish", "cued --m") == ["--max-clients", "--muted"])
     }
@@ -150,6 +156,11 @@ import TestSupport
         pty.type("\n")
         #expect(eventually { ((try? d.request("status")).flatMap { Status.parse(String($0.dropFirst(3))) })?.cues["zzcue"]?.played == 1 },
                 "\(pty.text)")
+        // The profile's words: the completed commands set it.
+        pty.type("cuectl --socket \(d.socketPath) profile qu\t\n")
+        #expect(eventually { (try? d.request("profile")) == "ok quiet" }, "\(pty.text)")
+        pty.type("cuectl --socket \(d.socketPath) profile app mutt sil\t\n")
+        #expect(eventually { (try? d.request("profile app mutt")) == "ok mutt silent" }, "\(pty.text)")
         // Commands and their words: shell-init's snippet shows that both completed.
         pty.type("cuectl shell-i\tzs\t\n")
         #expect(pty.waitFor("zmodload zsh/datetime"), "\(pty.text)")

@@ -24,7 +24,7 @@ import TestSupport
             // What an unquoted "…/a checkout/…" would reach: `rm -rf …/a` among others.
             try fm.createDirectory(atPath: dir.file("a"), withIntermediateDirectories: true)
             try fm.copyItem(atPath: TestPaths.repoRoot.path + "/Makefile", toPath: root + "/Makefile")
-            for sub in ["Sounds", "docs", "completions", "systemd"] {
+            for sub in ["Sounds", "docs", "completions", "systemd", "dbus"] {
                 try fm.createSymbolicLink(atPath: root + "/" + sub, withDestinationPath: TestPaths.repoRoot.path + "/" + sub)
             }
             // The release build install copies (stripped by `true`), and a cuesynth that writes nothing.

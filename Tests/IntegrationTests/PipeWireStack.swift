@@ -86,10 +86,10 @@ final class PipeWireStack: @unchecked Sendable {
     func freeze(_ frozen: Bool) { for p in servers { p.signal(frozen ? SIGSTOP : SIGCONT) } }
 
     /// Records the null sink's monitor (S16_LE stereo 48 kHz, raw) into `path`.
-    func record(to path: String) throws -> Subprocess {
+    func record(to path: String, sink: String = "nul") throws -> Subprocess {
         // Realtime where allowed (chrt): with the whole suite loading both cores, a recorder at
         // normal priority fell behind and the recording showed gaps cued never had (no xrun).
-        let parec = ["/usr/bin/parec", "-d", "nul.monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=50"]
+        let parec = ["/usr/bin/parec", "-d", "\(sink).monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=50"]
         let chrt = "/usr/bin/chrt"
         let rt = FileManager.default.isExecutableFile(atPath: chrt) && (try? runProcess(chrt, ["-f", "10", "/bin/true"]))?.status == 0
         let p = try Subprocess(rt ? chrt : parec[0], rt ? ["-f", "10"] + parec : Array(parec.dropFirst()),

@@ -517,6 +517,54 @@ struct PipeWireTests {
         expectNoMissedCycle(st, sink: "pipewire", watch: watch)
         #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
     }
+
+    /// auto (the default) follows the desktop: started before the sound server it
+    /// plays to nothing and says why; the first cue once the server is up goes
+    /// there (the pick is made again at every open of the device, and while it
+    /// plays to nothing the device closes as soon as it is idle); when the server
+    /// goes away, the next cue plays to nothing again, without an error.
+    @Test func autoStartedBeforePipeWireFollowsIt() throws {
+        let stack = try PipeWireStack()
+        stack.stopServers()
+        let d = try start(stack, "auto")
+        #expect(try d.status().sink.spec == "null")
+        #expect(try d.request("play pop wait") == "ok")  // to nothing, as status says
+        #expect(d.readStderr().contains("warning cued: sink null: auto: no sound server answers"), "\(d.readStderr())")
+        try stack.startServers()
+        let raw = stack.dir.file("monitor.raw")
+        _ = try stack.record(to: raw)
+        #expect(try d.request("play pop wait") == "ok")
+        let up = try d.status()
+        #expect(up.sink.spec == "alsa:default" && up.sink.kind == "pipewire", "\(up.sink)")
+        #expect(up.sink.why?.hasPrefix("auto: PipeWire answers at ") == true, "\(up.sink)")
+        #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
+        #expect(d.readStderr().contains("info cued: sink alsa:default: auto: PipeWire answers at "), "\(d.readStderr())")
+        stack.stopServers()
+        #expect(eventually(timeout: 15) {
+            (try? d.request("play pop wait")) == "ok" && (try? d.status().sink.spec) == "null"
+        }, "\((try? d.status().sink) as Any)")
+    }
+
+    /// The user switches the default output (`pactl set-default-sink`, as the desktop's
+    /// sound settings do): the next cue goes to the new default, whether cued's device
+    /// was open (a cue a moment before) or closed.
+    @Test func aNewDefaultOutputGetsTheNextCue() throws {
+        let stack = try PipeWireStack()
+        let load = try stack.pactl(["load-module", "module-null-sink", "sink_name=nul2", "rate=48000", "channels=2"])
+        #expect(load.status == 0, "\(load)")
+        let d = try start(stack, "auto")
+        let first = stack.dir.file("nul.raw"), second = stack.dir.file("nul2.raw")
+        _ = try stack.record(to: first)
+        _ = try stack.record(to: second, sink: "nul2")
+        let pop = Fixture.standard["pop"]!, psst1 = Fixture.standard["psst1"]!
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(eventually { ((try? Recording(path: first))?.occurrences(of: pop.stereo).count ?? 0) >= 1 }, "the first cue is not on the first output")
+        #expect(try stack.pactl(["set-default-sink", "nul2"]).status == 0)
+        usleep(200_000)
+        #expect(try d.request("play psst1 wait") == "ok")  // cued's device is still open
+        #expect(eventually { ((try? Recording(path: second))?.occurrences(of: psst1.stereo).count ?? 0) >= 1 },
+                "the cue after the switch did not reach the new default; streams: \((try? stack.outputStreams().map { $0.props["node.name"] ?? "?" }) ?? [])")
+    }
 }
 
 extension Recording {

@@ -1,0 +1,90 @@
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `--sink auto`, the default: where a desktop user's sound goes, picked again
+/// each time the device opens (the first cue after an idle close, after a
+/// sound server restart, after a failure), so cued follows the desktop as it
+/// changes without ever polling for it: started before the sound server, it
+/// plays there from the first cue after the server is up. `pick` tries the
+/// outputs in order and says why it took the one it took (`AutoSink.choose`);
+/// its `open` argument opens a candidate for real and keeps it open when it
+/// works (nil), else says why not. While it plays to nothing (no output
+/// opened), the device closes as soon as it is idle, so the next cue picks again.
+///
+/// Called on the audio thread, as any sink (and `preflight` before it starts);
+/// `spec` and `why` may be read from any thread (status).
+public final class FollowingSink: Sink {
+    public typealias Pick = (_ open: (_ pcm: String) -> String?) -> (spec: String, why: String)
+
+    private let pick: Pick
+    private let make: (String) -> any Sink
+    private var sinks: [String: any Sink] = [:]
+    private var current: (any Sink)?
+    private var playsToNothing = false
+    private let shown = Mutex<(spec: String, why: String)>(("auto", "auto: not opened yet"))
+
+    /// `make`: the sink of a spec the pick returns (`alsa:PCM`, `null`).
+    public init(pick: @escaping Pick, make: @escaping (String) -> any Sink) {
+        self.pick = pick
+        self.make = make
+    }
+
+    public var spec: String { shown.withLock { $0.spec } }
+    public var why: String? { shown.withLock { $0.why } }
+    public var kind: String { current?.kind ?? "auto" }
+
+    private func sink(_ spec: String) -> any Sink {
+        if let s = sinks[spec] { return s }
+        let s = make(spec)
+        sinks[spec] = s
+        return s
+    }
+
+    /// What the pick takes now (each candidate opened and closed again), so that
+    /// `status` says where sound goes before the first cue.
+    public func preflight() throws(SinkError) {
+        let choice = pick { pcm in
+            let s = sink("alsa:" + pcm)
+            do throws(SinkError) { _ = try s.open(); s.close(); return nil } catch { return error.message }
+        }
+        shown.withLock { $0 = choice }
+    }
+
+    public func open() throws(SinkError) -> SinkFormat {
+        var opened: (sink: any Sink, format: SinkFormat)?
+        let choice = pick { pcm in
+            let s = sink("alsa:" + pcm)
+            do throws(SinkError) { opened = (s, try s.open()); return nil } catch { return error.message }
+        }
+        shown.withLock { $0 = choice }
+        if let opened, choice.spec != "null" {
+            current = opened.sink
+            playsToNothing = false
+            return opened.format
+        }
+        let null = sink("null")
+        current = null
+        playsToNothing = true
+        return try null.open()
+    }
+
+    public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { current!.pollDescriptors }
+    public func availableFrames() -> Int { current!.availableFrames() }
+    public func hasRoom() throws(SinkError) -> Bool { try current!.hasRoom() }
+    public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite { try current!.write(data, frames: frames) }
+    public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { current!.idleWatchDescriptors }
+    public func idleDeviceFailed() -> Bool { current!.idleDeviceFailed() }
+    public var idleCloseLimitSeconds: Double? { playsToNothing ? 0 : current?.idleCloseLimitSeconds }
+    public var drainMarginSeconds: Double? { current?.drainMarginSeconds }
+    public func delayFrames() -> Int { current!.delayFrames() }
+    public func rewindableFrames() -> Int { current!.rewindableFrames() }
+    public var writeAhead: WriteAhead { current?.writeAhead ?? .lowWater }
+    public func rewind(frames: Int) -> Int { current!.rewind(frames: frames) }
+    public func stop() { current?.stop() }
+    public func close() {
+        current?.close()
+        current = nil
+    }
+}
