@@ -10,7 +10,15 @@
    event listeners are C structs of function pointers. The listeners only record
    what happened in `struct cued_pw_events`; the Swift side (PipeWireSink) reads
    it after each pw_loop_iterate and decides. Everything runs on the thread that
-   entered the loop (cued's audio thread): no locking. */
+   entered the loops (cued's audio thread, which also drives the context's data
+   loop in place of libpipewire's own data thread): no locking.
+
+   The stream is RT_PROCESS: its process callback runs inside the graph's cycle (in
+   cued_pw_loop_iterate of the data loop), when the graph needs the stream's next
+   buffer and none is queued. It queues the one buffer cued prepared (`ready`), which
+   the graph then plays in that same cycle; with none ready the cycle is silence. So
+   a buffer stays cued's, and can be given back and mixed again (a rewind), until
+   the cycle that plays it. */
 
 struct cued_pw_events {
     int state;            /* enum pw_stream_state, last seen */
@@ -18,7 +26,16 @@ struct cued_pw_events {
     char error[256];      /* why, for SinkError */
     int format_ready;     /* the server accepted a format (param_changed Format) */
     int buffers;          /* buffers the stream has now */
-    unsigned long process; /* process events (a buffer was recycled: room) */
+    unsigned long process; /* process events: cycles that asked for a buffer */
+    unsigned long empty;   /* of them, cycles that found no buffer ready (played silence) */
+    struct pw_stream *stream;
+    /* The buffers cued has dequeued: the one being filled, the one ready for the next
+       cycle, and a spare (a ready buffer given back while another was being filled).
+       Cleared if the stream takes its buffers away (remove_buffer). */
+    struct pw_buffer *held, *ready, *spare;
+    int buffers_changed;  /* one of them was taken away: what cued holds is gone */
+    unsigned long long queued_frames; /* frames queued to the stream (pw_buffer.size) since the last reset */
+    unsigned long long last_took;     /* frames the last cycle took (0: it found none ready) */
     struct spa_hook core_listener;
     struct spa_hook stream_listener;
 };
@@ -28,6 +45,18 @@ static inline void cued_pw_init(void) { pw_init(NULL, NULL); }
 static inline struct pw_properties *cued_pw_properties_new(void) { return pw_properties_new(NULL, NULL); }
 
 static inline int cued_pw_loop_get_fd(struct pw_loop *loop) { return pw_loop_get_fd(loop); }
+/* Stops the context's data thread (libpipewire starts one in pw_context_new) and makes
+   the calling thread its loop's: the caller iterates it (its fd in the caller's poll),
+   and the stream's RT process callback runs there, in the graph's cycle. */
+static inline struct pw_loop *cued_pw_take_data_loop(struct pw_context *context) {
+    struct pw_data_loop *dl = pw_context_get_data_loop(context);
+    if (dl == NULL)
+        return NULL;
+    pw_data_loop_stop(dl);
+    struct pw_loop *loop = pw_data_loop_get_loop(dl);
+    pw_loop_enter(loop);
+    return loop;
+}
 static inline void cued_pw_loop_enter(struct pw_loop *loop) { pw_loop_enter(loop); }
 static inline void cued_pw_loop_leave(struct pw_loop *loop) { pw_loop_leave(loop); }
 /* Dispatches what is ready, waiting up to timeout_ms (0: not at all). */
@@ -64,8 +93,28 @@ static void cued_pw_on_param_changed(void *data, uint32_t id, const struct spa_p
 }
 
 static void cued_pw_on_add_buffer(void *data, struct pw_buffer *buffer) { (void)buffer; ((struct cued_pw_events *)data)->buffers++; }
-static void cued_pw_on_remove_buffer(void *data, struct pw_buffer *buffer) { (void)buffer; ((struct cued_pw_events *)data)->buffers--; }
-static void cued_pw_on_process(void *data) { ((struct cued_pw_events *)data)->process++; }
+static void cued_pw_on_remove_buffer(void *data, struct pw_buffer *buffer) {
+    struct cued_pw_events *ev = data;
+    ev->buffers--;
+    if (ev->held == buffer) { ev->held = NULL; ev->buffers_changed = 1; }
+    if (ev->ready == buffer) { ev->ready = NULL; ev->buffers_changed = 1; }
+    if (ev->spare == buffer) { ev->spare = NULL; }
+}
+/* Inside the graph's cycle (RT_PROCESS): hand over the buffer cued prepared. */
+static void cued_pw_on_process(void *data) {
+    struct cued_pw_events *ev = data;
+    struct pw_buffer *b = ev->ready;
+    ev->process++;
+    if (b == NULL) {
+        ev->empty++;
+        ev->last_took = 0;
+        return;
+    }
+    ev->ready = NULL;
+    ev->queued_frames += b->size;
+    ev->last_took = b->size;
+    pw_stream_queue_buffer(ev->stream, b);
+}
 
 static const struct pw_core_events cued_pw_core_events = {
     PW_VERSION_CORE_EVENTS,
@@ -82,6 +131,7 @@ static const struct pw_stream_events cued_pw_stream_events = {
 };
 
 static inline void cued_pw_listen(struct cued_pw_events *ev, struct pw_core *core, struct pw_stream *stream) {
+    ev->stream = stream;
     pw_core_add_listener(core, &ev->core_listener, &cued_pw_core_events, ev);
     pw_stream_add_listener(stream, &ev->stream_listener, &cued_pw_stream_events, ev);
 }

@@ -7,29 +7,38 @@ import Glibc
 /// Plays through a native PipeWire stream (`--sink pipewire[:TARGET]`): no ALSA
 /// plugin and no second ring in front of the graph's own buffers.
 ///
-/// How it is driven: the stream lives on a non-threaded `pw_loop` owned by the
-/// audio thread (entered in `open`), whose one descriptor (`pw_loop_get_fd`, an
-/// epoll fd that is readable when any of the loop's sources is) is the sink's
-/// `pollDescriptors` and, while the stream is stopped, its `idleWatchDescriptors`.
-/// Every call that needs fresh news runs the loop once without waiting
-/// (`pw_loop_iterate(loop, 0)`), which dispatches the server's messages and the
-/// data thread's hand-offs into `cued_pw_events`. The stream is not RT_PROCESS:
-/// libpipewire's own data thread hands buffers to the graph, and each time it
-/// has taken the last one queued it invokes `process` on this loop — the wake-up
-/// that says there is room.
+/// How it is driven: one thread, cued's audio thread, runs both of libpipewire's
+/// loops. The stream lives on a non-threaded `pw_loop` (the context's main loop,
+/// entered in `open`), and the context's data loop, whose own thread `open` stops, is
+/// entered by the audio thread too. Their descriptors (`pw_loop_get_fd`: epoll fds,
+/// readable when any of a loop's sources is) are the sink's `pollDescriptors` and,
+/// while the stream is stopped, its `idleWatchDescriptors`. Every call that needs
+/// fresh news runs both loops once without waiting (`pw_loop_iterate(loop, 0)`): the
+/// data loop runs the graph's cycle for the stream (the server's wake-up for the
+/// node, the converter, the stream's RT_PROCESS callback), the main loop the server's
+/// messages, all recorded in `cued_pw_events`. No second thread is in the path from a
+/// cycle to the buffer it plays, and none can be late for it while the other runs.
 ///
 /// Buffers: a write fills a buffer dequeued from the stream (`pw_stream_dequeue_buffer`,
 /// the graph's own memory) up to the frames the graph asks for (`pw_buffer.requested`:
 /// one quantum, or what its resampler needs), across writes if cued's period is
-/// smaller, and queues it once full. At most one full buffer waits ahead of the one
-/// the graph is playing, as in PipeWire's own examples: a cue that arrives mid-stream
-/// is heard one to two quanta later.
+/// smaller, and once full makes it the one `ready` buffer. The process callback, inside
+/// the graph's next cycle, queues it and the graph plays it in that same cycle; the
+/// write that follows prepares the next. Until that cycle the ready buffer is still
+/// cued's: a cue that arrives mid-stream takes it back (`rewind`) and is mixed into it,
+/// so it is heard in the graph's next cycle, not behind a buffer already handed over.
 ///
 /// Timing (`delayFrames`, from `pw_stream_get_time_n`): frames in the buffer being
-/// filled, plus those in the buffers still queued (`queued_buffers` of them, the last
-/// ones queued), plus the resampler's (`buffered`), plus what the graph holds: the
-/// buffer it took last (played in its next cycle) and the device delay (`delay`),
-/// less the time elapsed since the graph's cycle stamped `now`.
+/// filled or ready, plus any still queued (`queued`) and the resampler's (`buffered`),
+/// plus what the graph holds: the rest of the buffer it took in its last cycle and
+/// the device delay (`delay`), less the time elapsed since the cycle stamped `now`.
+///
+/// Idle: when the engine stops the stream (its last cue has played), the stream stays
+/// active for `lingerMs` more (the graph plays silence for it): the cues of one gesture
+/// come within a second or two of each other, and a running stream takes the next one
+/// in the graph's next cycle, where waking a stopped one costs the server a round
+/// trip and the graph a quantum switch. Then it goes inactive (`pw_stream_set_active`)
+/// so that the graph can return to its own quantum and suspend.
 ///
 /// Missed cycles (`SinkWrite.missedCycles`): libpipewire tells a client nothing when the
 /// graph runs a cycle without its audio (the buffer came too late, or the stream's node
@@ -61,30 +70,45 @@ public final class PipeWireSink: Sink {
     public var descriptorsStayReadable: Bool { false }
     /// How long `open` waits for the server to link the stream and agree on a format.
     public var openTimeoutMs = 2000
+    /// How long the stream stays active once the engine stopped it (see the type's notes).
+    public let lingerMs: Int
 
     private static let channels = 2
     private static let stride = 2 * MemoryLayout<Int16>.size
     private static let initialized: Bool = { cued_pw_init(); return true }()
 
     private var loop: UnsafeMutablePointer<pw_loop>?
+    /// The context's data loop, driven by this thread (its own thread stopped).
+    private var dataLoop: UnsafeMutablePointer<pw_loop>?
     private var context: OpaquePointer?
     private var core: OpaquePointer?
     private var stream: OpaquePointer?
     private var events: UnsafeMutablePointer<cued_pw_events>?
     private var fds = UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0)
-    /// The dequeued buffer being filled, its frames so far and the frames it is filled to.
-    private var held: UnsafeMutablePointer<pw_buffer>?
+    /// The dequeued buffer being filled (`events.held`), its frames so far and the frames it is filled to.
+    private var held: UnsafeMutablePointer<pw_buffer>? {
+        get { events?.pointee.held }
+        set { events?.pointee.held = newValue }
+    }
+    /// The buffer the next cycle takes (`events.ready`), and its frames.
+    private var ready: UnsafeMutablePointer<pw_buffer>? {
+        get { events?.pointee.ready }
+        set { events?.pointee.ready = newValue }
+    }
+    private var readyFrames = 0
+    /// The ready buffer is silence the sink made while lingering, not frames written.
+    private var readyIsSilence = false
     private var heldFrames = 0
     private var heldTarget = 0
     /// What the graph asked for the held buffer (`pw_buffer.requested`), nil: not known.
     private var heldAsked: Int?
-    /// The frames of the last buffer queued: what the graph takes per cycle.
+    /// The frames of the last buffer made ready: what the graph takes per cycle.
     private var lastBufferFrames = 0
     private var active = false
     /// When the stream was last made active (monotonic ns).
     private var activatedAt: UInt64 = 0
-    /// Frames queued since the stream's counters were last reset (`pw_stream_flush` zeroes them).
-    private var queuedTotal = 0
+    /// While the stream lingers active after the engine stopped it: when it goes inactive (0: not lingering).
+    private var lingerUntil: UInt64 = 0
     private var cycles = CycleAccount()
     /// Missed cycles found and not yet reported by a write.
     private var missedUnreported = 0
@@ -95,9 +119,10 @@ public final class PipeWireSink: Sink {
         "media.type": "Audio", "media.category": "Playback", "media.role": "Notification",
     ]
 
-    public init(target: String? = nil, quantumFrames: Int = 128, rate: Int = 48_000,
+    public init(target: String? = nil, quantumFrames: Int = 128, rate: Int = 48_000, lingerMs: Int = 2000,
                 streamProperties: [String: String] = PipeWireSink.defaultStreamProperties) {
         self.target = target.flatMap { $0.isEmpty ? nil : $0 }
+        self.lingerMs = max(0, lingerMs)
         self.quantumFrames = max(16, min(quantumFrames, 8192))
         self.rate = rate
         self.streamProperties = streamProperties
@@ -122,8 +147,9 @@ public final class PipeWireSink: Sink {
             close()
             throw error
         }
-        let buffer = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: 1)
-        buffer[0] = pollfd(fd: cued_pw_loop_get_fd(loop), events: Int16(POLLIN), revents: 0)
+        let buffer = UnsafeMutableBufferPointer<pollfd>.allocate(capacity: 2)
+        buffer[0] = pollfd(fd: cued_pw_loop_get_fd(dataLoop), events: Int16(POLLIN), revents: 0)
+        buffer[1] = pollfd(fd: cued_pw_loop_get_fd(loop), events: Int16(POLLIN), revents: 0)
         fds = buffer
         // The buffer: the most that can wait in front of the device, one quantum queued
         // and one in the graph, for a graph quantum up to 1024 (another client can hold it there).
@@ -139,6 +165,11 @@ public final class PipeWireSink: Sink {
             throw SinkError("PipeWire: cannot create a context: \(String(cString: strerror(errno)))")
         }
         self.context = context
+        // The graph's cycles for the stream run on this thread (see the type's notes).
+        guard let dataLoop = cued_pw_take_data_loop(context) else {
+            throw SinkError("PipeWire: the context has no data loop")
+        }
+        self.dataLoop = dataLoop
         guard let core = pw_context_connect(context, nil, 0) else {
             throw SinkError("cannot connect to PipeWire: \(String(cString: strerror(errno)))")
         }
@@ -163,7 +194,8 @@ public final class PipeWireSink: Sink {
         cued_pw_listen(ev, core, stream)
         // Connected active: WirePlumber links (and the format is agreed for) an active node
         // only; `open` makes it inactive once it has its buffers, until the first write.
-        let flags = pw_stream_flags(rawValue: PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue)
+        let flags = pw_stream_flags(rawValue: PW_STREAM_FLAG_AUTOCONNECT.rawValue | PW_STREAM_FLAG_MAP_BUFFERS.rawValue
+                                    | PW_STREAM_FLAG_RT_PROCESS.rawValue)
         let rc = cued_pw_stream_connect(stream, 0, UInt32(rate), UInt32(Self.channels), flags)
         guard rc >= 0 else { throw SinkError("PipeWire: cannot connect the stream: \(String(cString: strerror(-rc)))") }
     }
@@ -183,7 +215,8 @@ public final class PipeWireSink: Sink {
                 throw SinkError("PipeWire: the stream was not ready within \(openTimeoutMs) ms (state \(state), "
                                 + (e.format_ready != 0 ? "format agreed" : "no format yet") + "; is a session manager such as WirePlumber running?)")
             }
-            let rc = cued_pw_loop_iterate(loop, Int32(min(50, (deadline - now) / 1_000_000 + 1)))
+            if let dataLoop { _ = cued_pw_loop_iterate(dataLoop, 0) }
+            let rc = cued_pw_loop_iterate(loop, Int32(min(5, (deadline - now) / 1_000_000 + 1)))
             if rc < 0 && rc != -EINTR { throw SinkError("PipeWire: pw_loop_iterate: \(String(cString: strerror(-rc)))") }
         }
     }
@@ -198,12 +231,19 @@ public final class PipeWireSink: Sink {
         }
     }
 
-    /// Runs what is ready on the loop, without waiting.
+    /// Runs what is ready on both loops, without waiting: the graph's cycle first.
     private func dispatch() throws(SinkError) {
-        guard let loop else { throw SinkError("PipeWire stream is not open") }
-        let rc = cued_pw_loop_iterate(loop, 0)
+        guard let loop, let dataLoop else { throw SinkError("PipeWire stream is not open") }
+        var rc = cued_pw_loop_iterate(dataLoop, 0)
+        if rc >= 0 || rc == -EINTR { rc = cued_pw_loop_iterate(loop, 0) }
         if rc < 0 && rc != -EINTR { throw SinkError("PipeWire: pw_loop_iterate: \(String(cString: strerror(-rc)))") }
         try check()
+        if let events, events.pointee.buffers_changed != 0 {
+            // The stream took its buffers away (renegotiated): what was held or ready is gone.
+            events.pointee.buffers_changed = 0
+            heldFrames = 0
+            readyFrames = 0
+        }
     }
 
     public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { fds }
@@ -216,7 +256,47 @@ public final class PipeWireSink: Sink {
 
     public func idleDeviceFailed() -> Bool {
         do throws(SinkError) { try dispatch() } catch { return true }
+        if lingerUntil != 0 {
+            if MonotonicClock.now() >= lingerUntil { deactivate() } else { readySilence() }
+        }
         return false
+    }
+
+    /// While the stream lingers: a buffer of silence ready for each cycle, as if a cue
+    /// were playing, so that the graph runs exactly as it will when the next one comes
+    /// (a cycle that finds no buffer is an underrun for the graph's converter), and the
+    /// next write takes it back and fills it instead (`reclaimSilence`).
+    private func readySilence() {
+        guard ready == nil, held != nil || takeBuffer(), let b = held,
+              let dst = b.pointee.buffer.pointee.datas[0].data else { return }
+        dst.initializeMemory(as: UInt8.self, repeating: 0, count: heldTarget * Self.stride)
+        seal(b, frames: heldTarget)
+        held = nil
+        ready = b
+        readyFrames = heldTarget
+        readyIsSilence = true
+        heldFrames = 0
+    }
+
+    /// The silence ready while lingering becomes the buffer the next write fills.
+    private func reclaimSilence() {
+        guard readyIsSilence else { return }
+        readyIsSilence = false
+        guard let b = ready else { return }
+        ready = nil
+        held = b
+        heldTarget = readyFrames
+        heldFrames = 0
+        readyFrames = 0
+    }
+
+    /// Sets a buffer's chunk to `frames` of interleaved frames from its start.
+    private func seal(_ b: UnsafeMutablePointer<pw_buffer>, frames: Int) {
+        let chunk = b.pointee.buffer.pointee.datas[0].chunk!
+        chunk.pointee.offset = 0
+        chunk.pointee.stride = Int32(Self.stride)
+        chunk.pointee.size = UInt32(frames * Self.stride)
+        b.pointee.size = UInt64(frames)
     }
 
     public func availableFrames() -> Int {
@@ -225,13 +305,12 @@ public final class PipeWireSink: Sink {
     }
 
     /// Frames a write can take now: the rest of the buffer being filled, else a new
-    /// buffer's worth if none is queued (one full buffer ahead of the graph is enough).
+    /// buffer's worth if none is ready (one buffer ready for the graph's next cycle is enough).
     private func room() -> Int {
-        guard let stream else { return 0 }
+        guard stream != nil else { return 0 }
+        reclaimSilence()
         if held != nil { return heldTarget - heldFrames }
-        var t = pw_time()
-        guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0 else { return 0 }
-        guard t.avail_buffers > 0, t.queued_buffers == 0 else { return 0 }
+        if ready != nil { return 0 }
         return takeBuffer() ? heldTarget : 0
     }
 
@@ -251,7 +330,9 @@ public final class PipeWireSink: Sink {
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
         try dispatch()
         guard let stream else { throw SinkError("PipeWire stream is not open") }
-        if held == nil && !takeBuffer() { return SinkWrite(frames: 0) }
+        lingerUntil = 0
+        reclaimSilence()
+        if held == nil && (ready != nil || !takeBuffer()) { return SinkWrite(frames: 0) }
         guard let b = held, let dst = b.pointee.buffer.pointee.datas[0].data else {
             throw SinkError("PipeWire: a buffer without memory")
         }
@@ -259,22 +340,16 @@ public final class PipeWireSink: Sink {
         (dst + heldFrames * Self.stride).copyMemory(from: data, byteCount: n * Self.stride)
         heldFrames += n
         if heldFrames >= heldTarget {
-            let chunk = b.pointee.buffer.pointee.datas[0].chunk!
-            chunk.pointee.offset = 0
-            chunk.pointee.stride = Int32(Self.stride)
-            chunk.pointee.size = UInt32(heldFrames * Self.stride)
-            b.pointee.size = UInt64(heldFrames)
-            recent[recentEnd] = heldFrames
-            recentEnd = (recentEnd + 1) % Self.recentCount
+            seal(b, frames: heldFrames)
             if active { countMissedCycles(stream, filledAsAsked: heldAsked == heldFrames ? heldFrames : nil) }
+            // Ready: the graph's next cycle queues it (cued_pw_on_process) and plays it.
             held = nil
+            ready = b
+            readyFrames = heldFrames
             lastBufferFrames = heldFrames
-            queuedTotal += heldFrames
             heldFrames = 0
-            let rc = pw_stream_queue_buffer(stream, b)
-            guard rc >= 0 else { throw SinkError("PipeWire: pw_stream_queue_buffer: \(String(cString: strerror(-rc)))") }
             if !active {
-                // The first buffer is queued before the stream is scheduled: its first cycle has it.
+                // The first buffer is ready before the stream is scheduled: its first cycle has it.
                 _ = pw_stream_set_active(stream, true)
                 active = true
                 activatedAt = MonotonicClock.now()
@@ -292,53 +367,92 @@ public final class PipeWireSink: Sink {
         var t = pw_time()
         // Valid once the graph has run a cycle since the counters were reset: until then
         // `queued` is the difference of a zeroed count and the graph's old snapshot.
+        let queuedTotal = events?.pointee.queued_frames ?? 0
         guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0, t.now > 0,
-              t.queued <= UInt64(queuedTotal) else {
+              t.queued <= queuedTotal else {
             cycles.restart()
             return
         }
-        missedUnreported += cycles.look(ticks: t.ticks, taken: queuedTotal - Int(t.queued), quantum: filledAsAsked)
+        missedUnreported += cycles.look(ticks: t.ticks, taken: Int(clamping: queuedTotal - t.queued), quantum: filledAsAsked)
     }
 
     public func delayFrames() -> Int {
         guard let stream else { return 0 }
+        let mine = heldFrames + (ready == nil ? 0 : readyFrames)
         var t = pw_time()
-        guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0 else { return heldFrames }
-        // Not `t.queued`: pw_stream_flush zeroes the counters it is the difference of but
-        // not the graph's last snapshot of them, so until the next cycle it wraps around.
-        // The queue is first in, first out: the buffers still queued are the last ones queued.
-        // Besides those queued, the buffers the stream took from its queue ahead of the cycle
-        // that plays them: it takes one at once when it is queued while the stream drives
-        // itself (inactive: libpipewire 0.3's trigger for a driving stream), and the graph's
-        // adapter takes the next one early when two are queued. Neither queued nor ours.
-        let queued = min(Int(t.queued_buffers), Self.recentCount)
-        let ahead = max(0, Int(events?.pointee.buffers ?? 0) - Int(t.avail_buffers) - queued - (held == nil ? 0 : 1))
-        var frames = heldFrames + min(Int(clamping: t.buffered), rate)
-        for i in 0..<min(queued + ahead, Self.recentCount) { frames += recent[(recentEnd - 1 - i + Self.recentCount) % Self.recentCount] }
+        guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0 else { return mine }
+        // Queued and not yet taken: none but in the moment inside a cycle (the callback
+        // queues and the graph takes at once). Not `t.queued` after a flush: pw_stream_flush
+        // zeroes the counters it is the difference of, not the graph's last snapshot of them.
+        let queued = Int(clamping: min(t.queued, events?.pointee.queued_frames ?? 0))
+        let frames = mine + queued + min(Int(clamping: t.buffered), rate)
         // Until the graph has run a cycle since the stream was started, nothing handed over
         // has played (`now` is still the last cycle of the stream before, or 0).
         guard active, t.now > 0, UInt64(t.now) >= activatedAt, t.rate.denom > 0, t.rate.num > 0 else { return frames }
-        // At `now` the graph had just taken a buffer (played in its next cycle) and its
-        // device still held `delay` (in num/denom s).
+        // At `now` the graph took the buffer it plays in that cycle (none: a silent cycle),
+        // and its device still held `delay` (in num/denom s).
+        let took = Int(clamping: events?.pointee.last_took ?? 0)
         let device = Int(clamping: min(max(0, t.delay), Int64(t.rate.denom))) * rate * Int(t.rate.num) / Int(t.rate.denom)
         let elapsed = Int(min(MonotonicClock.now() &- UInt64(max(0, t.now)), 1_000_000_000)) * rate / 1_000_000_000
-        return frames + max(0, lastBufferFrames + device - elapsed)
+        return frames + max(0, took + device - elapsed)
     }
 
-    /// The frames of the last buffers queued (a ring of `recentCount`, ending at `recentEnd`).
-    private static let recentCount = 16
-    private var recent = [Int](repeating: 0, count: PipeWireSink.recentCount)
-    private var recentEnd = 0
+    /// What a rewind can give back: the frames not yet handed to the graph (the buffer
+    /// being filled, or the one ready for its next cycle).
+    public func rewindableFrames() -> Int {
+        guard active else { return 0 }
+        if held != nil { return heldFrames }
+        return ready == nil ? 0 : readyFrames
+    }
 
-    /// Called once what was written has played: the stream goes inactive (the graph can
-    /// drop to its own quantum and suspend) and what is queued, by then silence, is dropped.
+    /// Gives back the last `frames` written and not yet handed to the graph: the ready
+    /// buffer becomes the one being filled again, from where the next write goes on.
+    public func rewind(frames: Int) -> Int {
+        guard frames > 0, active else { return 0 }
+        if held != nil {
+            let n = min(frames, heldFrames)
+            heldFrames -= n
+            return n
+        }
+        guard let b = ready else { return 0 }
+        let n = min(frames, readyFrames)
+        ready = nil
+        held = b
+        heldTarget = readyFrames
+        heldFrames = readyFrames - n
+        readyFrames = 0
+        return n
+    }
+
+    /// Called once what was written has played. The stream lingers active for `lingerMs`
+    /// (see the type's notes), then goes inactive; what cued held is dropped (silence by then).
     public func stop() {
+        guard active else { return }
+        dropMine()
+        cycles.restart()
+        if lingerMs == 0 { deactivate() } else { lingerUntil = MonotonicClock.now() &+ UInt64(lingerMs) * 1_000_000 }
+    }
+
+    /// Keeps a buffer cued holds (dequeued, never handed back but by queueing it) for the
+    /// next write, empty.
+    private func dropMine() {
+        if held == nil, let b = ready { held = b }
+        ready = nil
+        readyIsSilence = false
+        heldFrames = 0
+        readyFrames = 0
+    }
+
+    /// The stream goes inactive: the graph can drop to its own quantum and suspend.
+    private func deactivate() {
+        lingerUntil = 0
         guard let stream, active else { return }
+        dropMine()
         _ = pw_stream_set_active(stream, false)
         _ = pw_stream_flush(stream, false)
+        events?.pointee.queued_frames = 0
+        events?.pointee.last_took = 0
         active = false
-        heldFrames = 0
-        queuedTotal = 0
         cycles.restart()
     }
 
@@ -346,6 +460,7 @@ public final class PipeWireSink: Sink {
         if let events { cued_pw_unlisten(events) }
         if let stream { pw_stream_destroy(stream) }
         if let core { pw_core_disconnect(core) }
+        if let dataLoop { cued_pw_loop_leave(dataLoop) }
         if let context { pw_context_destroy(context) }
         if let loop {
             cued_pw_loop_leave(loop)
@@ -354,9 +469,9 @@ public final class PipeWireSink: Sink {
         events?.deallocate()
         fds.baseAddress?.deallocate()
         fds = UnsafeMutableBufferPointer(start: nil, count: 0)
-        events = nil; stream = nil; core = nil; context = nil; loop = nil
-        held = nil; heldFrames = 0; heldTarget = 0; heldAsked = nil; lastBufferFrames = 0; active = false
-        queuedTotal = 0
+        events = nil; stream = nil; core = nil; context = nil; loop = nil; dataLoop = nil
+        heldFrames = 0; readyFrames = 0; heldTarget = 0; heldAsked = nil; lastBufferFrames = 0; active = false
+        lingerUntil = 0
         cycles.restart()
     }
 }
