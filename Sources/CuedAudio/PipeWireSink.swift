@@ -98,6 +98,11 @@ public final class PipeWireSink: Sink {
     private var readyFrames = 0
     /// The ready buffer is silence the sink made while lingering, not frames written.
     private var readyIsSilence = false
+    /// The ready buffer was taken back (a rewind) and is being filled again: the graph's
+    /// cycle is not run (`dispatch` leaves the data loop alone) until it is ready again,
+    /// else the cycle that comes meanwhile would find nothing (a hole) where the buffer
+    /// was. The engine writes it at once (its mix is at hand): microseconds.
+    private var refilling = false
     private var heldFrames = 0
     private var heldTarget = 0
     /// What the graph asked for the held buffer (`pw_buffer.requested`), nil: not known.
@@ -234,7 +239,7 @@ public final class PipeWireSink: Sink {
     /// Runs what is ready on both loops, without waiting: the graph's cycle first.
     private func dispatch() throws(SinkError) {
         guard let loop, let dataLoop else { throw SinkError("PipeWire stream is not open") }
-        var rc = cued_pw_loop_iterate(dataLoop, 0)
+        var rc: Int32 = refilling ? 0 : cued_pw_loop_iterate(dataLoop, 0)
         if rc >= 0 || rc == -EINTR { rc = cued_pw_loop_iterate(loop, 0) }
         if rc < 0 && rc != -EINTR { throw SinkError("PipeWire: pw_loop_iterate: \(String(cString: strerror(-rc)))") }
         try check()
@@ -345,6 +350,7 @@ public final class PipeWireSink: Sink {
             // Ready: the graph's next cycle queues it (cued_pw_on_process) and plays it.
             held = nil
             ready = b
+            refilling = false
             readyFrames = heldFrames
             lastBufferFrames = heldFrames
             heldFrames = 0
@@ -417,6 +423,7 @@ public final class PipeWireSink: Sink {
         guard let b = ready else { return 0 }
         let n = min(frames, readyFrames)
         ready = nil
+        refilling = true
         held = b
         heldTarget = readyFrames
         heldFrames = readyFrames - n
@@ -438,6 +445,7 @@ public final class PipeWireSink: Sink {
     private func dropMine() {
         if held == nil, let b = ready { held = b }
         ready = nil
+        refilling = false
         readyIsSilence = false
         heldFrames = 0
         readyFrames = 0
@@ -472,6 +480,7 @@ public final class PipeWireSink: Sink {
         events = nil; stream = nil; core = nil; context = nil; loop = nil; dataLoop = nil
         heldFrames = 0; readyFrames = 0; heldTarget = 0; heldAsked = nil; lastBufferFrames = 0; active = false
         lingerUntil = 0
+        refilling = false
         cycles.restart()
     }
 }

@@ -415,23 +415,30 @@ public enum SinkSyntax {
     }
 }
 
-/// `--sink auto`: where a desktop user's sound goes, picked once at start. The
-/// desktop's sound server through the ALSA plugins when one answers (its socket
-/// is in $XDG_RUNTIME_DIR and its PCM opens), else ALSA's default if it opens,
-/// else null, with why (which `status` shows as `sink.why`).
+/// `--sink auto`: where a desktop user's sound goes, picked again at each open of
+/// the device. PipeWire's own stream when a PipeWire server answers (its socket is
+/// in $XDG_RUNTIME_DIR and the stream opens), else its ALSA plugin; a PulseAudio
+/// server through its plugin; else ALSA's default if it opens; else null, with why
+/// (which `status` shows as `sink.why`).
 public enum AutoSink {
-    /// `exists`: whether a path exists; `opens`: nil if the ALSA PCM opens for
-    /// playback now, else why not.
+    /// `exists`: whether a path exists; `opens`: nil if the sink of that spec
+    /// (`pipewire`, `alsa:default`, `alsa:pulse`) opens for playback now, else why not.
     public static func choose(environment: [String: String], exists: (String) -> Bool,
                               opens: (String) -> String?) -> (spec: String, why: String) {
         let rt = environment["XDG_RUNTIME_DIR"].flatMap { $0.isEmpty ? nil : $0 }
-        if let rt, exists(rt + "/pipewire-0"), opens("default") == nil {
-            return ("alsa:default", "auto: PipeWire answers at \(rt)/pipewire-0 and ALSA's default PCM opens")
+        if let rt, exists(rt + "/pipewire-0") {
+            guard let native = opens("pipewire") else {
+                return ("pipewire", "auto: PipeWire answers at \(rt)/pipewire-0: its own stream")
+            }
+            if opens("alsa:default") == nil {
+                return ("alsa:default", "auto: PipeWire answers at \(rt)/pipewire-0 and ALSA's default PCM opens "
+                        + "(its own stream did not: \(native))")
+            }
         }
-        if let rt, exists(rt + "/pulse/native"), opens("pulse") == nil {
+        if let rt, exists(rt + "/pulse/native"), opens("alsa:pulse") == nil {
             return ("alsa:pulse", "auto: a PulseAudio server answers at \(rt)/pulse/native")
         }
-        guard let error = opens("default") else { return ("alsa:default", "auto: ALSA's default PCM opens (no sound server found)") }
+        guard let error = opens("alsa:default") else { return ("alsa:default", "auto: ALSA's default PCM opens (no sound server found)") }
         return ("null", "auto: no sound server answers and ALSA's default PCM does not open (\(error)); "
                 + "cues are played to nothing: to record them instead, --sink wav:FILE")
     }

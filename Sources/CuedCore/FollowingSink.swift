@@ -16,7 +16,7 @@ import Glibc
 /// Called on the audio thread, as any sink (and `preflight` before it starts);
 /// `spec` and `why` may be read from any thread (status).
 public final class FollowingSink: Sink {
-    public typealias Pick = (_ open: (_ pcm: String) -> String?) -> (spec: String, why: String)
+    public typealias Pick = (_ open: (_ spec: String) -> String?) -> (spec: String, why: String)
 
     private let pick: Pick
     private let make: (String) -> any Sink
@@ -25,7 +25,7 @@ public final class FollowingSink: Sink {
     private var playsToNothing = false
     private let shown = Mutex<(spec: String, why: String)>(("auto", "auto: not opened yet"))
 
-    /// `make`: the sink of a spec the pick returns (`alsa:PCM`, `null`).
+    /// `make`: the sink of a spec the pick tries or returns (`pipewire`, `alsa:PCM`, `null`).
     public init(pick: @escaping Pick, make: @escaping (String) -> any Sink) {
         self.pick = pick
         self.make = make
@@ -45,8 +45,8 @@ public final class FollowingSink: Sink {
     /// What the pick takes now (each candidate opened and closed again), so that
     /// `status` says where sound goes before the first cue.
     public func preflight() throws(SinkError) {
-        let choice = pick { pcm in
-            let s = sink("alsa:" + pcm)
+        let choice = pick { spec in
+            let s = sink(spec)
             do throws(SinkError) { _ = try s.open(); s.close(); return nil } catch { return error.message }
         }
         shown.withLock { $0 = choice }
@@ -54,8 +54,10 @@ public final class FollowingSink: Sink {
 
     public func open() throws(SinkError) -> SinkFormat {
         var opened: (sink: any Sink, format: SinkFormat)?
-        let choice = pick { pcm in
-            let s = sink("alsa:" + pcm)
+        let choice = pick { spec in
+            let s = sink(spec)
+            if let opened { opened.sink.close() }  // a candidate that opened is not the pick (another was asked after it)
+            opened = nil
             do throws(SinkError) { opened = (s, try s.open()); return nil } catch { return error.message }
         }
         shown.withLock { $0 = choice }
@@ -81,6 +83,7 @@ public final class FollowingSink: Sink {
     public func delayFrames() -> Int { current!.delayFrames() }
     public func rewindableFrames() -> Int { current!.rewindableFrames() }
     public var writeAhead: WriteAhead { current?.writeAhead ?? .lowWater }
+    public var descriptorsStayReadable: Bool { current?.descriptorsStayReadable ?? true }
     public func rewind(frames: Int) -> Int { current!.rewind(frames: frames) }
     public func stop() { current?.stop() }
     public func close() {

@@ -218,21 +218,26 @@ import TestSupport
 
     @Test func pipeWireFirstThenPulseThenDefaultThenNull() {
         let both: Set = ["/run/user/1/pipewire-0", "/run/user/1/pulse/native"]
-        #expect(choose(files: both, opening: ["default", "pulse"]).spec == "alsa:default")
-        #expect(choose(files: both, opening: ["default", "pulse"]).why == "auto: PipeWire answers at /run/user/1/pipewire-0 and ALSA's default PCM opens")
-        // A PipeWire socket left by a dead server: its PCM does not open, pulse is next.
-        #expect(choose(files: both, opening: ["pulse"]).spec == "alsa:pulse")
-        #expect(choose(files: both, opening: ["pulse"]).why == "auto: a PulseAudio server answers at /run/user/1/pulse/native")
-        // No server socket: ALSA's default (a card) if it opens; the pulse PCM alone is not a server.
-        #expect(choose(files: [], opening: ["default", "pulse"]) == ("alsa:default", "auto: ALSA's default PCM opens (no sound server found)"))
+        #expect(choose(files: both, opening: ["pipewire", "alsa:default", "alsa:pulse"])
+                == ("pipewire", "auto: PipeWire answers at /run/user/1/pipewire-0: its own stream"))
+        // PipeWire's own stream does not open (no session manager links it): its ALSA plugin, and why.
+        #expect(choose(files: both, opening: ["alsa:default", "alsa:pulse"])
+                == ("alsa:default", "auto: PipeWire answers at /run/user/1/pipewire-0 and ALSA's default PCM opens "
+                    + "(its own stream did not: cannot open PCM 'pipewire': Host is down)"))
+        // A PipeWire socket left by a dead server: neither opens, pulse is next.
+        #expect(choose(files: both, opening: ["alsa:pulse"]).spec == "alsa:pulse")
+        #expect(choose(files: both, opening: ["alsa:pulse"]).why == "auto: a PulseAudio server answers at /run/user/1/pulse/native")
+        // No server socket: ALSA's default (a card) if it opens; the pulse PCM alone is not a server,
+        // and the native stream is not tried without PipeWire's socket.
+        #expect(choose(files: [], opening: ["pipewire", "alsa:default", "alsa:pulse"]) == ("alsa:default", "auto: ALSA's default PCM opens (no sound server found)"))
         let none = choose(files: both, opening: [])
         #expect(none.spec == "null")
-        #expect(none.why == "auto: no sound server answers and ALSA's default PCM does not open (cannot open PCM 'default': Host is down); "
+        #expect(none.why == "auto: no sound server answers and ALSA's default PCM does not open (cannot open PCM 'alsa:default': Host is down); "
                 + "cues are played to nothing: to record them instead, --sink wav:FILE")
     }
 
     @Test func withoutARuntimeDirectoryOnlyALSADefault() {
-        #expect(choose(files: ["/pipewire-0"], opening: ["default"], runtime: nil).spec == "alsa:default")
+        #expect(choose(files: ["/pipewire-0"], opening: ["pipewire", "alsa:default"], runtime: nil).spec == "alsa:default")
         #expect(choose(files: ["/pipewire-0"], opening: [], runtime: "").spec == "null")
     }
 
