@@ -132,12 +132,15 @@ final class PipeWireStack: @unchecked Sendable {
     }
 
     /// The playback streams in `pw-dump`: (state, props) per node.
-    func outputStreams() throws -> [(state: String, props: [String: Any])] {
+    func outputStreams() throws -> [(state: String, props: [String: Any])] { try nodes("Stream/Output/Audio") }
+
+    /// The nodes of a media class in `pw-dump`: (state, props) per node.
+    func nodes(_ mediaClass: String) throws -> [(state: String, props: [String: Any])] {
         let r = try runProcess("/usr/bin/pw-dump", [], env: environment, timeout: 10)
         guard let objects = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]] else { return [] }
         return objects.compactMap { o in
             guard let info = o["info"] as? [String: Any], let props = info["props"] as? [String: Any],
-                  props["media.class"] as? String == "Stream/Output/Audio" else { return nil }
+                  props["media.class"] as? String == mediaClass else { return nil }
             return (info["state"] as? String ?? "?", props)
         }
     }

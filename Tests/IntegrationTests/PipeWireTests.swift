@@ -255,12 +255,40 @@ struct PipeWireTests {
             #expect(stream.props["media.role"] as? String == "event")
         }
         // Open but stopped: the stream must not keep the graph running (PipeWire wakes per quantum while it does).
-        #expect(eventually(timeout: 3) { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state != "running" },
+        // (The native stream lingers 2 s first: see theNativeStreamLingersThenTheGraphSuspends.)
+        #expect(eventually(timeout: sink == "pipewire" ? 6 : 3) { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state != "running" },
                 "cued's stream stays running while idle")
         if sink == "alsa:pulse" {
             // A corked pulse stream still has its timing updated: closed after 5 s idle.
             #expect(eventually(timeout: 8) { (try? d.status())?.sink.state == "closed" })
         }
+    }
+
+    /// The native stream stays active for a while after its last cue (fed silence, so that
+    /// the next cue of a gesture is taken in the graph's next cycle), then goes inactive;
+    /// with nothing else playing the graph then suspends its sink (WirePlumber, after 5 s
+    /// idle) and cued's device stays open, costing the server nothing.
+    @Test func theNativeStreamLingersThenTheGraphSuspends() throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, "pipewire")
+        func ours() -> String? { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state }
+        let t0 = Date()
+        #expect(try d.request("play pop wait") == "ok")
+        let lingering = ours()
+        // The linger is 2 s: a look taken within 1.5 s of the cue's end must see it (a slower look proves nothing).
+        if Date().timeIntervalSince(t0) < 1.5 { #expect(lingering == "running", "the stream did not linger after its cue") }
+        #expect(eventually(timeout: 8) { ours() == "idle" }, "cued's stream still \(ours() ?? "?") long after the linger")
+        #expect(eventually(timeout: 15) { (try? stack.nodes("Audio/Sink"))?.first { $0.props["node.name"] as? String == "nul" }?.state == "suspended" },
+                "the sink did not suspend with cued idle: \(((try? stack.nodes("Audio/Sink")) ?? []).map { $0.state })")
+        let st = try d.status()
+        #expect(st.sink.state == "idle" && st.missedCycles == 0 && st.dropped == 0, "\(st.sink)")
+        // And the next cue wakes it, heard whole.
+        let path = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: path)
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(eventually { ((try? Recording(path: path))?.occurrences(of: Fixture.standard["pop"]!.stereo).count ?? 0) == 1 },
+                "the cue after the suspend was not heard whole")
+        recorder.stop()
     }
 
     @Test(arguments: sinks)
