@@ -134,6 +134,20 @@ import TestSupport
 
     // MARK: 5. Descriptors run out
 
+    /// What the harness starts (cued, cuectl, the tools) inherits no descriptor of the
+    /// test process but 0, 1 and 2, whatever other tests running beside it hold open
+    /// without O_CLOEXEC: else a daemon started at a descriptor limit of 32 begins with
+    /// its slots taken (these tests took minutes inside the full suite, 2 s alone).
+    @Test func aChildInheritsNoDescriptorOfTheTests() throws {
+        var fds: [Int32] = [0, 0]
+        #expect(pipe(&fds) == 0)  // no O_CLOEXEC, as a careless test would leave it
+        defer { close(fds[0]); close(fds[1]) }
+        let r = try runProcess("/bin/ls", ["/proc/self/fd"])
+        let open = Set(r.out.split(separator: "\n").compactMap { Int32($0) })
+        // ls itself holds its listing of the directory open (one more, the lowest free: 3).
+        #expect(!open.contains(fds[0]) && !open.contains(fds[1]) && open.count <= 4, "the child holds \(open.sorted())")
+    }
+
     @Test func outOfDescriptorsEveryClientGetsAnAnswer() throws {
         let d = try DaemonHarness(args: ["--sink", "null"], launcher: ["/usr/bin/prlimit", "--nofile=32:32", "--"])
         // Logged once the socket is bound, which is when the harness returns: wait for it.
