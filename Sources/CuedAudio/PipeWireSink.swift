@@ -61,7 +61,7 @@ public final class PipeWireSink: Sink {
     public let streamProperties: [String: String]
     public var kind: String { "pipewire" }
     /// The graph's buffers are the device: fill what it asks for (the sink itself
-    /// keeps at most one buffer queued ahead).
+    /// keeps one buffer ready ahead of the graph's next cycle).
     public var writeAhead: WriteAhead { .fill }
     /// Every wake-up of the loop's descriptor is consumed by the dispatch in `hasRoom`: a
     /// wake-up without room (a message from the server) is followed by another poll, not a
