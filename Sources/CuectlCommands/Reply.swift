@@ -116,3 +116,35 @@ public enum NoDaemonHint {
             + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE"
     }
 }
+
+/// What `cuectl play` / `play-file` without `--wait` adds after cued took the cue:
+/// cued answers `ok` as soon as the cue is queued, before its output plays it, so a
+/// cue that cannot be heard would pass in silence. cuectl asks for `status` after
+/// the reply (the cue is already on its way: no delay to the sound) and warns on
+/// stderr when cued says its output failed, or that it plays to nothing because no
+/// output answered (`auto`); the exit status stays 0 (cued took the cue, and a failed
+/// device is retried: the cue still sounds if it reopens in time). A named `null`
+/// sink is a choice, not a problem. With `--wait` the reply itself says how it ended.
+public enum PlayWarning {
+    public static func text(_ status: Status) -> String? {
+        let s = status.sink
+        if s.state == "failed" {
+            return "cuectl: warning: cued's output \(s.spec) has failed" + (s.error.map { " (\($0))" } ?? "")
+                + ": the cue sounds only if it reopens in time; cuectl doctor says how to fix it"
+        }
+        if s.spec == "null", let why = s.why {
+            return "cuectl: warning: cued plays to nothing: \(why)"
+        }
+        return nil
+    }
+}
+
+extension Request {
+    /// A play that cued answers once the cue is queued (not `--wait`): see `PlayWarning`.
+    public var queuesACue: Bool {
+        switch self {
+        case .play(_, let o), .playFile(_, let o): return !o.wait
+        default: return false
+        }
+    }
+}

@@ -171,6 +171,10 @@ case .request(let request, let render):
             if !r.hasPrefix("ok") { die("\(p): \(r)", ExitCode.errorReply) }
         }
         reply = try client.readLine()
+        if reply == "ok", request.queuesACue, let line = try? client.request("status"), line.hasPrefix("ok "),
+           let status = Status.parse(String(line.dropFirst(3))), let warning = PlayWarning.text(status) {
+            printErr(warning)
+        }
     } catch {
         if case .noDaemon = error {
             var env: [String: String] = [:]

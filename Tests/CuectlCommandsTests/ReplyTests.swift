@@ -74,6 +74,35 @@ import Testing
 /// A reload waits minutes, not seconds (a 28 s reload was reported as "did not
 /// reply in time", exit 69, though it succeeded); if even that passes, cuectl
 /// says the reload is still running, with its own exit status.
+@Suite struct PlayWarningTests {
+    func status(_ state: String, spec: String = "pipewire", error: String? = nil, why: String? = nil) -> Status {
+        var s = Status()
+        s.sink.state = state
+        s.sink.spec = spec
+        s.sink.error = error
+        s.sink.why = why
+        return s
+    }
+
+    @Test func aFailedOutputOrAutoPlayingToNothingIsSaid() {
+        #expect(PlayWarning.text(status("failed", error: "cannot connect to PipeWire: Connection refused"))
+                == "cuectl: warning: cued's output pipewire has failed (cannot connect to PipeWire: Connection refused): "
+                + "the cue sounds only if it reopens in time; cuectl doctor says how to fix it")
+        #expect(PlayWarning.text(status("idle", spec: "null", why: "auto: no sound server answers"))
+                == "cuectl: warning: cued plays to nothing: auto: no sound server answers")
+        for fine in [status("running"), status("closed"), status("idle"), status("idle", spec: "null")] {
+            #expect(PlayWarning.text(fine) == nil, "\(fine.sink)")
+        }
+    }
+
+    @Test func onlyAPlayThatIsNotWaitedFor() throws {
+        #expect(try RequestParser.parse("play pop").queuesACue)
+        #expect(try RequestParser.parse("play-file /x.wav").queuesACue)
+        #expect(!(try RequestParser.parse("play pop wait").queuesACue))
+        #expect(!(try RequestParser.parse("ping").queuesACue))
+    }
+}
+
 @Suite struct ReplyTimeoutTests {
     @Test func reloadWaitsLongAndSaysItIsStillRunning() {
         #expect(ReplyTimeout.milliseconds(for: .reload) == 300_000)

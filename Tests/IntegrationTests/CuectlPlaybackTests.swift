@@ -33,6 +33,23 @@ import TestSupport
         #expect(capturedFrames(d) >= Self.long.count)
     }
 
+    /// `cuectl play` without `--wait` is answered once the cue is queued: when cued's
+    /// output has failed, cuectl says so on stderr (exit 0: cued took the cue, and the
+    /// device is retried); on a working output, or a `null` sink named on purpose, it
+    /// says nothing.
+    @Test func playWithoutWaitWarnsWhenTheOutputHasFailed() throws {
+        let failing = try DaemonHarness(args: ["--sink", "fault:open-fail=1000000"])
+        #expect(try failing.request("play pop wait").hasPrefix("err not-played"))  // the device has failed by now
+        let r = try cuectl(failing, ["play", "pop"])
+        #expect(r.status == 0 && r.out == "", "\(r)")
+        #expect(r.err.hasPrefix("cuectl: warning: cued's output fault:open-fail=1000000 has failed ("), "\(r.err)")
+        #expect(r.err.hasSuffix(": the cue sounds only if it reopens in time; cuectl doctor says how to fix it\n"), "\(r.err)")
+        #expect(try cuectl(failing, ["play", "pop", "--wait"]).err.hasPrefix("cuectl: not-played"))
+        let named = try DaemonHarness(args: ["--sink", "null"])
+        #expect(try cuectl(named, ["play", "pop"]) == (0, "", ""))
+        #expect(try cuectl(try daemon(), ["play", "pop"]) == (0, "", ""))
+    }
+
     @Test func playFileTakesAPathRelativeToTheWorkingDirectory() throws {
         let d = try daemon()
         try FileManager.default.createDirectory(atPath: d.dir.file("my sounds"), withIntermediateDirectories: true)
