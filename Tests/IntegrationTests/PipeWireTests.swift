@@ -34,8 +34,8 @@ struct PipeWireTests {
 
     /// A hole heard (`what`): the machine's if it stopped, while watched, for as long as a
     /// client has to answer a graph cycle (every client misses cycles then): a wake of the
-    /// watch late by the cycle less a millisecond (half for the hand-off from libpipewire's
-    /// thread to cued's audio thread on the native stream, half for the watch's period);
+    /// watch late by the cycle less half a millisecond (the watch's period; the native
+    /// stream answers the cycle on cued's audio thread itself, no hand-off between threads);
     /// else a failure.
     func judgeHole(_ what: String, sink: String, watch: StallWatch) {
         if watch.available && watch.stalled(atLeastMs: Self.cycleMs(sink) - 0.5) {
