@@ -134,6 +134,25 @@ final class PipeWireStack: @unchecked Sendable {
     /// The playback streams in `pw-dump`: (state, props) per node.
     func outputStreams() throws -> [(state: String, props: [String: Any])] { try nodes("Stream/Output/Audio") }
 
+    /// The names of the nodes the node named `name` is linked to (its output ports' links), from `pw-dump`.
+    func links(from name: String) throws -> Set<String> {
+        let r = try runProcess("/usr/bin/pw-dump", [], env: environment, timeout: 10)
+        guard let objects = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]] else { return [] }
+        var names: [Int: String] = [:]
+        for o in objects where o["type"] as? String == "PipeWire:Interface:Node" {
+            if let id = o["id"] as? Int, let props = (o["info"] as? [String: Any])?["props"] as? [String: Any] {
+                names[id] = props["node.name"] as? String
+            }
+        }
+        var out = Set<String>()
+        for o in objects where o["type"] as? String == "PipeWire:Interface:Link" {
+            guard let info = o["info"] as? [String: Any], let from = info["output-node-id"] as? Int,
+                  let to = info["input-node-id"] as? Int, names[from] == name, let target = names[to] else { continue }
+            out.insert(target)
+        }
+        return out
+    }
+
     /// The nodes of a media class in `pw-dump`: (state, props) per node.
     func nodes(_ mediaClass: String) throws -> [(state: String, props: [String: Any])] {
         let r = try runProcess("/usr/bin/pw-dump", [], env: environment, timeout: 10)

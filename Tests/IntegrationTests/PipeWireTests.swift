@@ -446,7 +446,15 @@ struct PipeWireTests {
         try stack.startServers()
         let raw = stack.dir.file("monitor.raw")
         _ = try stack.record(to: raw)
-        #expect(try d.request("play pop wait") == "ok")
+        let t0 = Date()
+        do {
+            #expect(try d.request("play pop wait") == "ok")
+        } catch {
+            // Seen once inside make test (no reply in 10 s): say what cued was doing.
+            let st = try? d.status()
+            Issue.record("no reply to play pop wait \(Date().timeIntervalSince(t0)) s after PipeWire came up: \(error); sink \(st.map { "\($0.sink)" } ?? "no status"); cued's log: \(d.readStderr().suffix(3000))")
+            return
+        }
         #expect(try d.status().sink.kind == "pipewire")
         #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
     }
@@ -589,7 +597,11 @@ struct PipeWireTests {
         #expect(try d.request("play pop wait") == "ok")
         #expect(eventually { ((try? Recording(path: first))?.occurrences(of: pop.stereo).count ?? 0) >= 1 }, "the first cue is not on the first output")
         #expect(try stack.pactl(["set-default-sink", "nul2"]).status == 0)
-        usleep(200_000)
+        // The session manager moves cued's stream (still active: it lingers 2 s after a cue) to
+        // the new default on its own time; under load that took more than 200 ms. The next cue
+        // once it has moved must go there.
+        #expect(eventually(timeout: 10) { (try? stack.links(from: "cued")) == ["nul2"] },
+                "WirePlumber did not move cued's stream: linked to \((try? stack.links(from: "cued")) ?? [])")
         #expect(try d.request("play psst1 wait") == "ok")  // cued's device is still open
         #expect(eventually { ((try? Recording(path: second))?.occurrences(of: psst1.stereo).count ?? 0) >= 1 },
                 "the cue after the switch did not reach the new default; streams: \((try? stack.outputStreams().map { $0.props["node.name"] ?? "?" }) ?? [])")
