@@ -49,7 +49,9 @@ SOUND = "/usr/share/sounds/freedesktop/stereo/message-new-instant.oga"
 APP = "org.example.CuedBench"
 NOTIFY = "cued, one notification sound (Notify call)"
 SOCKET = "cued, its socket"
-GAP_S = 0.5  # after the previous sound ended: each trigger finds the daemon idle
+GAP_S = 0.5  # after the previous sound ended: each trigger finds the daemon idle (cued's PipeWire stream still lingers: 2 s)
+# cued as a user runs it: auto (PipeWire's own stream here); BENCH_DESKTOP_SINK=alsa:default for the plugin.
+CUED_SINK = os.environ.get("BENCH_DESKTOP_SINK", "auto")
 
 
 def gio():
@@ -304,12 +306,16 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
             sock = os.path.join(tmp, "cued-%d.sock" % r)
             cenv = dict(env, XDG_STATE_HOME=os.path.join(tmp, "state-cued"), XDG_CONFIG_HOME=os.path.join(tmp, "noconfig"))
             with open(clog, "a") as f:
-                cued = stack.spawn([CUED, "--socket", sock, "--sink", "alsa:default", "--sounds", sounds, "--config", conf,
+                cued = stack.spawn([CUED, "--socket", sock, "--sink", CUED_SINK, "--sounds", sounds, "--config", conf,
                                     "--idle-close-s", "3600", "--log-level", "info"], env=cenv, stderr=f)
             try:
                 wait_answering(sock, "desktop")
             except RuntimeError:
                 raise RuntimeError("cued did not start: " + tail(clog))
+            spec = (cued_status(sock).get("sink") or {}).get("spec", CUED_SINK)
+            res["cued_sink"] = spec
+            res["cued_sink_note"] = {"pipewire": ", PipeWire's own stream", "alsa:default": ", the PipeWire ALSA plugin"}.get(spec, "") + (
+                ", the pick of `auto`" if CUED_SINK == "auto" else "")
             ok = wait_for(lambda: (cued_status(sock).get("bus") or {}).get("feedback") in ("queued", "owner"), 5)
             res.setdefault("cued_before_handover", (cued_status(sock).get("bus") or {}) if ok else "no bus status")
             fbd.kill()
@@ -395,7 +401,7 @@ def report(res):
     md = [HEADING, "",
           "The real feedbackd (Debian's `/usr/libexec/feedbackd` 0.0.3, its default theme, `GSETTINGS_BACKEND=memory`;",
           "it plays through GSound → libcanberra's pulse driver → pipewire-pulse, a new stream per event) and cued",
-          "(`--sink alsa:default`, the PipeWire ALSA plugin) each own `org.sigxcpu.Feedback` in turn on one private",
+          "(`--sink %s`%s) each own `org.sigxcpu.Feedback` in turn on one private" % (res.get("cued_sink", "alsa:default"), res.get("cued_sink_note", "")),
           "session bus (no service directories: nothing is D-Bus-activated) on a private PipeWire as in the section",
           "above: feedbackd first; then cued starts, queues for the name, and gets it when feedbackd is killed; then",
           "a second round the same way (a fresh feedbackd once that cued is stopped), so that a machine whose load",
@@ -405,13 +411,14 @@ def report(res):
           "Latency: from just before the call is handed to GDBus (a Gio connection kept open, the reply not waited",
           "for) to the first non-zero sample read from the null sink's monitor (`parec --latency-msec=1`, read all",
           "along). Each trigger comes once the monitor has been silent for %.1f s, then after a random 0–6 ms wait" % res["gap_s"],
-          "(so triggers do not all land at one point of the graph's cycle). A miss: no sound within 3 s. The graph's",
+          "(so triggers do not all land at one point of the graph's cycle; cued's PipeWire stream is then still active:",
+          "it lingers 2 s after a cue). A miss: no sound within 3 s. The graph's",
           "default quantum is %d frames; it runs at the smallest `node.latency` its streams ask: feedbackd's pulse" % res["quantum"],
-          "stream asks %s, cued's ALSA-plugin stream %s (its period), the recorder (parec, a pulse client) %s." % (
+          "stream asks %s, cued's stream %s, the recorder (parec, a pulse client) %s." % (
               node_latency("feedbackd"), node_latency("cued"), node_latency("cued", "Stream/Input/Audio")),
           "",
           "| owner of org.sigxcpu.Feedback | n | p50 µs | p90 µs | p99 µs | max µs | misses |", "|---|---|---|---|---|---|---|"]
-    rows = [("feedbackd", "feedbackd (GSound → pulse)"), ("cued", "cued (`alsa:default`)")]
+    rows = [("feedbackd", "feedbackd (GSound → pulse)"), ("cued", "cued (`%s`)" % res.get("cued_sink", "alsa:default"))]
     for key, name in rows:
         v, m = lat.get(key, ([], 0))
         md.append(row(name, v, m))
