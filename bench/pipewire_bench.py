@@ -1,49 +1,57 @@
 #!/usr/bin/python3
-"""The PipeWire section of `make bench`: trigger -> first sample at a null sink's
-monitor, through a private PipeWire (dbus, pipewire with a timer-clocked null sink,
-wireplumber, pipewire-pulse), for cued and the usual ways to play an event sound,
-same run; mid-stream latency; and the sound server's own wakeups while cued idles.
+"""The PipeWire section of `make bench`: trigger -> first sample of a probe sound at a private
+PipeWire's null sink, for cued (on `alsa:default`, `alsa:pulse` and its native `pipewire`
+stream) and the usual ways to play an event sound, in three states of the graph (nothing else
+playing; another client holding it at 256 frames; another app's stream holding it at 1024),
+all in one run; cued's stream after 0.5 s idle, from stopped and mid-stream; cued's CPU while
+a cue plays; the sound server's wakeups while cued idles; the quantum the graph really ran.
+
+The recorder is bench/pw_onset.c (compiled here with cc and libpipewire's pkg-config into
+.build/bench): a passive pw_stream on the sink's monitor that asks for no quantum and stamps
+each captured frame on the graph's clock (see its header). latency = the onset frame's time
+(CLOCK_MONOTONIC, the cycle in which the sink consumed it + its index / rate) - the time the
+trigger was sent (CLOCK_MONOTONIC).
 
 Figures, not tests. bench.py calls run() and report(); run alone
 (`python3 bench/pipewire_bench.py [--update BENCHMARKS.md]`) it prints the section,
 and with --update replaces the section in that file.
+
+Environment (for development; run() reads them when bench.py calls it too):
+  BENCH_QUICK=1            small runs (a few trials per row).
+  BENCH_PW_TRIALS=N        triggers per row and state (default 20; quick 5).
+  BENCH_PW_MID=N           mid-stream probes per cued sink and state (default 40; quick 8).
+  BENCH_PW_STOPPED=N       from-stopped triggers per cued sink and state (default 3; quick 1).
+  BENCH_PW_SOAK=N          cues `--latency-ms 10` on `alsa:default` should have played in all
+                           (the xrun check; default 500, quick 0): made up with mid-stream probes.
+  BENCH_PW_CUED_ONLY=1     cued's rows only (no cuectl, no other players).
+  BENCH_PW_STATES=a,b,c    which graph states (default all three).
+  BENCH_PW_SINKS=LIST      which of cued's rows, by label: default, default10, pulse, native.
 """
+import collections
 import json
 import os
+import random
 import shutil
 import signal
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-import wave
 
-from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: F401
+from benchlib import Client, log, noise, pct, release_dir, wait_answering, write_wav
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
 CUED, CUECTL = os.path.join(REL, "cued"), os.path.join(REL, "cuectl")
 HEADING = "## Through PipeWire"
-TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "parec", "pw-dump", "pw-play", "paplay", "aplay"]
-
-
-# A session bus with no service directories: with dbus-daemon's standard session config,
-# D-Bus activation would start the system's own services (feedbackd for org.sigxcpu.Feedback).
-BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path=%s</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow send_destination="*" eavesdrop="true"/>
-    <allow eavesdrop="true"/>
-    <allow own="*"/>
-  </policy>
-</busconfig>
-"""
+TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pw-dump", "pw-cat", "pw-play", "paplay",
+         "aplay", "cc", "pkg-config"]
+BUILD = os.path.join(ROOT, ".build", "bench")
+RATE = 48000
+ONE_1024 = 1024 / RATE  # the trigger's random phase: 0 .. one 1024-frame quantum
+PROBE_S = 0.1  # the probe (pw-play and play-sample skip 20 ms sounds)
+POP_S = 0.02  # the mid-stream probe (cued's rows only)
 
 
 class Stack:
@@ -130,26 +138,205 @@ class Stack:
                 p.wait()
 
 
-def measure(stream, trigger, after=None, trials=100, gap_s=0.12, warmup=3, threshold=0, before=None):
-    out, misses = [], 0
+def build_recorder():
+    """Compiles bench/pw_onset.c into .build/bench (when the source is newer); returns its path."""
+    src = os.path.join(ROOT, "bench", "pw_onset.c")
+    out = os.path.join(BUILD, "pw_onset")
+    if os.path.exists(out) and os.path.getmtime(out) >= os.path.getmtime(src):
+        return out
+    os.makedirs(BUILD, exist_ok=True)
+    flags = subprocess.run(["pkg-config", "--cflags", "--libs", "libpipewire-0.3"], capture_output=True, text=True)
+    if flags.returncode != 0:
+        raise RuntimeError("pkg-config libpipewire-0.3: " + flags.stderr.strip() + " (make deps installs libpipewire-0.3-dev)")
+    r = subprocess.run(["cc", "-O2", "-Wall", "-o", out + ".tmp", src, *flags.stdout.split(), "-lm"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError("cc pw_onset.c: " + r.stderr.strip())
+    os.replace(out + ".tmp", out)
+    return out
+
+
+class Recorder:
+    """bench/pw_onset on the null sink: onsets stamped on the graph's clock, the quanta it saw."""
+
+    EARLY_NS = 50_000_000  # an onset up to 50 ms before the trigger's time is still its (see report)
+
+    def __init__(self, stack, path, threshold=0, quiet_ms=50, extra=()):
+        self.p = stack.spawn([path, "--target", "nul", "--threshold", str(threshold), "--quiet-ms", str(quiet_ms), *extra],
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.cond = threading.Condition()
+        self.onsets = collections.deque()
+        self.replies = collections.deque()
+        self.clicks = collections.deque()
+        self.cycles = collections.deque(maxlen=100000)  # after `d 1`: (start ns, frames, peak, duration) per cycle
+        self.ends = {}  # onset ns -> (loud frames, span in frames) of that sound, once the next began
+        self.gaps = 0
+        self.gap_times = []  # cycles that did not follow the one before (a restart, or cycles the recorder missed)
+        self.ready = False
+        self.t = threading.Thread(target=self._read, daemon=True)
+        self.t.start()
+        # Passive, it gets its format only once the sink runs (a contender plays): not waited for.
+        time.sleep(0.3)
+        if self.p.poll() is not None:
+            raise RuntimeError("pw_onset exited (%s)" % self.p.returncode)
+
+    def _read(self):
+        for raw in self.p.stdout:
+            f = raw.decode().split()
+            if not f:
+                continue
+            with self.cond:
+                if f[0] == "O":
+                    self.onsets.append((int(f[1]), int(f[2]), int(f[3])))
+                elif f[0] == "G":
+                    self.gaps += 1
+                    self.gap_times.append(int(f[1]))
+                elif f[0] == "R":
+                    self.ready = True
+                elif f[0] == "P":
+                    self.clicks.append(int(f[1]))
+                elif f[0] == "E":
+                    self.ends[int(f[1])] = (int(f[2]), int(f[3]))
+                elif f[0] == "C":
+                    self.cycles.append(tuple(int(x) for x in f[1:]))
+                else:
+                    self.replies.append(f)
+                self.cond.notify_all()
+        with self.cond:
+            self.cond.notify_all()
+
+    def command(self, line, reply, timeout=5.0):
+        with self.cond:
+            self.replies.clear()
+        self.p.stdin.write(line.encode() + b"\n")
+        self.p.stdin.flush()
+        if not reply:
+            return None
+        with self.cond:
+            if not self.cond.wait_for(lambda: any(r[0] == reply for r in self.replies), timeout):
+                raise RuntimeError("pw_onset did not answer %r" % line)
+            return next(r for r in self.replies if r[0] == reply)
+
+    def status(self):
+        r = self.command("s", "S")
+        return {"now": int(r[1]), "last_loud": int(r[2]), "last_cycle": int(r[3]), "cycles": int(r[4]), "mismatched": int(r[5]), "late": int(r[6])}
+
+    def quanta(self):
+        """Cycles seen per quantum (frames per captured buffer) since the last call."""
+        return {int(k): int(v) for k, v in (x.split(":") for x in self.command("q", "Q")[1:])}
+
+    def set(self, threshold, quiet_ms):
+        self.command("t %d %g" % (threshold, quiet_ms), "T")
+
+    def wait_quiet(self, quiet_s, limit_s=10.0):
+        """Until the last frame over the threshold is `quiet_s` old (or none was ever heard)."""
+        end = time.monotonic() + limit_s
+        while time.monotonic() < end:
+            s = self.status()
+            if s["last_loud"] == 0:
+                return
+            left = quiet_s - (s["now"] - s["last_loud"]) / 1e9
+            if left <= 0:
+                return
+            time.sleep(min(left, 0.5))
+
+    def onset_after(self, t0, timeout_s=3.0):
+        """The first onset stamped at or after t0 - EARLY_NS: (ns, peak, quantum), or None."""
+        end = time.monotonic() + timeout_s
+        with self.cond:
+            while True:
+                while self.onsets:
+                    o = self.onsets.popleft()
+                    if o[0] >= t0 - self.EARLY_NS:
+                        return o
+                left = end - time.monotonic()
+                if left <= 0 or self.p.poll() is not None:
+                    return None
+                self.cond.wait(left)
+
+    def close(self):
+        if self.p.poll() is None:
+            try:
+                self.p.stdin.write(b"x\n")
+                self.p.stdin.flush()
+                self.p.wait(timeout=3)
+            except (OSError, subprocess.TimeoutExpired):
+                self.p.kill()
+                self.p.wait()
+
+
+def calibrate(stack, path, clicks):
+    """pw_onset --calibrate: a player in the same process stamps a click with the cycle it queued
+    it for; the recorder's onset minus that is the recorder's offset (0: it stamps frames with the
+    cycle the sink consumed them in). At the graph's default quantum and at 128 frames."""
+    out = {}
+    for label, extra in (("default quantum", []), ("128 frames", ["--latency", "128/48000"])):
+        rec = Recorder(stack, path, quiet_ms=20, extra=["--calibrate", *extra])
+        offs, qs = [], collections.Counter()
+        try:
+            time.sleep(0.3)
+            for _ in range(clicks):
+                with rec.cond:
+                    rec.clicks.clear()
+                rec.command("c", None)
+                t0 = time.monotonic_ns()
+                o = rec.onset_after(t0 - 10**9, 1.0)
+                with rec.cond:
+                    rec.cond.wait_for(lambda: rec.clicks, 1.0)
+                    click = rec.clicks.popleft() if rec.clicks else None
+                if o and click:
+                    offs.append(o[0] - click)
+                    qs[o[2]] += 1
+                time.sleep(0.05)
+        finally:
+            rec.close()
+        out[label] = {"offsets_ns": offs, "quanta": dict(qs)}
+    return out
+
+
+def measure(rec, trigger, after=None, trials=20, quiet_s=0.12, warmup=2, windows=None, sound_s=PROBE_S, before=None):
+    """`trials` triggers, each sent a random 0..one 1024-frame quantum after the recorder has
+    heard `quiet_s` of quiet; latency = onset - trigger. `windows`: {name: (from_s, to_s)}, times
+    after the end of each sound over which the server's context switches are counted. `before`:
+    called before each trial's wait for quiet."""
+    lat, quanta, misses, lost, onsets = [], collections.Counter(), 0, [], []
+    idle = {k: [0, 0.0] for k in (windows or {})}
     for i in range(trials + warmup):
         if before:
             before()
-        stream.drain(threshold=threshold)
-        time.sleep(gap_s)
-        stream.drain(quiet_ms=3, threshold=threshold)
+        rec.wait_quiet(quiet_s)
+        time.sleep(random.uniform(0, ONE_1024))
         t0 = time.monotonic_ns()
         token = trigger()
-        t1 = stream.wait_loud(threshold=threshold)
+        o = rec.onset_after(t0)
         if after:
             after(token)
-        if i < warmup:
-            continue
-        if t1 is None:
-            misses += 1
-        else:
-            out.append((t1 - t0) / 1000.0)
-    return out, misses
+        if i >= warmup:
+            if o is None:
+                misses += 1
+            else:
+                lat.append((o[0] - t0) / 1000.0)
+                quanta[o[2]] += 1
+                lost.append(o[1] - CODE_BASE)
+                onsets.append(o[0])
+        if windows and o is not None and i >= warmup:
+            end = o[0] / 1e9 + sound_s
+            for name, (a, b) in sorted(windows.items(), key=lambda kv: kv[1]):
+                _sleep_until(end + a)
+                c0, w0 = windows_counter(), time.monotonic()
+                _sleep_until(end + b)
+                idle[name][0] += windows_counter() - c0
+                idle[name][1] += time.monotonic() - w0
+    return {"lat": lat, "misses": misses, "quanta": dict(quanta), "lost": lost, "onsets": onsets, "frames": round(sound_s * RATE), "idle": {k: (v[0] / v[1] if v[1] else None) for k, v in idle.items()},
+            "idle_s": {k: v[1] for k, v in idle.items()}}
+
+
+def _sleep_until(t):
+    d = t - time.monotonic()
+    if d > 0:
+        time.sleep(d)
+
+
+windows_counter = None  # set by run(): context switches of pipewire + pipewire-pulse
 
 
 def start_cued(stack, name, sink, sounds, extra=()):
@@ -159,6 +346,16 @@ def start_cued(stack, name, sink, sounds, extra=()):
     p = stack.spawn([CUED, "--socket", sock, "--sink", sink, "--sounds", sounds, "--log-level", "error", *extra], env=env)
     wait_answering(sock, name)
     return p, sock
+
+
+def stop(p):
+    if p.poll() is None:
+        p.terminate()
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
 
 
 def ctx_switches(pid):
@@ -174,15 +371,14 @@ def ctx_switches(pid):
     return total
 
 
-def cpu_ticks(pid):
-    """utime + stime of every thread of a process, in clock ticks."""
+def cpu_ns(pid):
+    """CPU time of every thread of a process, in ns (schedstat: finer than the 10 ms ticks of stat)."""
     total = 0
     for tid in os.listdir("/proc/%d/task" % pid):
         try:
-            with open("/proc/%d/task/%s/stat" % (pid, tid)) as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            total += int(fields[11]) + int(fields[12])
-        except FileNotFoundError:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except (FileNotFoundError, ProcessLookupError):
             pass
     return total
 
@@ -196,52 +392,123 @@ def server_wakeups(stack, seconds):
     return (b - a) / seconds
 
 
+CODE_BASE = 12000  # the probe's frame i is ±(CODE_BASE + i): the onset's |sample| says which frame was heard first
+
+
+def coded_probe(frames):
+    """Stereo 1 kHz square whose magnitude counts its frames: the first frame heard tells how
+    much of the start was lost (by the player, or by the recorder). Interleaved L R."""
+    out = []
+    for i in range(frames):
+        v = (CODE_BASE + i) * (1 if (i // 24) % 2 == 0 else -1)
+        out += (v, v)
+    return out
+
+
+def profile(stack, seconds):
+    """pw-profiler over `seconds`: cycles per quantum, from its log's 4th column (the cycle's
+    duration in µs: the driver's clock.duration / rate), in frames at 48 kHz."""
+    if not shutil.which("pw-profiler"):
+        return None
+    out = os.path.join(stack.tmp, "profiler.log")
+    p = stack.spawn(["pw-profiler", "-o", out], cwd=stack.tmp)
+    time.sleep(seconds)
+    stop(p)
+    q = collections.Counter()
+    try:
+        with open(out) as f:
+            for line in f:
+                col = line.split("\t")
+                if len(col) > 4 and col[3].strip().isdigit():
+                    q[round(int(col[3]) * RATE / 1e6)] += 1
+        os.unlink(out)
+    except FileNotFoundError:
+        pass
+    return dict(q)
+
+
 def fixtures(tmp):
     sounds = os.path.join(tmp, "sounds")
-    # The probe: 100 ms (pw-play and play-sample skip 20 ms sounds).
-    cue_set(sounds, square(4800))
+    # The probe: 100 ms (pw-play and play-sample skip 20 ms sounds); pop: the same square, 20 ms.
+    os.makedirs(sounds)
+    for name in ("probe", "psst1", "psst2"):
+        write_wav(os.path.join(sounds, name + ".wav"), coded_probe(int(PROBE_S * RATE)), channels=2)
+    write_wav(os.path.join(sounds, "pop.wav"), coded_probe(int(POP_S * RATE)), channels=2)
     # A quiet bed for mid-stream: 10 s of noise at about -40 dBFS (|x| <= 300).
     write_wav(os.path.join(sounds, "bed.wav"), noise(480000, 300, 7))
     return sounds, os.path.join(sounds, "probe.wav")
 
 
-# cued's outputs on PipeWire: its ALSA plugin, pipewire-pulse's, and the native stream.
-CUED_SINKS = (("alsa:default", "pipewire"), ("alsa:pulse", "pulse"), ("pipewire", "native"))
+# cued's rows: label, sink, extra arguments. Its outputs on PipeWire: the ALSA plugin (its default
+# period, and --latency-ms 10, issue 20's question), pipewire-pulse's, and the native stream.
+CUED_SINKS = (("default", "alsa:default", ()), ("default10", "alsa:default", ("--latency-ms", "10")),
+              ("pulse", "alsa:pulse", ()), ("native", "pipewire", ()))
+CUED_NAMES = {"default": "cued `alsa:default`", "default10": "cued `alsa:default --latency-ms 10`",
+              "pulse": "cued `alsa:pulse`", "native": "cued `pipewire` (native)"}
+
+# The graph's states: what else plays (argv, reading /dev/zero: silence for ever), described.
+STATES = {
+    "a": (None, "nothing else playing: the graph runs only while a contender plays"),
+    "b": (["pw-cat", "--playback", "--latency", "256", "--rate", "48000", "--channels", "2", "--format", "s16", "-"],
+          "another client holds the graph at 256 frames (`pw-cat --playback --latency 256` of silence)"),
+    "c": (["pw-play", "--latency", "1024", "--rate", "48000", "--channels", "2", "--format", "s16", "-"],
+          "another app's stream holds it at 1024 frames (`pw-play --latency 1024` of silence, endless)"),
+}
+
+# Windows after the end of a cue (s) over which the server's wakeups are counted, state a only:
+# the native stream lingers active 2 s after its last cue, then goes inactive.
+IDLE_WINDOWS = {"0.4-2 s after a cue": (0.4, 2.0), "2.5-3.5 s after a cue": (2.5, 3.5)}
 
 
-def run(trials=None, idle_s=None, quick=False, cued_only=False):
+def env_int(name, default):
+    return int(os.environ[name]) if os.environ.get(name) else default
+
+
+def run(trials=None, idle_s=None, quick=False, cued_only=None):
+    """idle_s: the no-cued baseline of server wakeups (s)."""
+    global windows_counter
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
         log("PipeWire section skipped: missing", " ".join(missing))
         return {"skipped": "missing " + " ".join(missing)}
-    trials = trials or (30 if quick else 100)
-    idle_s = idle_s or (5 if quick else 20)
+    try:
+        recorder = build_recorder()
+    except (RuntimeError, OSError) as e:
+        log("PipeWire section skipped:", e)
+        return {"skipped": str(e)}
+    quick = quick or os.environ.get("BENCH_QUICK") == "1"
+    trials = trials or env_int("BENCH_PW_TRIALS", 5 if quick else 20)
+    mid_n = env_int("BENCH_PW_MID", 8 if quick else 40)
+    stopped_n = env_int("BENCH_PW_STOPPED", 1 if quick else 3)
+    soak = env_int("BENCH_PW_SOAK", 0 if quick else 500)
+    idle_s = idle_s or (2 if quick else 5)
+    if cued_only is None:
+        cued_only = os.environ.get("BENCH_PW_CUED_ONLY") == "1"
+    states = [s for s in os.environ.get("BENCH_PW_STATES", "a,b,c").split(",") if s in STATES]
+    labels = os.environ.get("BENCH_PW_SINKS", "default,default10,pulse,native").split(",")
+    sinks = [s for s in CUED_SINKS if s[0] in labels]
     tmp = tempfile.mkdtemp(prefix="cued-pw.")
     stack = Stack(tmp)
-    res = {"trials": trials, "idle_s": idle_s, "lat": {}, "mid": {}, "idle": {}}
+    pids = [stack.pipewire.pid, stack.pulse.pid]
+    windows_counter = lambda: sum(ctx_switches(p) for p in pids)  # noqa: E731
+    started = time.monotonic()
+    res = {"trials": trials, "mid_n": mid_n, "stopped_n": stopped_n, "idle_s": idle_s, "states": {}, "cues": {}, "status": {},
+           "load": [os.getloadavg()[0]], "quick": quick, "cued_only": cued_only}
+    xvfb = None
     try:
         sounds, probe = fixtures(tmp)
         res["quantum"] = stack.quantum()
         env = stack.env
         subprocess.run(["pactl", "upload-sample", probe, "probe"], env=env, check=True, capture_output=True)
-
-        # Idle cost first, with nothing recording (a monitor stream keeps the graph running).
-        log("pipewire idle: no cued, %.0f s" % idle_s)
-        res["idle"]["no cued"] = server_wakeups(stack, idle_s)
-        for sink, label in (("alsa:default", "idle-pw"), ("alsa:pulse", "idle-pulse"), ("pipewire", "idle-native")):
-            cued, sock = start_cued(stack, label, sink, sounds, ["--idle-close-s", "3600"])
-            c = Client(sock)
-            c.request("play probe")
-            time.sleep(0.5)
-            log("pipewire idle: cued on %s idle after a cue, %.0f s" % (sink, idle_s))
-            res["idle"]["cued on `%s`, idle after a cue" % sink] = server_wakeups(stack, idle_s)
-            c.s.close()
-            cued.terminate()
-            cued.wait()
-
-        parec = stack.monitor()
-        stream = Stream(parec.stdout.fileno())
-        lat = res["lat"]
+        log("pipewire: calibrating the recorder")
+        res["calibration"] = calibrate(stack, recorder, 4 if quick else 10)
+        rec = Recorder(stack, recorder, threshold=0, quiet_ms=50)
+        canberra = not cued_only and shutil.which("canberra-gtk-play") and shutil.which("Xvfb")
+        if not cued_only and not canberra:
+            res["canberra"] = "canberra-gtk-play or Xvfb missing (make bench-deps installs gnome-session-canberra, xvfb)"
+        if canberra:
+            xvfb = stack.spawn(["Xvfb", ":96", "-nolisten", "tcp"])
+            time.sleep(1.0)
 
         def spawner(args, e=None):
             return lambda: subprocess.Popen(args, env=e or env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -249,153 +516,342 @@ def run(trials=None, idle_s=None, quick=False, cued_only=False):
         def reap(p):
             p.wait()
 
-        for sink, label in CUED_SINKS:
-            cued, sock = start_cued(stack, label, sink, sounds, ["--idle-close-s", "3600"])
-            c = Client(sock)
-            log("pipewire latency: cued on %s, kept connection" % sink)
-            # Cues are sporadic: 0.5 s between triggers, so each finds the stream stopped.
-            lat["cued `%s`, kept connection" % sink] = measure(stream, lambda: c.send("play probe"), lambda _: c.reply(), trials,
-                                                             gap_s=0.5)
-            status = json.loads(c.request("status")[3:])
-            res.setdefault("status", {})[sink] = {"sink": status["sink"], "latency_us": status["latency_us"],
-                                                  "stalls": status.get("stalls"), "xruns": status["xruns"],
-                                                  "dropped": status["dropped"], "audio_thread": status.get("audio_thread")}
-            if sink == "alsa:default" and not cued_only:
-                log("pipewire latency: cuectl play")
-                lat["`cuectl play` (cued on `%s`)" % sink] = measure(stream, spawner([CUECTL, "--socket", sock, "play", "probe"]), reap,
-                                                                    trials, gap_s=0.5)
-            # Mid-stream: the quiet bed plays; the loud probe is mixed in.
-            log("pipewire mid-stream: cued on %s" % sink)
-
-            def bed():
-                c.request("mute")  # fades out the previous trial's bed
-                c.request("unmute")
-                c.request("play bed")
-                time.sleep(0.15)
-
-            res["mid"]["cued `%s`" % sink] = measure(stream, lambda: c.send("play probe"), lambda _: c.reply(), trials,
-                                                    gap_s=0.05, threshold=2000, before=bed)
-            # CPU while a cue plays: the whole daemon, 4 s into the 10 s bed.
-            bed()
-            time.sleep(0.5)
-            hz = os.sysconf("SC_CLK_TCK")
-            t0, w0 = cpu_ticks(cued.pid), time.monotonic()
-            time.sleep(4)
-            res.setdefault("playcpu", {})[sink] = (cpu_ticks(cued.pid) - t0) / hz / (time.monotonic() - w0) * 100
-            c.request("mute")
-            c.request("unmute")
-            c.s.close()
-            cued.terminate()
-            cued.wait()
-
-        if cued_only:  # BENCH_PW_CUED_ONLY=1: cued's rows only (working on a sink)
-            return res
-        log("pipewire latency: pactl play-sample")
-        lat["`pactl play-sample`"] = measure(stream, spawner(["pactl", "play-sample", "probe", "nul"]), reap, trials)
-        log("pipewire latency: paplay")
-        lat["`paplay`"] = measure(stream, spawner(["paplay", probe]), reap, trials)
-        log("pipewire latency: pw-play")
-        lat["`pw-play`"] = measure(stream, spawner(["pw-play", probe]), reap, trials)
-        log("pipewire latency: aplay -D pipewire")
-        lat["`aplay -D pipewire`"] = measure(stream, spawner(["aplay", "-q", "-D", "pipewire", probe]), reap, trials)
-        if shutil.which("canberra-gtk-play") and shutil.which("Xvfb"):
-            xvfb = stack.spawn(["Xvfb", ":96", "-nolisten", "tcp"])
+        for state in states:
+            holder_argv, _ = STATES[state]
+            st = res["states"][state] = {"rows": {}, "mid": {}, "stopped": {}, "cpu": {}, "idle": {}, "row_quanta": {}}
+            holder = None
+            if holder_argv:
+                with open("/dev/zero", "rb") as zero:
+                    holder = stack.spawn(holder_argv, stdin=zero)
             time.sleep(1.0)
-            cenv = dict(env, DISPLAY=":96", CANBERRA_DRIVER="pulse")
-            log("pipewire latency: canberra-gtk-play")
-            lat["`canberra-gtk-play -f` (pulse driver)"] = measure(stream, spawner(["canberra-gtk-play", "-f", probe], cenv), reap, trials)
-            xvfb.kill()
-            xvfb.wait()
-        else:
-            res["canberra"] = "canberra-gtk-play or Xvfb missing (make bench-deps installs gnome-session-canberra, xvfb)"
+            rec.quanta()
+            st["profiler"] = profile(stack, 1.0)  # the same second, seen by pw-profiler
+            st["between"] = rec.quanta()  # cycles per quantum over 1 s with no contender
+            log("pipewire state %s: graph between cues %s, pw-profiler %s" % (state, st["between"] or "stopped", st["profiler"] or "-"))
+            if state == "a":
+                time.sleep(1.0)  # the new recorder's links settled
+                log("pipewire idle: no cued, %.0f s" % idle_s)
+                st["idle"]["no cued"] = {"all": server_wakeups(stack, idle_s)}
+
+            def row(name, fn):
+                rec.quanta()
+                r = fn()
+                st["row_quanta"][name] = rec.quanta()
+                return r
+
+            for label, sink, extra in sinks:
+                cued, sock = start_cued(stack, "%s-%s" % (label, state), sink, sounds, extra)
+                c = Client(sock)
+                name = CUED_NAMES[label]
+                play = lambda: c.send("play probe")  # noqa: E731
+                answer = lambda _: c.reply()  # noqa: E731
+                log("pipewire %s: %s after 0.5 s idle" % (state, name))
+                st["rows"][name] = row(name, lambda: measure(rec, play, answer, trials, quiet_s=0.5))
+                cues = trials + 2
+                if label == "native" and not cued_only:
+                    log("pipewire %s: cuectl play (cued on pipewire)" % state)
+                    n = "`cuectl play` (cued on `pipewire`)"
+                    st["rows"][n] = row(n, lambda: measure(rec, spawner([CUECTL, "--socket", sock, "play", "probe"]), reap, trials,
+                                                           quiet_s=0.5))
+                    cues += trials + 2
+                if label != "default10":
+                    log("pipewire %s: %s from stopped (%d)" % (state, name, stopped_n))
+                    st["stopped"][name] = row(name + " stopped", lambda: measure(
+                        rec, play, answer, stopped_n, quiet_s=3.5, warmup=0, windows=IDLE_WINDOWS if state == "a" else None))
+                    cues += stopped_n
+                    if state == "a":
+                        st["idle"][name] = st["stopped"][name]["idle"]
+                # Mid-stream: the quiet bed plays; the loud 20 ms pop is mixed in.
+                n_mid = mid_n
+                if label == "default10" and soak:
+                    n_mid = max(mid_n, -(-soak // len(states)) - trials - 2 - 2)
+                log("pipewire %s: %s mid-stream (%d)" % (state, name, n_mid))
+                rec.wait_quiet(0.2)
+                rec.set(2000, 3)
+                bed = {"t": 0.0, "beds": 0}
+
+                def play_bed():
+                    c.request("mute")  # fades out the bed playing
+                    c.request("unmute")
+                    c.request("play bed")
+                    bed["t"] = time.monotonic()
+                    bed["beds"] += 1
+                    time.sleep(0.3)
+
+                def bed_left():
+                    if time.monotonic() - bed["t"] > 8.5:
+                        rec.wait_quiet(0.05)  # the last pop has ended (mute would fade it out)
+                        play_bed()
+
+                play_bed()
+                st["mid"][name] = row(name + " mid", lambda: measure(rec, lambda: c.send("play pop"), answer, n_mid, quiet_s=0.05,
+                                                                     sound_s=POP_S, before=bed_left))
+                cues += n_mid + 2
+                # CPU while a cue plays: the whole daemon, 2 s of the bed alone.
+                if time.monotonic() - bed["t"] > 7:
+                    play_bed()
+                time.sleep(0.2)
+                t0, w0 = cpu_ns(cued.pid), time.monotonic()
+                time.sleep(2.0)
+                st["cpu"][name] = (cpu_ns(cued.pid) - t0) / 1e9 / (time.monotonic() - w0) * 100
+                c.request("mute")
+                c.request("unmute")
+                cues += bed["beds"]
+                rec.set(0, 50)
+                status = json.loads(c.request("status")[3:])
+                res["status"].setdefault(name, []).append({
+                    "state": state, "sink": status["sink"], "latency_us": status["latency_us"], "played": status.get("played"),
+                    "stalls": status.get("stalls"), "xruns": status["xruns"], "dropped": status["dropped"],
+                    "missed_cycles": status.get("missed_cycles"), "audio_thread": status.get("audio_thread")})
+                res["cues"][name] = res["cues"].get(name, 0) + cues
+                c.s.close()
+                stop(cued)
+                rec.wait_quiet(0.3)
+
+            if not cued_only:
+                contenders = [("`pactl play-sample`", ["pactl", "play-sample", "probe", "nul"], None),
+                              ("`paplay`", ["paplay", probe], None),
+                              ("`pw-play`", ["pw-play", probe], None),
+                              ("`aplay -D pipewire`", ["aplay", "-q", "-D", "pipewire", probe], None)]
+                if canberra:
+                    contenders.append(("`canberra-gtk-play -f` (pulse driver)", ["canberra-gtk-play", "-f", probe],
+                                       dict(env, DISPLAY=":96", CANBERRA_DRIVER="pulse")))
+                for name, argv, e in contenders:
+                    log("pipewire %s: %s" % (state, name))
+                    st["rows"][name] = row(name, lambda: measure(rec, spawner(argv, e), reap, trials, quiet_s=0.12))
+            if holder:
+                stop(holder)
+            st["gaps"] = rec.gaps
+            res["load"].append(os.getloadavg()[0])
+        res["recorder"] = dict(rec.status(), gaps=rec.gaps)
+        # Each sound heard whole? (loud frames, span) of every onset measured; the last one of the
+        # run has none (a sound's E line comes when the next begins).
+        for st in res["states"].values():
+            for part in ("rows", "mid", "stopped"):
+                for r in st[part].values():
+                    r["sounds"] = [rec.ends.get(ns) for ns in r["onsets"]]
+                    # A sound whose cycles the recorder itself did not all run in (its real-time thread
+                    # stalled with the rest: the VM, see bench/NOTES.md): its holes are the machine's.
+                    r["stalled"] = [bool(e) and any(ns < g <= ns + e[1] * 1e9 / RATE + 3e6 for g in rec.gap_times)
+                                    for ns, e in zip(r["onsets"], r["sounds"])]
+        rec.close()
     finally:
         stack.close()
         shutil.rmtree(tmp, ignore_errors=True)
+    res["seconds"] = time.monotonic() - started
     return res
+
+
+def _fmt_q(q):
+    """{quantum: cycles} as '128' or '128 (19), 1024 (1)', most first."""
+    if not q:
+        return "-"
+    items = sorted(q.items(), key=lambda kv: -kv[1])
+    if len(items) == 1:
+        return str(items[0][0])
+    return ", ".join("%d (%d)" % kv for kv in items)
+
+
+def _fmt_time_q(q):
+    """{quantum: cycles} as the share of the graph's time at each quantum: '128 60 %, 1024 40 %'."""
+    if not q:
+        return "stopped"
+    total = sum(k * v for k, v in q.items())
+    items = sorted(q.items(), key=lambda kv: -kv[0] * kv[1])
+    if len(items) == 1:
+        return str(items[0][0])
+    return ", ".join("%d %.0f %%" % (k, 100.0 * k * v / total) for k, v in items)
+
+
+def _ms(v):
+    return "%.1f" % (v / 1000.0)
+
+
+def _stats(r):
+    v = r["lat"]
+    if not v:
+        return "0 | - | - | - | - | %d" % r["misses"]
+    return "%d | %s | %s | %s | %s | %d" % (len(v), _ms(pct(v, .5)), _ms(pct(v, .9)), _ms(pct(v, .99)), _ms(max(v)), r["misses"])
+
+
+def _is_cued(name):
+    return name.startswith(("cued", "`cuectl"))
+
+
+def _whole(r):
+    """'holes / cut': sounds with frames under the threshold inside them, sounds shorter than the
+    probe (of those whose end was seen)."""
+    seen = [(x, stalled) for x, stalled in zip(r.get("sounds", []), r.get("stalled", [])) if x]
+    if not seen:
+        return "-"
+    holes = sum(1 for (loud, span), _ in seen if span > loud)
+    cut = sum(1 for (loud, span), _ in seen if loud < r["frames"])
+    stalled = sum(1 for (loud, span), st in seen if st and (span > loud or loud < r["frames"]))
+    return "%d / %d%s" % (holes, cut, " (%d in a stall)" % stalled if stalled else "")
+
+
+def _lost(r):
+    """The most probe frames missing before the first one heard, over a row's trials."""
+    return str(max(r["lost"])) if r.get("lost") else "-"
 
 
 def report(res):
     if "skipped" in res:
         return [HEADING, "", "Not measured: " + res["skipped"] + "."]
-    q = res["quantum"]
-    qms = q / 48.0
-    st = res.get("status", {}).get("alsa:default", {})
-    period = st.get("sink", {}).get("period_frames") or 256
-    pms = period / 48.0
+    states = res["states"]
+    cal = res.get("calibration", {})
+    cal_txt = "; ".join("%s: largest offset %s over %d clicks" % (
+        k, ("%+.3f ms" % (max(v["offsets_ns"], key=abs) / 1e6)) if v["offsets_ns"] else "-", len(v["offsets_ns"])) for k, v in cal.items())
+    load = res.get("load", [])
+    rec = res.get("recorder", {})
     md = [HEADING, "",
-          "A private PipeWire 0.3.65 (dbus, pipewire with a timer-clocked `support.null-audio-sink`, wireplumber,",
-          "pipewire-pulse), all in one run; latency is trigger → first non-zero sample read from the null sink's",
-          "monitor with `parec --latency-msec=1` (its own buffering is in every figure alike). The probe is 100 ms",
-          "(pw-play and play-sample skip 20 ms sounds). %d triggers each; a miss is a trigger never heard within 3 s." % res["trials"],
-          "cued is triggered 0.5 s after the previous sound ended, so its stream is stopped each time (back-to-back",
-          "cues find it running and are faster); the other contenders start afresh every time anyway (0.12 s apart).",
-          "Graph quantum %d frames (%.1f ms); cued's period on the PipeWire plugin %d frames (%.1f ms)." % (q, qms, period, pms), "",
-          "| contender | n | p50 µs | p90 µs | p99 µs | max µs | p50 ÷ cued | misses |", "|---|---|---|---|---|---|---|---|"]
-    lat = res["lat"]
-    ref = "cued `alsa:default`, kept connection"
-    base = pct(lat[ref][0], .5) if lat.get(ref, ([], 0))[0] else None
-    for name, (v, misses) in lat.items():
-        if not v:
-            md.append("| %s | 0 | - | - | - | - | - | %d |" % (name, misses))
-            continue
-        p50 = pct(v, .5)
-        md.append("| %s | %d | %.0f | %.0f | %.0f | %.0f | %.2f× | %d |" % (
-            name, len(v), p50, pct(v, .9), pct(v, .99), max(v), p50 / base if base else float("nan"), misses))
-    md += ["", "Mid-stream: a quiet 10 s bed (|x| ≤ 300) plays; latency to the first sample of the loud probe (|x| > 2000).", "",
-           "| cued on | n | p50 µs | p90 µs | p99 µs | max µs | misses |", "|---|---|---|---|---|---|---|"]
-    for name, (v, misses) in res["mid"].items():
-        if v:
-            md.append("| %s | %d | %.0f | %.0f | %.0f | %.0f | %d |" % (name, len(v), pct(v, .5), pct(v, .9), pct(v, .99), max(v), misses))
-        else:
-            md.append("| %s | 0 | - | - | - | - | %d |" % (name, misses))
-    if res.get("playcpu"):
-        md += ["", "CPU of the whole cued process while a cue plays (4 s of the bed, one stream):", "",
-               "| cued on | % of one core |", "|---|---|"]
-        for sink, v in res["playcpu"].items():
-            md.append("| `%s` | %.2f |" % (sink, v))
-    md += ["", "What cued reported (`status`) after its triggers:", "",
-           "| sink | kind | period / buffer frames | device delay µs | inside cued p50 / p99 µs | stalls | xruns | dropped | audio thread |",
-           "|---|---|---|---|---|---|---|---|---|"]
-    for sink, s in res.get("status", {}).items():
-        k = s["sink"]
-        md.append("| `%s` | %s | %s / %s | %s | %s / %s | %s | %s | %s | %s |" % (
-            sink, k.get("kind"), k.get("period_frames"), k.get("buffer_frames"), k.get("device_delay_us"),
-            s["latency_us"].get("p50"), s["latency_us"].get("p99"), s.get("stalls"), s["xruns"], s["dropped"], s.get("audio_thread")))
-    md += ["", "Idle cost to the sound server: context switches per second of pipewire + pipewire-pulse over %.0f s," % res["idle_s"],
-           "nothing recording, from 0.5 s after one cue (`--idle-close-s 3600`; cued closes a pulse PCM after 5 s idle anyway,",
-           "after which the server is at 0.0/s: the pulse figure is mostly those first seconds).", "",
-           "| situation | server wakeups / s |", "|---|---|"]
-    for name, v in res["idle"].items():
-        md.append("| %s | %.1f |" % (name, v))
-    # The issue's targets, as ratios within this run.
-    alts = [pct(v, .5) for n, (v, _) in lat.items() if v and not n.startswith(("cued", "`cuectl"))]
-    targets = []
-    if base and alts:
-        best = min(alts)
-        targets.append(("cued p50 ≤ 0.5 × the best alternative's p50", "%.0f µs vs 0.5 × %.0f µs" % (base, best), base <= 0.5 * best))
-        c99 = pct(lat[ref][0], .99)
-        targets.append(("cued p99 ≤ one quantum + one period (%.1f ms)" % (qms + pms), "%.0f µs" % c99, c99 <= (qms + pms) * 1000))
-    mid = res["mid"].get("cued `alsa:default`", ([], 0))[0]
-    if mid:
-        m99 = pct(mid, .99)
-        targets.append(("mid-stream p99 ≤ one quantum + one period (%.1f ms)" % (qms + pms), "%.0f µs" % m99, m99 <= (qms + pms) * 1000))
-    for sink, v in res.get("playcpu", {}).items():
-        targets.append(("the audio thread does not spin while a cue plays on `%s` (cued ≤ 5 %% of a core)" % sink,
-                        "%.2f %%" % v, v <= 5))
-    total_misses = sum(m for _, (_, m) in lat.items()) + sum(m for _, (_, m) in res["mid"].items())
-    cued_misses = sum(m for n, (_, m) in lat.items() if n.startswith(("cued", "`cuectl"))) + sum(m for _, (_, m) in res["mid"].items())
-    targets.append(("0 misses for cued", "%d (all contenders: %d)" % (cued_misses, total_misses), cued_misses == 0))
-    idle = res["idle"]
-    if "no cued" in idle:
-        for name, v in idle.items():
-            if name != "no cued":
-                targets.append(("server wakeups with %s ≈ with no cued (%.1f/s)" % (name, idle["no cued"]), "%.1f/s" % v,
-                                v <= idle["no cued"] * 1.2 + 1))
-    md += ["", "| target (PipeWire) | measured | |", "|---|---|---|"]
-    for t, m, ok in targets:
-        md.append("| %s | %s | %s |" % (t, m, "**met**" if ok else "**not met**"))
+          "A private PipeWire 0.3.65 (dbus, pipewire with a timer-clocked `support.null-audio-sink` `nul`, wireplumber,",
+          "pipewire-pulse), all in one run (%.0f s; 1-min load %s on 2 cores). Latency is from the trigger to the probe's first" % (
+              res.get("seconds", 0), " → ".join("%.1f" % x for x in load)),
+          "sample as the sink consumed it, in ms. The recorder (bench/pw_onset.c) is a passive `pw_stream` on the sink's",
+          "monitor that asks for no quantum: the graph runs as if nobody recorded (stopped between sounds when nothing else",
+          "plays; at the other nodes' smallest request, or the default, when it runs). It stamps each captured frame on the",
+          "graph's clock: the start of the cycle in which the sink consumed it (the driver's `clock.nsec`, CLOCK_MONOTONIC,",
+          "the clock the trigger's time is read on) + its index / 48 kHz. A monitor reaches its reader one cycle late (the",
+          "driver writes it at the end of its cycle, after its followers ran), and the recorder stamps frames with the cycle",
+          "they were consumed in, not the one it read them in: checked in every run by a click that a player in the",
+          "recorder's process queues for a known cycle (%s). A real device plays a frame" % (cal_txt or "not run"),
+          "its own delay after the sink consumed it (ALSA: the frames it holds), the same for every row and not included: so a",
+          "stream that hands its buffer over in the cycle it was woken in can read a little under 0 (the cycle began just",
+          "before the trigger). Each trigger is sent a uniformly random 0–21.3 ms (one 1024-frame quantum) after the recorder",
+          "heard quiet: 0.5 s after the previous sound for cued and `cuectl` (the native stream lingers active 2 s after a cue,",
+          "so it is still running), 0.12 s for the others (each starts afresh anyway). The probe is a 100 ms 1 kHz square",
+          "(pw-play and play-sample skip 20 ms sounds) whose magnitude counts its frames, so the first sample heard says how",
+          "many of its frames were lost before it (\"start lost\": 0 everywhere means nothing was cut, by the player or the",
+          "recorder). \"holes / cut\": sounds heard with frames missing inside them (a silent stretch between the first",
+          "and the last frame heard), sounds heard shorter than they are; \"in a stall\": of them, those during which the",
+          "recorder, a real-time thread too, missed a cycle itself (the machine stopped: see bench/NOTES.md).",
+          "%d triggers per row and state (+ 2 first ones" % res["trials"],
+          "not counted); a miss is a trigger not heard within 3 s.",
+          "The quantum columns are what the graph ran (the frames per captured buffer): in the onset's cycle, and over the",
+          "whole row (share of the graph's running time). The metadata's default quantum is %d frames. Checks on the" % res["quantum"],
+          "recorder: %s of %s buffers were not as long as the cycle they were consumed in (where the graph changes its" % (
+              rec.get("mismatched", "?"), rec.get("cycles", "?")),
+          "quantum, the null sink's cycle lasts the old quantum and consumes the new one: a stretch of silence, or of",
+          "overlap, in its timeline and not in the data; holes are counted in the frames consumed); %s graph restarts or" % rec.get("gaps", "?"),
+          "skipped cycles; %s buffers of a cycle it had not run in (a passive reader is sometimes added back to a restarting" % rec.get("late", "?"),
+          "graph a cycle late: stamped from that cycle's own start, see pw_onset.c).", ""]
+    names = []
+    for st in states.values():
+        for n in st["rows"]:
+            if n not in names:
+                names.append(n)
+    for key, st in states.items():
+        prof = st.get("profiler")
+        md += ["### State %s: %s" % (key, STATES[key][1]), "",
+               "The graph with no contender playing: %s (pw-profiler over the same second: %s)." % (
+                   ("%s frames per cycle" % _fmt_time_q(st["between"])) if st.get("between") else "stopped",
+                   _fmt_time_q(prof) if prof else ("no cycle" if prof is not None else "not run")), "",
+               "| contender | n | p50 ms | p90 ms | p99 ms | max ms | misses | start lost | holes / cut | quantum at onset | graph over the row |",
+               "|---|---|---|---|---|---|---|---|---|---|---|"]
+        for n in names:
+            r = st["rows"].get(n)
+            if r:
+                md.append("| %s | %s | %s | %s | %s | %s |" % (n, _stats(r), _lost(r), _whole(r), _fmt_q(r["quanta"]),
+                                                           _fmt_time_q(st["row_quanta"].get(n))))
+        md.append("")
+    md += ["cued from a stopped stream (%d triggers per sink and state, each 3.5 s after the previous cue ended: the native" % res["stopped_n"],
+           "stream has gone inactive; the plugins' streams stop after every cue anyway), and mid-stream (a quiet 10 s bed,",
+           "|x| ≤ 300, plays; latency to the first sample of a loud 20 ms pop mixed in: |x| > 2000 after 3 ms without;",
+           "%d pops per sink and state, more on `--latency-ms 10` for the xrun count); CPU of the whole cued process over" % res["mid_n"],
+           "2 s of the bed alone (schedstat of every thread):", "",
+           "| cued on | state | stopped n | p50 ms | max ms | start lost | quantum | mid-stream n | p50 ms | p90 ms | p99 ms | max ms | misses | holes / cut | quantum | CPU while a cue plays |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for label, _, _ in CUED_SINKS:
+        name = CUED_NAMES[label]
+        for key, st in states.items():
+            if name not in st["mid"]:
+                continue
+            s = st["stopped"].get(name)
+            if s and s["lat"]:
+                stopped = "%d%s | %s | %s | %s | %s" % (len(s["lat"]), " (+%d missed)" % s["misses"] if s["misses"] else "",
+                                                     _ms(pct(s["lat"], .5)), _ms(max(s["lat"])), _lost(s), _fmt_q(s["quanta"]))
+            else:
+                stopped = "%s | - | - | - | -" % ("-" if not s else "0 (%d missed)" % s["misses"])
+            m = st["mid"][name]
+            md.append("| %s | %s | %s | %s | %s | %s | %.2f %% |" % (name.replace("cued ", ""), key, stopped, _stats(m), _whole(m),
+                                                                     _fmt_q(m["quanta"]), st["cpu"][name]))
+    md += ["", "What cued reported (`status`) at the end of each state (one cued per sink and state, its counters since it started):", "",
+           "| cued on | state | kind | period / buffer frames | device delay µs | inside cued p50 / p99 µs | played | xruns | missed cycles | stalls | dropped | audio thread |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for name, rows in res["status"].items():
+        for s in rows:
+            k = s["sink"]
+            md.append("| %s | %s | %s | %s / %s | %s | %s / %s | %s | %s | %s | %s | %s | %s |" % (
+                name.replace("cued ", ""), s["state"], k.get("kind"), k.get("period_frames"), k.get("buffer_frames"), k.get("device_delay_us"),
+                s["latency_us"].get("p50"), s["latency_us"].get("p99"), s.get("played"), s["xruns"], s.get("missed_cycles"),
+                s.get("stalls"), s["dropped"], s.get("audio_thread")))
+    a = states.get("a", {})
+    if a.get("idle"):
+        md += ["", "The sound server's wakeups while cued idles (state a): context switches per second of pipewire + pipewire-pulse,",
+               "counted after each from-stopped cue in two windows after it ended (cued's default options; the recorder, passive,",
+               "runs only while the graph does). No cued: %.0f s with nothing playing, before cued's rows." % res["idle_s"], "",
+               "| situation | %s |" % " | ".join(IDLE_WINDOWS), "|---|%s" % ("---|" * len(IDLE_WINDOWS))]
+        for name, v in a["idle"].items():
+            if name == "no cued":
+                md.append("| no cued | %s |" % " | ".join("%.1f" % v["all"] for _ in IDLE_WINDOWS))
+            else:
+                md.append("| %s | %s |" % (name, " | ".join("-" if v.get(w) is None else "%.1f" % v[w] for w in IDLE_WINDOWS)))
+    md += [""] + targets(res)
     if res.get("canberra"):
         md += ["", "canberra-gtk-play not measured: " + res["canberra"] + "."]
+    return md
+
+
+def targets(res):
+    """Issue 20's targets, as ratios and figures of this run: reported, never asserted."""
+    states = res["states"]
+    native = CUED_NAMES["native"]
+    rows = []
+    for key, st in states.items():
+        m = st["mid"].get(native)
+        if m and m["lat"]:
+            p99 = pct(m["lat"], .99)
+            rows.append(("native mid-stream p99 ≤ 5 ms (state %s)" % key, "%.1f ms" % (p99 / 1000), p99 <= 5000))
+    for key, st in states.items():
+        s = st["stopped"].get(native)
+        alts = [(pct(r["lat"], .5), n) for n, r in st["rows"].items() if r["lat"] and not _is_cued(n)]
+        if s and s["lat"] and alts:
+            best, who = min(alts)
+            p50 = pct(s["lat"], .5)
+            rows.append(("native from stopped p50 ≤ 0.25 × the best other player's p50 (state %s)" % key,
+                         "%.1f ms vs 0.25 × %.1f ms (%s): %.2f×" % (p50 / 1000, best / 1000, who, p50 / best if best > 0 else float("nan")),
+                         p50 <= 0.25 * best))
+    cued_cues = sum(res["cues"].values())
+    cued_misses = sum(r["misses"] for st in states.values() for part in ("rows", "mid", "stopped")
+                      for n, r in st[part].items() if _is_cued(n))
+    all_misses = sum(r["misses"] for st in states.values() for part in ("rows", "mid", "stopped") for r in st[part].values())
+    rows.append(("0 misses for cued (over ≥ 500 cues)", "%d in %d measured cues of %d played (all contenders: %d)" % (
+        cued_misses, sum(len(r["lat"]) + r["misses"] for st in states.values() for part in ("rows", "mid", "stopped")
+                         for n, r in st[part].items() if _is_cued(n)), cued_cues, all_misses), cued_misses == 0 and cued_cues >= 500))
+    idle = states.get("a", {}).get("idle", {})
+    base = idle.get("no cued", {}).get("all")
+    if base is not None:
+        w = list(IDLE_WINDOWS)[-1]
+        for name, v in idle.items():
+            if name != "no cued" and v.get(w) is not None:
+                rows.append(("server wakeups %s with %s ≈ with no cued (%.1f/s)" % (w, name, base), "%.1f/s" % v[w], v[w] <= base * 1.2 + 1))
+    for name in [CUED_NAMES[k] for k, _, _ in CUED_SINKS]:
+        cpu = [st["cpu"][name] for st in states.values() if name in st["cpu"]]
+        if cpu:
+            rows.append(("%s: CPU while a cue plays ≤ 2 %% of a core" % name, " / ".join("%.2f %%" % x for x in cpu) + " (states %s)" % ", ".join(
+                k for k, st in states.items() if name in st["cpu"]), max(cpu) <= 2))
+    d10 = CUED_NAMES["default10"]
+    if d10 in res["status"]:
+        xr = sum(s["xruns"] for s in res["status"][d10])
+        n = res["cues"].get(d10, 0)
+        d = CUED_NAMES["default"]
+        xd = sum(s["xruns"] for s in res["status"].get(d, []))
+        rows.append(("`--latency-ms 10` on `alsa:default`: 0 xruns over ≥ 500 cues", "%d xruns in %d cues (default period: %d in %d)" % (
+            xr, n, xd, res["cues"].get(d, 0)), xr == 0 and n >= 500))
+    md = ["| target (issue 20, PipeWire) | measured | |", "|---|---|---|"]
+    for t, m, ok in rows:
+        md.append("| %s | %s | %s |" % (t, m, "**met**" if ok else "**not met**"))
     return md
 
 
@@ -414,9 +870,7 @@ def update(path, md, heading=HEADING):
 
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    quick = os.environ.get("BENCH_QUICK") == "1"
-    trials = int(os.environ["BENCH_PW_TRIALS"]) if "BENCH_PW_TRIALS" in os.environ else None
-    result = run(trials=trials, quick=quick, cued_only=os.environ.get("BENCH_PW_CUED_ONLY") == "1")
+    result = run()
     with open(os.path.join(tempfile.gettempdir(), "cued-bench-pipewire.json"), "w") as f:
         json.dump(result, f)
     md = report(result)
