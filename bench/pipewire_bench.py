@@ -54,6 +54,23 @@ PROBE_S = 0.1  # the probe (pw-play and play-sample skip 20 ms sounds)
 POP_S = 0.02  # the mid-stream probe (cued's rows only)
 
 
+# A session bus with no service directories: with dbus-daemon's standard session config,
+# D-Bus activation would start the system's own services (feedbackd for org.sigxcpu.Feedback).
+BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configuration 1.0//EN"
+ "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
+<busconfig>
+  <type>session</type>
+  <listen>unix:path=%s</listen>
+  <auth>EXTERNAL</auth>
+  <policy context="default">
+    <allow send_destination="*" eavesdrop="true"/>
+    <allow eavesdrop="true"/>
+    <allow own="*"/>
+  </policy>
+</busconfig>
+"""
+
+
 class Stack:
     """Private PipeWire: every process killed by close(). `no_activation`: the session bus
     has no service directories (nothing is started by D-Bus activation)."""
