@@ -488,6 +488,13 @@ class Soak:
                 near = [(at, late) for at, late, _ in self.stalls() if at - 100e6 <= t_ns <= at + late + 100e6]
                 g["stalls_near_ms"] = [round(late / 1e6, 1) for _, late in near]
                 g["machine"] = any(late >= (quantum / RATE * 1e9 - 0.5e6) for _, late in near)
+                # Not used to excuse anything, but said: the most stall time one CPU had within
+                # 20 ms of the event (a burst of 1 ms stalls on both CPUs slows every thread too).
+                burst = {}
+                for at, late, cpu in self.stalls():
+                    if abs(at - t_ns) <= 20e6:
+                        burst[cpu] = burst.get(cpu, 0) + late
+                g["stall_ms_within_20ms"] = round(max(burst.values(), default=0) / 1e6, 1)
             res["glitches"].append(g)
         if len(pops) != len(asked) and not res["glitches"]:
             res["glitches"].append({"what": "%d pops found of %d asked" % (len(pops), len(asked))})
