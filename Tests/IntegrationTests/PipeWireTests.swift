@@ -179,8 +179,13 @@ struct PipeWireTests {
         let c = try d.client()
         #expect(try c.request("play pop") == "ok")  // the device opens before the recording
         #expect(waitIdle(d))
-        let path = stack.dir.file("monitor.raw")
+        // Two recorders that share nothing but the sink (parec through pipewire-pulse, pw-record
+        // natively): a recorder that misses a cycle of the monitor drops or displaces a quantum of
+        // what it records (bench/NOTES.md, issue 20 item 5), which looks like a glitch in cued's
+        // audio. What one recorder heard whole, the sink played whole.
+        let path = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
         let recorder = try stack.record(to: path)
+        let recorder2 = try stack.recordNatively(to: second)
         #expect(try c.request("play bed") == "ok")
         for _ in 0..<6 {
             usleep(250_000)
@@ -189,6 +194,7 @@ struct PipeWireTests {
         #expect(waitIdle(d))
         usleep(300_000)
         recorder.stop()
+        recorder2.stop()
         let pop = Fixture.standard["pop"]!.stereo
         /// What is left of a recording once the bed is taken away (nil: the bed is not whole in it).
         func withoutTheBed(_ rec: Recording) -> Recording? {
@@ -202,8 +208,21 @@ struct PipeWireTests {
             }
             return Recording(samples: rest)
         }
+        /// Bed and six pops, each sample-exact, and nothing else.
+        func wholeIn(_ rec: Recording) -> Bool {
+            guard let left = withoutTheBed(rec) else { return false }
+            return left.occurrences(of: pop).count == 6 && left.sounds().count == 6
+        }
         let rec = try Recording(path: path)
-        let left = try #require(withoutTheBed(rec), "the bed is not whole at the monitor; sounds \(rec.sounds().prefix(4))")
+        let other = try? Recording(wav: second)
+        let otherWhole = other.map(wholeIn) ?? false
+        if withoutTheBed(rec) == nil && otherWhole {
+            print("PipeWireTests: parec lost the bed's start, pw-record heard bed and pops whole")
+        }
+        guard let left = withoutTheBed(rec) ?? (otherWhole ? withoutTheBed(other!) : nil) else {
+            Issue.record("the bed is not whole at the monitor (either recorder); sounds \(rec.sounds().prefix(4))")
+            return
+        }
         let pops = left.occurrences(of: pop)
         let st = try d.status()
         let cuedSays = "cued: xruns \(st.xruns), missed cycles \(st.missedCycles), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
@@ -213,7 +232,10 @@ struct PipeWireTests {
         // Exactly six pops over the bed and nothing else.
         let what = "\(pops.count) of 6 pops sample-exact over the bed; what differs from the bed: \(left.sounds().prefix(8)); \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)"
         if pops.count != 6 || left.sounds().count != 6 {
-            if viaCapture, let mine = (try? Recording(path: handed)).flatMap(withoutTheBed),
+            if otherWhole {
+                // pw-record heard the sink play bed and pops whole: parec's own loss.
+                print("PipeWireTests: parec lost or displaced frames pw-record heard in place: \(what)")
+            } else if viaCapture, let mine = (try? Recording(path: handed)).flatMap(withoutTheBed),
                mine.occurrences(of: pop).count == 6, mine.sounds().count == 6 {
                 // cued handed bed and pops over intact; the monitor has a hole the pulse transport made.
                 withKnownIssue("the pulse stream broke on its way to the graph, with every frame handed over intact: \(what)") {
