@@ -26,8 +26,6 @@ struct cued_pw_events {
     char error[256];      /* why, for SinkError */
     int format_ready;     /* the server accepted a format (param_changed Format) */
     int buffers;          /* buffers the stream has now */
-    unsigned long process; /* process events: cycles that asked for a buffer */
-    unsigned long empty;   /* of them, cycles that found no buffer ready (played silence) */
     struct pw_stream *stream;
     /* The buffers cued has dequeued: the one being filled, the one ready for the next
        cycle, and a spare (a ready buffer given back while another was being filled).
@@ -104,9 +102,7 @@ static void cued_pw_on_remove_buffer(void *data, struct pw_buffer *buffer) {
 static void cued_pw_on_process(void *data) {
     struct cued_pw_events *ev = data;
     struct pw_buffer *b = ev->ready;
-    ev->process++;
     if (b == NULL) {
-        ev->empty++;
         ev->last_took = 0;
         return;
     }

@@ -250,6 +250,8 @@ public final class PipeWireSink: Sink {
             events.pointee.buffers_changed = 0
             heldFrames = 0
             readyFrames = 0
+            readyIsSilence = false
+            refilling = false  // else a refill of a buffer that is gone would keep the graph's cycle from running
         }
     }
 
