@@ -131,6 +131,19 @@ final class DaemonHarness: @unchecked Sendable {
 
     func readStderr() -> String { (try? String(contentsOfFile: dir.file("stderr.log"), encoding: .utf8)) ?? "" }
 
+    /// Each thread of cued as "name: wchan (syscall nr args…)", for a failure's message: where a
+    /// daemon that did not answer was blocked.
+    func threadStates() -> String {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task")) ?? []
+        return tasks.sorted().map { tid in
+            let task = "/proc/\(pid)/task/\(tid)/"
+            func read(_ f: String) -> String {
+                ((try? String(contentsOfFile: task + f, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
+            }
+            return "\(read("comm")): \(read("wchan")) (\(read("syscall").split(separator: " ").prefix(3).joined(separator: " ")))"
+        }.joined(separator: "; ")
+    }
+
     deinit { process?.stop() }
 }
 
