@@ -117,14 +117,15 @@ public enum NoDaemonHint {
     }
 }
 
-/// What `cuectl play` / `play-file` without `--wait` adds after cued took the cue:
-/// cued answers `ok` as soon as the cue is queued, before its output plays it, so a
-/// cue that cannot be heard would pass in silence. cuectl asks for `status` after
-/// the reply (the cue is already on its way: no delay to the sound) and warns on
-/// stderr when cued says its output failed, or that it plays to nothing because no
-/// output answered (`auto`); the exit status stays 0 (cued took the cue, and a failed
-/// device is retried: the cue still sounds if it reopens in time). A named `null`
-/// sink is a choice, not a problem. With `--wait` the reply itself says how it ended.
+/// What `cuectl play` / `play-file` adds after cued answered `ok`: without `--wait` cued
+/// answers as soon as the cue is queued, before its output plays it, and with `--wait`
+/// a cue `auto` played to nothing (no output answered) ends `ok` too, so a cue that
+/// cannot be heard would pass in silence. cuectl asks for `status wait` after the reply
+/// (the status once cued's audio thread has taken the cue: its output picked and opened,
+/// or failed; the cue is already on its way, no delay to the sound) and warns on stderr
+/// when that output failed, or plays to nothing because no output answered (`auto`);
+/// the exit status stays 0 (cued took the cue, and a failed device is retried: the cue
+/// still sounds if it reopens in time). A named `null` sink is a choice, not a problem.
 public enum PlayWarning {
     public static func text(_ status: Status) -> String? {
         let s = status.sink
@@ -133,17 +134,17 @@ public enum PlayWarning {
                 + ": the cue sounds only if it reopens in time; cuectl doctor says how to fix it"
         }
         if s.spec == "null", let why = s.why {
-            return "cuectl: warning: cued plays to nothing: \(why)"
+            return "cuectl: warning: not heard: \(why)"
         }
         return nil
     }
 }
 
 extension Request {
-    /// A play that cued answers once the cue is queued (not `--wait`): see `PlayWarning`.
-    public var queuesACue: Bool {
+    /// A play or play-file: whose `ok` is followed by `PlayWarning`'s check.
+    public var playsACue: Bool {
         switch self {
-        case .play(_, let o), .playFile(_, let o): return !o.wait
+        case .play, .playFile: return true
         default: return false
         }
     }

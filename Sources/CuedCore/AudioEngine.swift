@@ -19,6 +19,8 @@ public enum EngineEvent: Sendable {
     case closed
     /// The answer to `Command.stop`: how many voices it faded out (0 is an answer too).
     case stopped(ticket: UInt64, count: Int)
+    /// The answer to `Command.sync`: every command before it has been taken.
+    case synced(ticket: UInt64)
     /// A voice's one end, for those the server must hear of (`VoiceEnd.isReported`).
     case voiceEnded(VoiceEnd)
 }
@@ -48,6 +50,9 @@ public final class AudioEngine: @unchecked Sendable {
         case fadeOutAll
         /// Open and prepare the device now, so the next cue starts warm.
         case prewarm
+        /// Answers `synced(ticket:)` once every command before it has been taken (a cue
+        /// queued before it has started, or its device's open was tried): `status wait`.
+        case sync(ticket: UInt64)
         case shutdown(deadline: UInt64)
     }
 

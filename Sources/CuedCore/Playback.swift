@@ -86,6 +86,8 @@ final class Playback {
             _ = machine.removePending { _ in true } removed: { id in ledger.finish(id, .muted, started: false) }
         case .prewarm:
             feed(.prewarm, now: now)
+        case .sync(let ticket):
+            onEvent(.synced(ticket: ticket))
         case .shutdown(let deadline):
             feed(.shutdown(deadline: deadline), now: now)
         }

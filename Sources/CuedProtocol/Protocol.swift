@@ -56,6 +56,9 @@ public enum Request: Equatable, Sendable {
     /// The loaded cues; `theme`: the sound theme's names instead.
     case cues(theme: Bool)
     case status
+    /// `status wait`: the status once cued's audio thread has taken every request queued
+    /// before it (a cue just queued has started or its output failed), at most 3 s later.
+    case statusWait
 }
 
 extension Request {
@@ -234,7 +237,11 @@ public enum RequestParser {
             }
             return .state(s, quiet: args.count == 2)
         },
-        Verb(name: "status", minArgs: 0, maxArgs: 0, usage: "status") { _ in .status },
+        Verb(name: "status", minArgs: 0, maxArgs: 1, usage: "status [wait]") { args throws(ProtocolError) in
+            guard let a = args.first else { return .status }
+            guard a == "wait" else { throw ProtocolError(.badArgument, "unknown option '\(a.prefix(32))' (only 'wait')") }
+            return .statusWait
+        },
         Verb(name: "stop", minArgs: 0, maxArgs: 2, usage: "stop [CUE|all|id ID]") { args throws(ProtocolError) in
             guard let a = args.first else { return .stop(.mine) }
             if args.count == 2 {
@@ -500,6 +507,7 @@ extension Request {
         case .reload: return "reload"
         case .cues(let theme): return theme ? "cues theme" : "cues"
         case .status: return "status"
+        case .statusWait: return "status wait"
         }
     }
 }

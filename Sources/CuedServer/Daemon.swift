@@ -166,6 +166,7 @@ public final class Daemon {
         case .reload: return change(&c, at) { .later(reload()) }
         case .cues(let theme): return cues(theme: theme, &c)
         case .status: return .now(.ok(status().json.encoded))
+        case .statusWait: return player.afterQueued { [self] in .ok(status().json.encoded) }
         }
     }
 

@@ -40,6 +40,8 @@ final class PlayPolicy {
     private var nextVoiceID: UInt64 = 1
     private var waitingForVoices: [UInt64: EventLoopPromise<Reply>] = [:]
     private var waitingForStops: [UInt64: EventLoopPromise<Reply>] = [:]
+    /// `status wait`: the reply made once the audio thread has taken what was queued before it.
+    private var waitingForSyncs: [UInt64: (promise: EventLoopPromise<Reply>, reply: () -> Reply)] = [:]
     /// How to write an event line to each connection (registered while it is open).
     private var eventLines: [UInt64: (String) -> Void] = [:]
     /// Voice ends for a client that is not a socket connection (the D-Bus face), by its connection id.
@@ -237,6 +239,24 @@ final class PlayPolicy {
         return .later(promise.futureResult)
     }
 
+    /// `reply()` once the audio thread has taken every command queued before this one
+    /// (a cue just queued has started, or the open of its device was tried), so that what
+    /// it says follows from them; at most `limit` later (a stuck audio thread, or an open
+    /// slower than the native stream's 2 s), then as it is.
+    func afterQueued(limit: TimeAmount = .seconds(3), _ reply: @escaping () -> Reply) -> Response {
+        let id = ticket()
+        guard engine.submit(.sync(ticket: id)) else { return .now(reply()) }
+        let promise = loop.makePromise(of: Reply.self)
+        waitingForSyncs[id] = (promise, reply)
+        loop.assumeIsolated().scheduleTask(in: limit) { self.synced(id) }
+        return .later(promise.futureResult)
+    }
+
+    private func synced(_ id: UInt64) {
+        guard let w = waitingForSyncs.removeValue(forKey: id) else { return }
+        w.promise.succeed(w.reply())
+    }
+
     private func ticket() -> UInt64 {
         defer { nextTicket &+= 1 }
         return nextTicket
@@ -250,6 +270,8 @@ final class PlayPolicy {
             ended(end)
         case .stopped(let id, let n):
             waitingForStops.removeValue(forKey: id)?.succeed(.ok("\(n)"))
+        case .synced(let id):
+            synced(id)
         case .opened, .openFailed, .writeFailed, .stalled, .lost, .streamStopped, .closed:
             break  // the device's own news: DeviceLog's
         }

@@ -109,7 +109,7 @@ case .doctor:
         do {
             let client = try CueClient(path: p)
             client.setTimeout(milliseconds: 5000)
-            let reply = try client.request("status")
+            let reply = try client.request("status wait")
             if reply.hasPrefix("ok ") { status = Status.parse(String(reply.dropFirst(3))) } else { why = reply }
         } catch {
             why = "\(error)"
@@ -171,7 +171,7 @@ case .request(let request, let render):
             if !r.hasPrefix("ok") { die("\(p): \(r)", ExitCode.errorReply) }
         }
         reply = try client.readLine()
-        if reply == "ok", request.queuesACue, let line = try? client.request("status"), line.hasPrefix("ok "),
+        if reply == "ok", request.playsACue, let line = try? client.request("status wait"), line.hasPrefix("ok "),
            let status = Status.parse(String(line.dropFirst(3))), let warning = PlayWarning.text(status) {
             printErr(warning)
         }

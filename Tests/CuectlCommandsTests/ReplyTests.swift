@@ -89,17 +89,18 @@ import Testing
                 == "cuectl: warning: cued's output pipewire has failed (cannot connect to PipeWire: Connection refused): "
                 + "the cue sounds only if it reopens in time; cuectl doctor says how to fix it")
         #expect(PlayWarning.text(status("idle", spec: "null", why: "auto: no sound server answers"))
-                == "cuectl: warning: cued plays to nothing: auto: no sound server answers")
+                == "cuectl: warning: not heard: auto: no sound server answers")
         for fine in [status("running"), status("closed"), status("idle"), status("idle", spec: "null")] {
             #expect(PlayWarning.text(fine) == nil, "\(fine.sink)")
         }
     }
 
-    @Test func onlyAPlayThatIsNotWaitedFor() throws {
-        #expect(try RequestParser.parse("play pop").queuesACue)
-        #expect(try RequestParser.parse("play-file /x.wav").queuesACue)
-        #expect(!(try RequestParser.parse("play pop wait").queuesACue))
-        #expect(!(try RequestParser.parse("ping").queuesACue))
+    @Test func aPlayWaitedForOrNot() throws {
+        #expect(try RequestParser.parse("play pop").playsACue)
+        #expect(try RequestParser.parse("play-file /x.wav").playsACue)
+        #expect(try RequestParser.parse("play pop wait").playsACue)
+        #expect(!(try RequestParser.parse("ping").playsACue))
+        #expect(!(try RequestParser.parse("stop").playsACue))
     }
 }
 

@@ -136,6 +136,24 @@ import Glibc
         #expect(events.list.withLock { ended($0).count } == 3)  // voice 4, unwatched and played, never reported
     }
 
+    /// `sync` is answered once what came before it was taken: a cue's failed open is
+    /// already reported (what `status wait` relies on).
+    @Test func syncIsAnsweredAfterTheCueBeforeItTriedTheDevice() throws {
+        let events = Events()
+        let sink = try FaultSink.parse("open-fail=1000").get()
+        let engine = AudioEngine(sink: sink) { events.add($0) }
+        engine.start()
+        defer { engine.shutdown(graceMs: 0) }
+        let short = Cue(name: "short", stereo: [Float](repeating: 0.1, count: 480 * 2))
+        engine.submit(play(short, 1, owner: "a", wait: false))
+        engine.submit(.sync(ticket: 9))
+        #expect(events.wait { $0.contains { if case .synced(9) = $0 { return true }; return false } })
+        let list = events.list.withLock { $0 }
+        let failed = list.firstIndex { if case .openFailed = $0 { return true }; return false }
+        let synced = list.firstIndex { if case .synced(9) = $0 { return true }; return false }
+        #expect(failed != nil && failed! < synced!, "\(list)")
+    }
+
     @Test func aStopWithTheDeviceClosedAnswersZeroAtOnce() {
         let events = Events()
         let engine = AudioEngine(sink: NullSink(latencyMs: 10)) { events.add($0) }

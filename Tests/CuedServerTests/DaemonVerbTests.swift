@@ -134,7 +134,7 @@ final class Locked<T: Sendable>: Sendable {
                      "state pull", "drag 70", "drop", "threshold 50", "session", "session work", "app tests",
                      "mute", "unmute", "mute app other", "unmute app other",
                      "profile", "profile quiet", "profile app other silent", "profile app other", "profile app other default", "profile full",
-                     "reload", "cues", "cues theme", "status"]
+                     "reload", "cues", "cues theme", "status", "status wait"]
         let profileReplies = ["profile": "full", "profile quiet": "quiet", "profile app other silent": "other silent",
                               "profile app other": "other silent", "profile app other default": "other quiet", "profile full": "full"]
         var seen: Set<String> = []
@@ -143,6 +143,9 @@ final class Locked<T: Sendable>: Sendable {
             let response = try h.respond(line, &conn)
             if case .later = response, case .stop = request {
                 try h.handle(.stopped(ticket: 1, count: 0))
+            }
+            if case .later = response, case .statusWait = request {
+                try h.handle(.synced(ticket: 2))  // the audio thread took what came before (tickets: the stop's was 1)
             }
             let reply = try DaemonHarness.reply(response)
             let verb: String
@@ -194,10 +197,15 @@ final class Locked<T: Sendable>: Sendable {
                 verb = "status"
                 guard case .ok(let json?) = reply, let status = Status.parse(json) else { Issue.record("status: \(reply)"); continue }
                 #expect(status.cues.count == 3)
+            case .statusWait:
+                verb = "status wait"
+                guard case .later = response else { Issue.record("status wait answered before the audio thread: \(reply)"); continue }
+                guard case .ok(let json?) = reply, let status = Status.parse(json) else { Issue.record("status wait: \(reply)"); continue }
+                #expect(status.cues.count == 3)
             }
             seen.insert(verb)
         }
-        #expect(seen.count == 20)
+        #expect(seen.count == 21)
         // Only `reload` reloads (no state change falls through to it).
         #expect(h.loads.value == 1)
     }
