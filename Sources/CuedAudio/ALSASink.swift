@@ -367,8 +367,10 @@ public final class ALSASink: Sink {
     /// The pulse plugin's stream, corked between bursts, still has its timing
     /// updated (PA_STREAM_AUTO_TIMING_UPDATE): pipewire-pulse woke ~2.3 times a second
     /// for it. Closing costs the next cue ~16 ms more (p50 40 ms instead of 24), so only
-    /// after 5 s without a cue.
-    public var idleCloseLimitSeconds: Double? { kind == "pulse" ? 5 : nil }
+    /// after 7 s without a cue: not at the moment WirePlumber suspends the idle sink (its
+    /// 5 s), where the close and the suspend met and pipewire-pulse crashed once in 86
+    /// cycles (issue 20; the cause not proved, the coincidence removed).
+    public var idleCloseLimitSeconds: Double? { kind == "pulse" ? 7 : nil }
 
     /// pulse's delay figure (pa_stream_get_latency, through pipewire-pulse) missed the
     /// last 2 ms of a cue in about 1 of 400 bursts even with 20 ms to spare; the tail

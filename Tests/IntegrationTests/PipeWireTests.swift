@@ -281,8 +281,8 @@ struct PipeWireTests {
         #expect(eventually(timeout: sink == "pipewire" ? 6 : 3) { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state != "running" },
                 "cued's stream stays running while idle")
         if sink == "alsa:pulse" {
-            // A corked pulse stream still has its timing updated: closed after 5 s idle.
-            #expect(eventually(timeout: 8) { (try? d.status())?.sink.state == "closed" })
+            // A corked pulse stream still has its timing updated: closed after 7 s idle.
+            #expect(eventually(timeout: 10) { (try? d.status())?.sink.state == "closed" })
         }
     }
 
@@ -608,6 +608,35 @@ struct PipeWireTests {
         #expect(eventually(timeout: 15) {
             (try? d.request("play pop wait")) == "ok" && (try? d.status().sink.spec) == "null"
         }, "\((try? d.status().sink) as Any)")
+    }
+
+    /// `cuectl play` warns of a cue that is not heard from the cue itself, not from the state
+    /// before it (`status wait`): the first cue after the server went away (cued's stream still
+    /// lingering a moment before) plays to nothing and is said so; the first cue once the server
+    /// is back is heard and nothing is said. (Before, the status was asked as the cue was
+    /// queued: both were one cue late, a new user found.)
+    @Test func cuectlSaysWhetherThisVeryCueIsHeard() throws {
+        let stack = try PipeWireStack()
+        let d = try start(stack, "auto")
+        func cuectl(_ args: String...) throws -> (status: Int32, out: String, err: String) {
+            try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath] + args, env: d.environment)
+        }
+        #expect(try cuectl("play", "pop", "--wait") == (0, "", ""))
+        usleep(300_000)  // the native stream lingers (active) for 2 s after a cue
+        stack.stopServers()
+        let gone = try cuectl("play", "pop")
+        #expect(gone.status == 0 && gone.out == "", "\(gone)")
+        #expect(gone.err.hasPrefix("cuectl: warning: not heard: auto: no sound server answers"), "\(gone.err); cued's sink: \((try? d.status().sink) as Any)")
+        let waited = try cuectl("play", "pop", "--wait")  // `ok`: played, to nothing, and said so
+        #expect(waited.status == 0 && waited.err.hasPrefix("cuectl: warning: not heard: "), "\(waited)")
+        try stack.startServers()
+        usleep(200_000)  // the cue played to nothing has ended: cued's device closed (it closes at once then)
+        let raw = stack.dir.file("monitor.raw")
+        _ = try stack.record(to: raw)
+        let back = try cuectl("play", "pop")
+        #expect(back == (0, "", ""), "\(back); cued's sink: \((try? d.status().sink) as Any)")
+        let pop = Fixture.standard["pop"]!.stereo
+        #expect(eventually { (try? Recording(path: raw))?.holds(partOf: pop) ?? false }, "the cue cuectl said nothing of was not heard")
     }
 
     /// The user switches the default output (`pactl set-default-sink`, as the desktop's
