@@ -10,8 +10,9 @@ whose first sample is non-zero.
 
 Environment: BENCH_TRIALS (default 200), BENCH_IDLE_S (60), BENCH_QUICK=1 (small runs).
 BENCH_ONLY=SECTION runs one section and prints it (alsa, alsa-cued, idle, throughput, eventloop,
-footprint, memory, mixer, pipewire, desktop); BENCH_ONLY=desktop (feedbackd against cued, and a
-notification sound; BENCH_DESKTOP_TRIALS, default 100) also replaces its section in BENCHMARKS.md.
+footprint, memory, mixer, pipewire, desktop, follow); BENCH_ONLY=desktop (feedbackd against cued, and
+a notification sound; BENCH_DESKTOP_TRIALS, default 100) and BENCH_ONLY=follow (the desktop's audio
+changing under cued; BENCH_FOLLOW_TRIALS, default 10) also replace their section in BENCHMARKS.md.
 """
 import asyncio
 import json
@@ -33,6 +34,7 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipewire_bench  # noqa: E402
 import desktop_bench  # noqa: E402
+import follow_bench  # noqa: E402
 from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
 
@@ -700,6 +702,10 @@ def desktop_trials():
     return int(os.environ["BENCH_DESKTOP_TRIALS"]) if "BENCH_DESKTOP_TRIALS" in os.environ else None
 
 
+def follow_trials():
+    return int(os.environ["BENCH_FOLLOW_TRIALS"]) if "BENCH_FOLLOW_TRIALS" in os.environ else None
+
+
 def main():
     daemon_bench.bench = sys.modules[__name__]
     os.chdir(ROOT)
@@ -728,6 +734,12 @@ def main():
         print("\n".join(md))
         desktop_bench.update(os.path.join(ROOT, "BENCHMARKS.md"), md)
         return
+    if only == "follow":  # the desktop's audio changing under cued: printed, and its section replaced
+        res = follow_bench.run(trials=follow_trials(), quick=QUICK)
+        md = follow_bench.report(res)
+        print("\n".join(md))
+        follow_bench.update(os.path.join(ROOT, "BENCHMARKS.md"), md)
+        return
     if only:  # run one section, print its figures (for working on the harness)
         print({"idle": lambda: idle_cost(sounds), "throughput": lambda: throughput(sounds),
                "eventloop": lambda: daemon_bench.event_loop(), "footprint": lambda: daemon_bench.footprint(sounds),
@@ -745,12 +757,14 @@ def main():
     ev = daemon_bench.event_loop()
     fp = daemon_bench.footprint(sounds)
     pw = pipewire_bench.run(quick=QUICK)
+    fo = follow_bench.run(trials=follow_trials(), quick=QUICK)
     dk = desktop_bench.run(trials=desktop_trials(), quick=QUICK)
     theme = lat.pop("_theme", {})
     plotted = plot(lat, os.path.join(ROOT, "docs", "latency.png"))
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted, daemon_bench.targets(ev, fp))
     md += daemon_bench.report(ev, fp, theme)
     md += [""] + pipewire_bench.report(pw)
+    md += [""] + follow_bench.report(fo)
     md += [""] + desktop_bench.report(dk)
     notes = os.path.join(ROOT, "bench", "NOTES.md")
     if os.path.exists(notes):

@@ -35,15 +35,15 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, Stream, cue_set, log, pct, release_dir, square, wait_answering
-from pipewire_bench import Stack
+from benchlib import Client, cue_set, log, pct, release_dir, square, wait_answering
+from pipewire_bench import RATE, Recorder, Stack, build_recorder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
 CUED = os.path.join(REL, "cued")
 HEADING = "## Desktop event sources: feedbackd and notifications"
 FEEDBACKD = "/usr/libexec/feedbackd"
-TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "parec"]
+TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pw-dump", "cc", "pkg-config"]
 EVENT = "message-new-instant"
 SOUND = "/usr/share/sounds/freedesktop/stereo/message-new-instant.oga"
 APP = "org.example.CuedBench"
@@ -129,54 +129,46 @@ class Bus:
         self.conn.close_sync(None)
 
 
-def measure(stream, bus, trigger, trials, warmup, rng, env, after=None):
-    """trigger -> first sample, as pipewire_bench.measure, with a random 0-6 ms wait before each
-    trigger; the call's reply is collected after the first sample (or the miss). Also how long
-    each sound was heard (first sample to 40 ms of silence), and, during the first sound, the
-    playback streams PipeWire has (pw-dump)."""
-    out, misses, tags, heard, streams = [], 0, [], [], None
+def measure(rec, bus, trigger, trials, warmup, rng, env, after=None):
+    """trigger -> the first non-zero sample as the sink consumed it (bench/pw_onset, as
+    pipewire_bench.measure), with a random 0-6 ms wait before each trigger; the call's reply is
+    collected after the onset (or the miss). Also how long each sound was heard (the recorder's
+    span from its first to its last non-zero sample, its sounds split by 40 ms of quiet), the
+    quantum of the cycle each onset came in, and, during the first sound, the playback streams
+    PipeWire has (pw-dump)."""
+    out, misses, tags, onsets, quanta, streams = [], 0, [], [], {}, None
     bus.replies.clear()
     bus.ended.clear()
     for i in range(trials + warmup):
-        quiet_for(stream, GAP_S)
+        rec.wait_quiet(GAP_S)
         time.sleep(rng.uniform(0, 0.006))
         t0 = time.monotonic_ns()
         trigger(i)
-        t1 = stream.wait_loud()
+        o = rec.onset_after(t0)
         if after:
             after()
         else:
             bus.pump(lambda: any(tag == i for tag, _ in bus.replies[-3:]), timeout_s=3.0)
-        if i == 0 and t1 is not None:
+        if i == 0 and o is not None:
             streams = playback_streams(env)
-        if t1 is not None:
-            stream.drain()
-            heard.append((time.monotonic_ns() - t1) / 1e6 - 40)  # drain returns after 40 ms of silence
         if i < warmup:
             continue
         tags.append(i)
-        if t1 is None:
+        if o is None:
             misses += 1
         else:
-            out.append((t1 - t0) / 1000.0)
-    return out, misses, tags, heard, streams
+            out.append((o[0] - t0) / 1000.0)
+            onsets.append(o[0])
+            quanta[o[2]] = quanta.get(o[2], 0) + 1
+    rec.wait_quiet(GAP_S)
+    time.sleep(0.05)
+    with rec.cond:  # a sound's span is known once the next began: the last one's is not
+        heard = [rec.ends[t][1] * 1000.0 / RATE for t in onsets if t in rec.ends]
+    return out, misses, tags, heard, streams, quanta
 
 
-def quiet_for(stream, seconds, limit_s=10.0):
-    """Reads the monitor until it has been silent for `seconds` (at most limit_s). Reading all
-    along, not sleeping: a sleeping reader lets parec block on a full pipe and the server queue
-    its capture, and the tail of a sound that paused for a moment (a server hiccup) could then be
-    read after the next trigger as if it were the new sound."""
-    end = time.monotonic() + limit_s
-    quiet_since = time.monotonic()
-    while time.monotonic() < end:
-        now = time.monotonic()
-        if now - quiet_since >= seconds:
-            return True
-        data = stream._read(min(0.05, seconds - (now - quiet_since)))
-        if data is not None and stream._loud(data, 0):
-            quiet_since = time.monotonic()
-    return False
+def merge(a, b):
+    return {k: a.get(k, 0) + b.get(k, 0) for k in set(a) | set(b)}
 
 
 def playback_streams(env):
@@ -256,7 +248,7 @@ ROUNDS = 2  # feedbackd, cued, feedbackd, cued: a machine whose load drifts weig
 
 
 def measure_all(stack, tmp, res, trials, warmup, rng):
-    bus = None
+    bus = rec = None
     try:
         env = stack.env
         res["quantum"] = stack.quantum()
@@ -264,8 +256,7 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
         bus = Bus(env["DBUS_SESSION_BUS_ADDRESS"])
         if bus.owner_pid("org.sigxcpu.Feedback") is not None:
             raise RuntimeError("org.sigxcpu.Feedback has an owner on the private bus before the bench started one")
-        parec = stack.monitor()
-        stream = Stream(parec.stdout.fileno())
+        rec = Recorder(stack, build_recorder(), quiet_ms=40)
         fenv = dict(env, GSETTINGS_BACKEND="memory", CANBERRA_DRIVER="pulse")
         for k in ("DISPLAY", "WAYLAND_DISPLAY", "FEEDBACK_THEME"):
             fenv.pop(k, None)
@@ -275,16 +266,16 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
         sounds = os.path.join(tmp, "sounds")
         cue_set(sounds, square(4800))  # cued's required cues; none is named like a feedbackd event
         clog = os.path.join(tmp, "cued.log")
-        acc = {"feedbackd": ([], 0, [], []), "cued": ([], 0, [], [])}
+        acc = {"feedbackd": ([], 0, [], [], {}), "cued": ([], 0, [], [], {})}
         cued = sock = None
         per_round = [trials // ROUNDS + (1 if r < trials % ROUNDS else 0) for r in range(ROUNDS)]
 
         def run_owner(key, n):
-            v, m, tags, heard, streams = measure(stream, bus, bus.trigger_feedback, n, warmup, rng, env)
+            v, m, tags, heard, streams, quanta = measure(rec, bus, bus.trigger_feedback, n, warmup, rng, env)
             bus.pump(timeout_s=2.0)  # the last FeedbackEnded
             e = ended_summary(bus, tags)
             old = acc[key]
-            acc[key] = (old[0] + v, old[1] + m, old[2] + [e], old[3] + heard)
+            acc[key] = (old[0] + v, old[1] + m, old[2] + [e], old[3] + heard, merge(old[4], quanta))
             res.setdefault("streams", {}).setdefault(key, streams)
             return v
 
@@ -330,17 +321,20 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
             # For reference, the same sound through cued's socket (no D-Bus): half as many.
             c = Client(sock)
             try:
-                v, m, _, _, _ = measure(stream, bus, lambda i: c.send("play " + EVENT), n // 2, 1, rng, env,
-                                        after=lambda: c.reply())
+                v, m, _, _, _, q = measure(rec, bus, lambda i: c.send("play " + EVENT), n // 2, 1, rng, env,
+                                           after=lambda: c.reply())
             finally:
                 c.s.close()
             old = res["lat"].get(SOCKET, ([], 0))
             res["lat"][SOCKET] = (old[0] + v, old[1] + m)
+            qs = res.setdefault("quanta", {})
+            qs[SOCKET] = merge(qs.get(SOCKET, {}), q)
             res["rounds"].append({"n": n, "feedbackd_p50": pct(fv, .5), "cued_p50": pct(cv, .5), "load": [load0, loadavg()]})
 
         for key in ("feedbackd", "cued"):
-            v, m, ends, heard = acc[key]
+            v, m, ends, heard, quanta = acc[key]
             res["lat"][key] = (v, m)
+            res.setdefault("quanta", {})[key] = quanta
             res.setdefault("heard_ms", {})[key] = pct(heard, .5)
             res[key + "_ended"] = {"ids": sum(e["ids"] for e in ends), "n_errors": sum(e["n_errors"] for e in ends),
                                    "errors": sum((e["errors"] for e in ends), [])[:3], "no_reply": sum(e["no_reply"] for e in ends),
@@ -356,8 +350,9 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
         if not wait_for(lambda: (cued_status(sock).get("bus") or {}).get("notifications") == "watching", 5):
             res["notes"].append("cued's status did not say notifications watching: %s" % cued_status(sock).get("bus"))
         log("desktop: %d Notify calls, cued watching" % trials)
-        v, m, tags, heard, _ = measure(stream, bus, bus.notify, trials, warmup, rng, env)
+        v, m, tags, heard, _, quanta = measure(rec, bus, bus.notify, trials, warmup, rng, env)
         res["lat"][NOTIFY] = (v, m)
+        res.setdefault("quanta", {})[NOTIFY] = quanta
         res["heard_ms"]["notification"] = pct(heard, .5)
         res["notify_errors"] = sum(1 for tag, r in bus.replies if tag in tags and isinstance(r, str))
         st = cued_status(sock)
@@ -368,6 +363,8 @@ def measure_all(stack, tmp, res, trials, warmup, rng):
         with open(clog, errors="replace") as f:
             res["cued_log"] = [ln.strip() for ln in f if "warn" in ln.lower() or "error" in ln.lower()][-5:]
     finally:
+        if rec is not None:
+            rec.close()
         if bus is not None:
             bus.close()
     return res
@@ -409,13 +406,16 @@ def report(res):
           "calls in all (%d unmeasured at the start of each round), which both resolve through feedbackd's default" % res["warmup"],
           "theme to the freedesktop sound theme's `message-new-instant.oga` (1.03 s; its first frame is non-zero).",
           "Latency: from just before the call is handed to GDBus (a Gio connection kept open, the reply not waited",
-          "for) to the first non-zero sample read from the null sink's monitor (`parec --latency-msec=1`, read all",
-          "along). Each trigger comes once the monitor has been silent for %.1f s, then after a random 0–6 ms wait" % res["gap_s"],
-          "(so triggers do not all land at one point of the graph's cycle; cued's PipeWire stream is then still active:",
-          "it lingers 2 s after a cue). A miss: no sound within 3 s. The graph's",
-          "default quantum is %d frames; it runs at the smallest `node.latency` its streams ask: feedbackd's pulse" % res["quantum"],
-          "stream asks %s, cued's stream %s, the recorder (parec, a pulse client) %s." % (
-              node_latency("feedbackd"), node_latency("cued"), node_latency("cued", "Stream/Input/Audio")),
+          "for) to the first non-zero sample as the null sink consumed it, stamped on the graph's clock by the section",
+          "above's recorder (`bench/pw_onset.c`, a passive stream on the sink's monitor: it asks no quantum). Each",
+          "trigger comes once the sink has been silent for %.1f s, then after a random 0–6 ms wait (so triggers do" % res["gap_s"],
+          "not all land at one point of the graph's cycle; cued's PipeWire stream is then still active: it lingers",
+          "2 s after a cue). A miss: no sound within 3 s. The graph's default quantum is %d frames; it runs at the" % res["quantum"],
+          "smallest `node.latency` its streams ask: feedbackd's pulse stream asks %s, cued's stream %s. The quantum of" % (
+              node_latency("feedbackd"), node_latency("cued")),
+          "the cycle each first sample came in (frames: sounds): %s." % "; ".join(
+              "%s %s" % (k, ", ".join("%s: %d" % (q, n) for q, n in sorted(v.items(), key=lambda x: int(x[0]))))
+              for k, v in (res.get("quanta") or {}).items()),
           "",
           "| owner of org.sigxcpu.Feedback | n | p50 µs | p90 µs | p99 µs | max µs | misses |", "|---|---|---|---|---|---|---|"]
     rows = [("feedbackd", "feedbackd (GSound → pulse)"), ("cued", "cued (`%s`)" % res.get("cued_sink", "alsa:default"))]
@@ -434,7 +434,7 @@ def report(res):
                                                   ", ".join("%s×%d" % (r, n) for r, n in sorted(e.get("reasons", {}).items())) or "-"))
     md += ["", "(Reasons as feedbackd sends them, a `u`: 0 natural, 1 expired, 2 explicit, 4294967295 (−1) not found.)"]
     hm = res.get("heard_ms", {})
-    md += ["", "Each sound heard for (first sample to 40 ms of silence at the monitor, p50): feedbackd %.0f ms, cued %.0f ms,"
+    md += ["", "Each sound heard for (first to last non-zero sample at the sink, p50): feedbackd %.0f ms, cued %.0f ms,"
            % (hm.get("feedbackd", float("nan")), hm.get("cued", float("nan"))),
            "notification %.0f ms (the file is 1,025 ms). The streams during the first sound (`pw-dump`):" % hm.get(
                "notification", float("nan")), ""]

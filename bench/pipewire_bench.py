@@ -112,12 +112,18 @@ class Stack:
             if os.path.exists(os.path.join(self.rt, "bus")):
                 break
             time.sleep(0.01)
+        self.start_servers()
+
+    def start_servers(self):
+        """pipewire, wireplumber and pipewire-pulse, until the null sink is the default; returns
+        the monotonic time that was first seen (pactl answers, asked every 30 ms)."""
+        env = self.env
         self.pipewire = self.spawn(["pipewire"])
         for _ in range(200):
             if os.path.exists(os.path.join(self.rt, "pipewire-0")):
                 break
             time.sleep(0.02)
-        self.spawn(["wireplumber"])
+        self.wireplumber = self.spawn(["wireplumber"])
         self.pulse = self.spawn(["pipewire-pulse"])
         for _ in range(300):
             r = subprocess.run(["pactl", "get-default-sink"], env=env, capture_output=True, text=True)
@@ -126,7 +132,25 @@ class Stack:
             time.sleep(0.03)
         else:
             raise RuntimeError("private PipeWire did not come up")
+        ready = time.monotonic()
         subprocess.run(["pactl", "set-sink-volume", "nul", "100%"], env=env, capture_output=True)
+        return ready
+
+    def stop_servers(self):
+        """Stops the three servers as `systemctl --user restart` would (SIGTERM, SIGKILL after 3 s)."""
+        for p in (self.pulse, self.wireplumber, self.pipewire):
+            if p.poll() is None:
+                p.terminate()
+                try:
+                    p.wait(timeout=3)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for name in ("pipewire-0", "pipewire-0.lock"):
+            try:
+                os.unlink(os.path.join(self.rt, name))
+            except OSError:
+                pass
 
     def spawn(self, args, env=None, **kw):
         kw.setdefault("stdout", subprocess.DEVNULL)
@@ -177,8 +201,8 @@ class Recorder:
 
     EARLY_NS = 50_000_000  # an onset up to 50 ms before the trigger's time is still its (see report)
 
-    def __init__(self, stack, path, threshold=0, quiet_ms=50, extra=()):
-        self.p = stack.spawn([path, "--target", "nul", "--threshold", str(threshold), "--quiet-ms", str(quiet_ms), *extra],
+    def __init__(self, stack, path, threshold=0, quiet_ms=50, extra=(), target="nul"):
+        self.p = stack.spawn([path, "--target", target, "--threshold", str(threshold), "--quiet-ms", str(quiet_ms), *extra],
                              stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         self.cond = threading.Condition()
         self.onsets = collections.deque()
