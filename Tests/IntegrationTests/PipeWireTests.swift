@@ -639,6 +639,32 @@ struct PipeWireTests {
         #expect(eventually { (try? Recording(path: raw))?.holds(partOf: pop) ?? false }, "the cue cuectl said nothing of was not heard")
     }
 
+    /// `--sink pipewire:TARGET` sends every cue to one output, named by its node name or its
+    /// serial, whatever the default is: with `nul` the default, a cue to `nul2` is heard there
+    /// and not on `nul`; the stream names its target.
+    @Test func aTargetByNameOrSerialGetsTheCuesNotTheDefault() throws {
+        let stack = try PipeWireStack()
+        let load = try stack.pactl(["load-module", "module-null-sink", "sink_name=nul2", "rate=48000", "channels=2"])
+        #expect(load.status == 0, "\(load)")
+        _ = try stack.pactl(["set-sink-volume", "nul2", "100%"])
+        let sinks = try stack.nodes("Audio/Sink")
+        let serial = try #require(sinks.first { $0.props["node.name"] as? String == "nul2" }?.props["object.serial"], "nul2's serial: \(sinks.map { $0.props })")
+        for target in ["nul2", "\(serial)"] {
+            let first = stack.dir.file("nul-\(target).raw"), second = stack.dir.file("nul2-\(target).raw")
+            let r1 = try stack.record(to: first), r2 = try stack.record(to: second, sink: "nul2")
+            let d = try start(stack, "pipewire:\(target)")
+            #expect(try d.status().sink.spec == "pipewire:\(target)")
+            #expect(try d.request("play pop wait") == "ok")
+            let pop = Fixture.standard["pop"]!.stereo
+            #expect(eventually { (try? Recording(path: second))?.holds(partOf: pop) ?? false }, "target \(target): the cue did not reach nul2")
+            #expect(try stack.links(from: "cued") == ["nul2"], "target \(target)")
+            usleep(200_000)
+            #expect(!((try? Recording(path: first))?.holds(partOf: pop) ?? true), "target \(target): the cue reached the default too")
+            _ = d.stop()
+            r1.stop(); r2.stop()
+        }
+    }
+
     /// The user switches the default output (`pactl set-default-sink`, as the desktop's
     /// sound settings do): the next cue goes to the new default, whether cued's device
     /// was open (a cue a moment before) or closed.
