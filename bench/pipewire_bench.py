@@ -483,9 +483,12 @@ def fixtures(tmp):
 # cued's rows: label, sink, extra arguments. Its outputs on PipeWire: the ALSA plugin (its default
 # period, and --latency-ms 10, issue 20's question), pipewire-pulse's, and the native stream.
 CUED_SINKS = (("default", "alsa:default", ()), ("default10", "alsa:default", ("--latency-ms", "10")),
-              ("pulse", "alsa:pulse", ()), ("native", "pipewire", ()))
+              ("pulse", "alsa:pulse", ()), ("native", "pipewire", ()),
+              # Not in the default run (BENCH_PW_SINKS=native,native6): the native stream asking 288 frames.
+              ("native6", "pipewire", ("--latency-ms", "6")))
 CUED_NAMES = {"default": "cued `alsa:default`", "default10": "cued `alsa:default --latency-ms 10`",
-              "pulse": "cued `alsa:pulse`", "native": "cued `pipewire` (native)"}
+              "pulse": "cued `alsa:pulse`", "native": "cued `pipewire` (native)",
+              "native6": "cued `pipewire --latency-ms 6` (native, 288 frames)"}
 
 # The graph's states: what else plays (argv, reading /dev/zero: silence for ever), described.
 STATES = {

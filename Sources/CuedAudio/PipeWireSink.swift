@@ -68,6 +68,9 @@ public final class PipeWireSink: Sink {
     /// timer that would sleep through the `process` that follows it (the graph asks for the
     /// next buffer once a cycle, and it is needed within that cycle).
     public var descriptorsStayReadable: Bool { false }
+    /// Its room is the buffer the graph asks for next: a quantum smaller than the period
+    /// (forced by the user or another app) is filled as it is.
+    public var takesAnyRoom: Bool { true }
     /// How long `open` waits for the server to link the stream and agree on a format.
     public var openTimeoutMs = 2000
     /// How long the stream stays active once the engine stopped it (see the type's notes).
@@ -189,7 +192,8 @@ public final class PipeWireSink: Sink {
         // gap is wide: a cue written in it was played into no link and lost (the idle-restart
         // test, 3 in 12 runs). Unlinked, the stream keeps what is queued until the link exists.
         if streamProperties["node.want-driver"] == nil { pw_properties_set(props, "node.want-driver", "false") }
-        pw_properties_set(props, "node.latency", "\(quantumFrames)/\(rate)")
+        // A `[stream]` node.latency is the user's word; else the quantum asked for.
+        if streamProperties["node.latency"] == nil { pw_properties_set(props, "node.latency", "\(quantumFrames)/\(rate)") }
         if let target { pw_properties_set(props, "target.object", target) }
         guard let stream = pw_stream_new(core, "cued", props) else {
             throw SinkError("PipeWire: cannot create a stream: \(String(cString: strerror(errno)))")

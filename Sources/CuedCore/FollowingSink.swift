@@ -84,6 +84,7 @@ public final class FollowingSink: Sink {
     public func rewindableFrames() -> Int { current!.rewindableFrames() }
     public var writeAhead: WriteAhead { current?.writeAhead ?? .lowWater }
     public var descriptorsStayReadable: Bool { current?.descriptorsStayReadable ?? true }
+    public var takesAnyRoom: Bool { current?.takesAnyRoom ?? false }
     public func rewind(frames: Int) -> Int { current!.rewind(frames: frames) }
     public func stop() { current?.stop() }
     public func close() {

@@ -52,10 +52,14 @@ public struct OutputStream: Sendable {
     /// Frames written since the stream (re)started.
     private var streamFrames = 0
 
-    public init(format: SinkFormat, writeAhead: WriteAhead, descriptorsStayReadable: Bool = true) {
+    /// Less than a period is written when that is all the room there is (see `Sink.takesAnyRoom`).
+    public let takesAnyRoom: Bool
+
+    public init(format: SinkFormat, writeAhead: WriteAhead, descriptorsStayReadable: Bool = true, takesAnyRoom: Bool = false) {
         self.format = format
         self.writeAhead = writeAhead
         self.descriptorsStayReadable = descriptorsStayReadable
+        self.takesAnyRoom = takesAnyRoom
         let margin = max(format.rate / 500, format.periodFrames / 2)  // 2 ms, or half a period
         lowWaterFrames = max(1, min(format.periodFrames + margin, format.bufferFrames - format.periodFrames))
         limitFrames = format.bufferFrames + format.periodFrames
@@ -93,7 +97,7 @@ public struct OutputStream: Sendable {
             let n = min(period, room, limitFrames - timeline.queued(at: now))
             if n >= max(1, period / 4) { return .write(render: n) }
         }
-        if room < need {
+        if room < need && !(takesAnyRoom && room > 0) {
             // Woken without room, by descriptors that say only what is new: poll them again.
             guard deviceWoke, descriptorsStayReadable else { return .waitForDevice }
             // Woken without room: a plugin may keep its descriptor readable until it has

@@ -250,7 +250,8 @@ final class Playback {
                 old?.removeAll { removed($0, now: now) }
             }
             format = f
-            stream = OutputStream(format: f, writeAhead: sink.writeAhead, descriptorsStayReadable: sink.descriptorsStayReadable)
+            stream = OutputStream(format: f, writeAhead: sink.writeAhead, descriptorsStayReadable: sink.descriptorsStayReadable,
+                                  takesAnyRoom: sink.takesAnyRoom)
             outOffset = 0
             stats.setSink(.idle, format: f, kind: sink.kind)
             onEvent(.opened(f, kind: sink.kind))

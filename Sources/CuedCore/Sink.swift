@@ -109,6 +109,12 @@ public protocol Sink: AnyObject {
     /// for a sink whose `hasRoom` consumes every wake-up (the native PipeWire stream): it
     /// is polled again, so that the wake-up that brings room is not slept through.
     var descriptorsStayReadable: Bool { get }
+    /// Whether its room, however small, is all it takes before its next cycle (the native
+    /// PipeWire stream: the buffer the graph asks for, a quantum that can be smaller than
+    /// cued's period when another app or the user forces one): then less than a period is
+    /// written, else the stream would wait for room that never grows (it stalled at a forced
+    /// quantum of 64). False: a device whose room grows (a ring) is written a period at a time.
+    var takesAnyRoom: Bool { get }
     /// Gives back up to `frames` of the frames last written (the next write replaces
     /// them); returns how many it gave back.
     func rewind(frames: Int) -> Int
@@ -133,6 +139,7 @@ extension Sink {
     public func rewindableFrames() -> Int { 0 }
     public var writeAhead: WriteAhead { .lowWater }
     public var descriptorsStayReadable: Bool { true }
+    public var takesAnyRoom: Bool { false }
     public func rewind(frames: Int) -> Int { 0 }
 }
 

@@ -265,7 +265,8 @@ public final class Server: Sendable {
             return ALSASink(device: pcm, latencyMs: s.latencyMs,
                             streamProperties: ALSASink.defaultStreamProperties.merging(s.stream) { $1 })
         case .pipewire(let target):
-            return PipeWireSink(target: target,
+            // --latency-ms: the quantum the stream asks of the graph (default 128 frames, 2.7 ms).
+            return PipeWireSink(target: target, quantumFrames: s.latencyMs.map { max(16, $0 * 48) } ?? 128,
                                 streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 })
         case .null: return NullSink(latencyMs: latency)
         case .auto:

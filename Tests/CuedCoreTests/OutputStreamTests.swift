@@ -112,6 +112,21 @@ import Testing
         #expect(s.next(now: t0, room: 800, deviceWoke: true) == .write(render: 240))
     }
 
+    /// A device whose room is all it takes before its next cycle (PipeWire's own stream at a
+    /// graph quantum below cued's period) is written what fits, a period rendered and the
+    /// rest written next; one whose room grows waits for a period's worth.
+    @Test func aDeviceThatTakesAnyRoomIsWrittenLessThanAPeriod() {
+        var s = OutputStream(format: big, writeAhead: .fill, descriptorsStayReadable: false, takesAnyRoom: true)
+        #expect(s.next(now: t0, room: 64, deviceWoke: true) == .write(render: 240))
+        s.didRender(240)
+        s.didWrite(frames: 64, xruns: 0, delay: 64, now: t0)
+        #expect(s.unwritten == 176)
+        #expect(s.next(now: t0, room: 0, deviceWoke: true) == .waitForDevice)
+        #expect(s.next(now: t0, room: 64, deviceWoke: true) == .write(render: 0))  // the rest of the period, 64 at a time
+        let ring = OutputStream(format: big, writeAhead: .fill, descriptorsStayReadable: false)
+        #expect(ring.next(now: t0, room: 64, deviceWoke: true) == .waitForDevice)
+    }
+
     /// A write that took nothing although the device claimed room is not retried at once.
     @Test func aWriteThatTookNothingWaitsForTheDevice() {
         var s = OutputStream(format: big, writeAhead: .fill)

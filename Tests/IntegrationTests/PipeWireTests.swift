@@ -639,6 +639,55 @@ struct PipeWireTests {
         #expect(eventually { (try? Recording(path: raw))?.holds(partOf: pop) ?? false }, "the cue cuectl said nothing of was not heard")
     }
 
+    /// A graph quantum below cued's own (the user, or a pro-audio app, forces 64 frames while
+    /// cued asks 128): the native stream fills the smaller buffers the graph asks for, and
+    /// every cue is heard whole, without a stall. (It stalled: cued waited for a period's
+    /// room that a 64-frame buffer never has, and no cue sounded at all.)
+    @Test func aGraphQuantumBelowCuedsIsFilledAsItAsks() throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
+        let stack = try PipeWireStack()
+        let force = try runProcess("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
+        #expect(force.status == 0, "\(force)")
+        let d = try start(stack, "pipewire")
+        let raw = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: raw)
+        for _ in 0..<3 {
+            #expect(try d.request("play pop wait") == "ok")
+            usleep(100_000)
+        }
+        let st = try d.status()
+        #expect(st.stalls == 0 && st.dropped == 0, "stalls \(st.stalls), dropped \(st.dropped); \(d.readStderr().suffix(600))")
+        usleep(200_000)
+        recorder.stop()
+        let rec = try Recording(path: raw)
+        let pop = Fixture.standard["pop"]!.stereo
+        let whole = rec.occurrences(of: pop).count
+        if whole != 3 {
+            #expect(whole + 1 >= 3 && rec.holds(partOf: pop), "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6))")
+            judgeHole("\(whole) of 3 pops whole at a forced quantum of 64", sink: "pipewire", watch: watch)
+        }
+    }
+
+    /// The quantum the native stream asks the graph for: 128 frames unless told, `--latency-ms N`
+    /// (N × 48 frames), or the user's own `[stream] "node.latency"`; and a cue still plays.
+    @Test func theNativeStreamAsksTheQuantumItIsTold() throws {
+        let stack = try PipeWireStack()
+        let cases: [(args: [String], config: String?, asked: String)] = [
+            ([], nil, "128/48000"),
+            (["--latency-ms", "6"], nil, "288/48000"),
+            (["--config", "%DIR%/config/cued/cued.toml"], "[stream]\n\"node.latency\" = \"512/48000\"\n", "512/48000"),
+        ]
+        for c in cases {
+            let d = try DaemonHarness(args: ["--sink", "pipewire"] + c.args, extraEnv: stack.environment, config: c.config)
+            let played = try d.request("play pop wait")
+            #expect(played == "ok", "\(c.args): \(played); \(d.readStderr().suffix(800))")
+            let ours = (try stack.outputStreams()).filter { $0.props["application.id"] as? String == "cued" }
+            #expect(ours.map { $0.props["node.latency"] as? String } == [c.asked], "\(c.args) \(c.config ?? ""): \(ours.map { $0.props["node.latency"] ?? "-" })")
+            _ = d.stop()
+        }
+    }
+
     /// `--sink pipewire:TARGET` sends every cue to one output, named by its node name or its
     /// serial, whatever the default is: with `nul` the default, a cue to `nul2` is heard there
     /// and not on `nul`; the stream names its target.
