@@ -115,9 +115,14 @@ glitch-soak: bench-deps build
 # make run: SINK=SPEC forces an output; without it cued picks one (--sink auto: the
 # desktop's sound server when one answers, else ALSA's default if it opens, else null)
 # and says which and why in its first lines.
+# Without XDG_RUNTIME_DIR (a container, su) and no CUED_SOCKET, the socket is ~/.cued.sock,
+# said on the way with the line for cuectl's shell (cued alone would stop and say so).
 run: build
 	@[ -n '$(SINK)' ] || echo "make run: cued --sink auto picks where sound goes and says why; force one with SINK=…, e.g. make run SINK=wav:/tmp/cued.wav to record"
-	exec .build/release/cued --sink '$(or $(SINK),auto)' $(ARGS)
+	@if [ -z "$$XDG_RUNTIME_DIR" ] && [ -z "$$CUED_SOCKET" ]; then \
+	  echo "make run: XDG_RUNTIME_DIR is not set, so the socket is $$HOME/.cued.sock; where you run cuectl: export CUED_SOCKET=$$HOME/.cued.sock"; \
+	  export CUED_SOCKET="$$HOME/.cued.sock"; \
+	fi; exec .build/release/cued --sink '$(or $(SINK),auto)' $(ARGS)
 
 # The debug build with the tests, plus the release build installed into a
 # scratch prefix that the install tests run (with the toolchain hidden).

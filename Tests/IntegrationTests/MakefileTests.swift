@@ -122,9 +122,11 @@ import TestSupport
 
     /// `make run`: cued with the sink SINK names, else `--sink auto` (cued picks
     /// and says why: AutoSinkTests) with one line on how to force one; ARGS follow.
-    func run(_ s: Scratch, _ vars: [String]) throws -> (status: Int32, out: String, err: String, argv: [String]) {
-        try s.script(s.root + "/.build/release/cued", "printf '%s\\n' \"$@\" > \"$CALLS.cued\"")
+    func run(_ s: Scratch, _ vars: [String], unset: [String] = []) throws -> (status: Int32, out: String, err: String, argv: [String]) {
+        try s.script(s.root + "/.build/release/cued", "printf '%s\\n' \"$@\" > \"$CALLS.cued\"; printf '%s' \"$CUED_SOCKET\" > \"$CALLS.socket\"")
         var env = ProcessInfo.processInfo.environment
+        env["XDG_RUNTIME_DIR"] = env["XDG_RUNTIME_DIR"] ?? s.dir.path
+        for key in unset { env.removeValue(forKey: key) }
         env["CALLS"] = s.log
         env.removeValue(forKey: "MAKEFLAGS")
         env.removeValue(forKey: "SINK")
@@ -139,6 +141,20 @@ import TestSupport
         #expect(r.argv == ["--sink", "auto"], "\(r.argv)")
         #expect(r.out.hasPrefix("make run: cued --sink auto picks where sound goes and says why; "), "\(r.out)")
         #expect(r.out.contains("make run SINK=wav:/tmp/cued.wav"), "\(r.out)")
+    }
+
+    /// Where there is no XDG_RUNTIME_DIR (a container, `su`) and no CUED_SOCKET, `make run`
+    /// gives cued ~/.cued.sock and says how cuectl finds it; with either set it adds nothing.
+    @Test func runWithoutARuntimeDirectoryUsesASocketInHome() throws {
+        let s = try Scratch()
+        let r = try run(s, [], unset: ["XDG_RUNTIME_DIR", "CUED_SOCKET"])
+        #expect(r.status == 0, "\(r.err)")
+        let home = ProcessInfo.processInfo.environment["HOME"] ?? ""
+        #expect(r.out.contains("make run: XDG_RUNTIME_DIR is not set, so the socket is \(home)/.cued.sock; where you run cuectl: export CUED_SOCKET=\(home)/.cued.sock"), "\(r.out)")
+        #expect((try? String(contentsOfFile: s.log + ".socket", encoding: .utf8)) == home + "/.cued.sock")
+        let set = try run(s, [], unset: ["CUED_SOCKET"])
+        #expect(!set.out.contains("XDG_RUNTIME_DIR"), "\(set.out)")
+        #expect((try? String(contentsOfFile: s.log + ".socket", encoding: .utf8)) == "")
     }
 
     @Test func runWithSinkForcesIt() throws {
