@@ -104,7 +104,16 @@ final class DaemonHarness: @unchecked Sendable {
     func client() throws -> CueClient { try CueClient(path: socketPath, timeoutSeconds: 10) }
 
     /// One request on a fresh connection.
-    func request(_ line: String) throws -> String { try client().request(line) }
+    /// One request on a new connection. Unanswered (cued's client gives up after 10 s), the
+    /// error says where each of cued's threads was blocked and the end of its log: a daemon
+    /// that did not answer is the bug to find, not the test's.
+    func request(_ line: String) throws -> String {
+        do {
+            return try client().request(line)
+        } catch {
+            throw HarnessError.timeout("\(line): \(error); cued's threads: \(threadStates()); its log: \(readStderr().suffix(2500))")
+        }
+    }
 
     /// SIGTERM and wait (up to 10 s, then SIGKILL); returns the exit status.
     @discardableResult
