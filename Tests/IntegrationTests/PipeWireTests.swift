@@ -394,7 +394,9 @@ struct PipeWireTests {
         let stack = try PipeWireStack()
         let d = try start(stack, sink, cues: cues)
         #expect(try d.request("play long") == "ok")
-        #expect(eventually { (try? d.status())?.sink.state == "running" })
+        // Seen once in a loop of the suite on the native stream: not running within 5 s.
+        #expect(eventually { (try? d.status())?.sink.state == "running" },
+                "sink \((try? d.status().sink).map { "\($0)" } ?? "no status"); cued's threads: \(d.threadStates()); its log: \(d.readStderr().suffix(2500))")
         usleep(200_000)  // well under way (a stream that has not started yet is given a second)
         stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames
         usleep(300_000)
