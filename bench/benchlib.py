@@ -1,6 +1,7 @@
 """Helpers shared by the benchmark scripts (bench.py, pipewire_bench.py, reliability.py):
 percentiles, fixtures, a line client for cued's socket, and an audio byte stream
 watched for the first sound. No side effects on import."""
+import json
 import os
 import select
 import socket
@@ -159,3 +160,18 @@ def wait_answering(sock, name, tries=2000):
             pass
         time.sleep(0.005)
     raise RuntimeError("cued %s did not start" % name)
+
+
+def loadavg():
+    """The 1/5/15-minute load averages, as /proc/loadavg says them."""
+    with open("/proc/loadavg") as f:
+        return " ".join(f.read().split()[:3])
+
+
+def cued_status(sock):
+    """cued's `status`, parsed, over a connection of its own."""
+    c = Client(sock)
+    try:
+        return json.loads(c.request("status")[3:])
+    finally:
+        c.s.close()

@@ -35,7 +35,7 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, log, pct, release_dir, square, wait_answering
+from benchlib import Client, cue_set, cued_status, loadavg, log, pct, release_dir, square, wait_answering
 from pipewire_bench import RATE, Recorder, Stack, build_recorder
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,20 +202,6 @@ def tail(path, n=8):
             return " / ".join(line.strip() for line in f.readlines()[-n:])
     except OSError:
         return ""
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def cued_status(sock):
-    from benchlib import Client
-    c = Client(sock)
-    try:
-        return json.loads(c.request("status")[3:])
-    finally:
-        c.s.close()
 
 
 def run(trials=None, quick=False):

@@ -31,25 +31,12 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, log, pct, square, write_wav
+from benchlib import Client, cue_set, cued_status as status, loadavg, log, pct, square, write_wav
 from pipewire_bench import Recorder, Stack, build_recorder, start_cued, stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADING = "## Following the desktop's audio"
 TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "cc", "pkg-config"]
-
-
-def loadavg():
-    with open("/proc/loadavg") as f:
-        return " ".join(f.read().split()[:3])
-
-
-def status(sock):
-    c = Client(sock)
-    try:
-        return json.loads(c.request("status")[3:])
-    finally:
-        c.s.close()
 
 
 def sink_of(sock):
@@ -132,6 +119,16 @@ def restarts(stack, rec_path, sounds, trials, playing):
     return out
 
 
+def back_on_nul(stack, rec1, sock):
+    """`nul` the default again, and cued's stream on it (the session manager moves it on its
+    own time): cues until one is heard there (5 s at most)."""
+    subprocess.run(["pactl", "set-default-sink", "nul"], env=stack.env, capture_output=True, timeout=10)
+    end = time.monotonic() + 5
+    while time.monotonic() < end:
+        if cue(rec1, sock, 1.0)[0] is not None:
+            return
+
+
 def new_default(stack, rec_path, sounds, trials, gap_s):
     """gap_s: how long after the last cue the default changes (0.5: cued's stream lingers, active;
     3: inactive)."""
@@ -141,13 +138,7 @@ def new_default(stack, rec_path, sounds, trials, gap_s):
     rec2 = Recorder(stack, rec_path, quiet_ms=40, target="nul2")
     try:
         for _ in range(trials):
-            subprocess.run(["pactl", "set-default-sink", "nul"], env=stack.env, capture_output=True, timeout=10)
-            # The stream on nul again (the session manager moves it on its own time): a cue heard there.
-            end = time.monotonic() + 5
-            while time.monotonic() < end:
-                lat, _ = cue(rec1, sock, 1.0)
-                if lat is not None:
-                    break
+            back_on_nul(stack, rec1, sock)
             time.sleep(gap_s)
             t0 = time.monotonic_ns()
             subprocess.run(["pactl", "set-default-sink", "nul2"], env=stack.env, capture_output=True, timeout=10)
@@ -198,12 +189,7 @@ def moving_cue(stack, rec_path, sounds, trials):
     try:
         st0 = status(sock)
         for _ in range(trials):
-            subprocess.run(["pactl", "set-default-sink", "nul"], env=stack.env, capture_output=True, timeout=10)
-            end = time.monotonic() + 5
-            while time.monotonic() < end:  # cued's stream back on nul
-                lat, _ = cue(rec1, sock, 1.0)
-                if lat is not None:
-                    break
+            back_on_nul(stack, rec1, sock)
             rec1.wait_quiet(0.3)
             rec2.wait_quiet(0.3)
             c = Client(sock)

@@ -139,13 +139,7 @@ class Stack:
     def stop_servers(self):
         """Stops the three servers as `systemctl --user restart` would (SIGTERM, SIGKILL after 3 s)."""
         for p in (self.pulse, self.wireplumber, self.pipewire):
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=3)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
+            stop(p, timeout=3)
         for name in ("pipewire-0", "pipewire-0.lock"):
             try:
                 os.unlink(os.path.join(self.rt, name))
@@ -389,11 +383,12 @@ def start_cued(stack, name, sink, sounds, extra=()):
     return p, sock
 
 
-def stop(p):
+def stop(p, timeout=5):
+    """SIGTERM, then SIGKILL if it has not exited within `timeout` s."""
     if p.poll() is None:
         p.terminate()
         try:
-            p.wait(timeout=5)
+            p.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait()
