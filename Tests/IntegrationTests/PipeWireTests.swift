@@ -30,16 +30,17 @@ struct PipeWireTests {
     /// cued's period (528 → 512), pipewire-pulse's floor, the native stream's node.latency.
     static let quantum = ["alsa:default": 512, "alsa:pulse": 256, "pipewire": 128]
 
-    static func cycleMs(_ sink: String) -> Double { Double(quantum[sink] ?? 128) * 1000 / 48_000 }
-
     /// A hole heard (`what`): the machine's if it stopped, while watched, for as long as a
     /// client has to answer a graph cycle (every client misses cycles then): a wake of the
     /// watch late by the cycle less half a millisecond (the watch's period; the native
     /// stream answers the cycle on cued's audio thread itself, no hand-off between threads);
     /// else a failure.
-    func judgeHole(_ what: String, sink: String, watch: StallWatch) {
-        if watch.available && watch.stalled(atLeastMs: Self.cycleMs(sink) - 0.5) {
-            withKnownIssue("the machine stopped running threads for a graph cycle or more (\(watch.summary)); the graph runs at \(Self.quantum[sink] ?? 0) frames (\(String(format: "%.1f", Self.cycleMs(sink))) ms) with \(sink): \(what)") {
+    /// `quantum` is the graph's when a test forces one (else the sink's own, `quantum`).
+    func judgeHole(_ what: String, sink: String, quantum forced: Int? = nil, watch: StallWatch) {
+        let frames = forced ?? Self.quantum[sink] ?? 128
+        let cycle = Double(frames) * 1000 / 48_000
+        if watch.available && watch.stalled(atLeastMs: cycle - 0.5) {
+            withKnownIssue("the machine stopped running threads for a graph cycle or more (\(watch.summary)); the graph runs at \(frames) frames (\(String(format: "%.1f", cycle)) ms) with \(sink): \(what)") {
                 Issue.record("\(what)")
             }
         } else {
@@ -667,7 +668,7 @@ struct PipeWireTests {
         let whole = rec.occurrences(of: pop).count
         if whole != 3 {
             #expect(whole + 1 >= 3 && rec.holds(partOf: pop), "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6))")
-            judgeHole("\(whole) of 3 pops whole at a forced quantum of 64", sink: "pipewire", watch: watch)
+            judgeHole("\(whole) of 3 pops whole at a forced quantum of 64 (cued: missed cycles \(st.missedCycles))", sink: "pipewire", quantum: 64, watch: watch)
         }
     }
 
