@@ -129,6 +129,7 @@ public final class AudioEngine: @unchecked Sendable {
             return nil
         }, box.toOpaque())
         precondition(rc == 0, "cannot start the audio thread: \(rc)")
+        nameThread(thread, "cued-audio")
         pthread_detach(thread)
     }
 

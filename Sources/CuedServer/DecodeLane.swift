@@ -1,5 +1,6 @@
 import NIOConcurrencyHelpers
 import NIOCore
+import CuedCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -288,6 +289,7 @@ public final class DecodeLane: @unchecked Sendable {
             return nil
         }, box.toOpaque())
         if rc == 0 {
+            nameThread(thread, "cued-decode")
             pthread_detach(thread)
         } else {
             box.release()

@@ -183,7 +183,7 @@ public final class DesktopBus: @unchecked Sendable {
             return nil
         }, box.toOpaque())
         pthread_sigmask(SIG_SETMASK, &old, nil)
-        if rc == 0 { started = true } else {
+        if rc == 0 { nameThread(thread, "cued-dbus"); started = true } else {
             box.release()
             logger.error("D-Bus: cannot start its thread; the bus stays off", metadata: ["error": "\(rc)"])
         }

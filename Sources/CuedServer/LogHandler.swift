@@ -1,4 +1,5 @@
 import Logging
+import CuedCore
 import Synchronization
 #if canImport(Glibc)
 import Glibc
@@ -123,7 +124,7 @@ public final class LogWriter: @unchecked Sendable {
             Unmanaged<LogWriter>.fromOpaque(arg!).takeUnretainedValue().run()
             return nil
         }, Unmanaged.passUnretained(self).toOpaque())
-        if rc == 0 { pthread_detach(thread) }
+        if rc == 0 { nameThread(thread, "cued-log"); pthread_detach(thread) }
     }
 
     private func run() {

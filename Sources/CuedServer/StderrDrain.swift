@@ -66,6 +66,7 @@ public enum StderrDrain {
             close(fds[0]); close(original)
             return false
         }
+        nameThread(thread, "cued-stderr")
         pthread_detach(thread)
         return true
     }

@@ -150,7 +150,30 @@ final class DaemonHarness: @unchecked Sendable {
                 ((try? String(contentsOfFile: task + f, encoding: .utf8)) ?? "?").trimmingCharacters(in: .whitespacesAndNewlines)
             }
             return "\(read("comm")): \(read("wchan")) (\(read("syscall").split(separator: " ").prefix(3).joined(separator: " ")))"
-        }.joined(separator: "; ")
+        }.joined(separator: "; ") + stacks()
+    }
+
+    /// Each thread's call stack (gdb, where the machine has it: a daemon that stopped answering
+    /// is caught in the act), one line per thread: its name and the functions, innermost first.
+    func stacks() -> String {
+        guard FileManager.default.isExecutableFile(atPath: "/usr/bin/gdb"),
+              let r = try? runProcess("/usr/bin/gdb", ["-p", "\(pid)", "-batch", "-nx", "-ex", "set pagination off",
+                                                    "-ex", "thread apply all bt 14"], timeout: 60) else { return "" }
+        var threads: [String] = []
+        for line in r.out.split(separator: "\n") {
+            if line.hasPrefix("Thread ") {
+                threads.append(String(line.split(separator: "\"").dropFirst().first ?? "?") + ":")
+            } else if line.hasPrefix("#"), !threads.isEmpty {
+                // "#3  0x... in name (args) at dir/file:line" or "#0  name (args) at …": a C function
+                // by its name, a Swift one (mangled) by its file and line.
+                var f = line.drop { $0 != " " }.drop { $0 == " " }
+                if f.hasPrefix("0x"), let r = f.range(of: " in ") { f = f[r.upperBound...] }
+                let name = f.prefix { $0 != " " && $0 != "(" }
+                let place = f.range(of: ") at ", options: .backwards).map { f[$0.upperBound...].split(separator: "/").last ?? "" }
+                threads[threads.count - 1] += " " + (name.hasPrefix("$s") ? String(place ?? name.prefix(40)) : String(name) + (place.map { "@\($0)" } ?? ""))
+            }
+        }
+        return threads.isEmpty ? "" : "; its stacks: " + threads.joined(separator: " | ")
     }
 
     deinit { process?.stop() }
