@@ -79,7 +79,7 @@ let package = Package(
             .product(name: "NIOEmbedded", package: "swift-nio"),
         ]),
         .testTarget(name: "CuedConfigTests", dependencies: ["CuedConfig", "TestSupport"]),
-        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CuedCore", "CuedSystem", "CueDSP", "TestSupport"]),
+        .testTarget(name: "CuedAudioTests", dependencies: ["CuedAudio", "CPipeWire", "CuedCore", "CuedSystem", "CueDSP", "TestSupport"]),
         .testTarget(name: "CueSoundsTests", dependencies: ["CueDSP", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["CuedClient", "CuedProtocol", "CuedConfig", "CuectlCommands", "TestSupport"]),
     ],

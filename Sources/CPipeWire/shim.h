@@ -2,6 +2,9 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 #include <pipewire/pipewire.h>
 #include <spa/param/audio/format-utils.h>
 
@@ -43,17 +46,55 @@ static inline void cued_pw_init(void) { pw_init(NULL, NULL); }
 static inline struct pw_properties *cued_pw_properties_new(void) { return pw_properties_new(NULL, NULL); }
 
 static inline int cued_pw_loop_get_fd(struct pw_loop *loop) { return pw_loop_get_fd(loop); }
+/* Run on the data thread by cued_pw_take_data_loop: says which thread ran it. */
+static int cued_pw_mark_thread(struct spa_loop *loop, bool async, uint32_t seq, const void *data, size_t size,
+                               void *user_data) {
+    (void)loop; (void)async; (void)seq; (void)data; (void)size;
+    __atomic_store_n((pthread_t *)user_data, pthread_self(), __ATOMIC_RELEASE);
+    return 0;
+}
 /* Stops the context's data thread (libpipewire starts one in pw_context_new) and makes
    the calling thread its loop's: the caller iterates it (its fd in the caller's poll),
-   and the stream's RT process callback runs there, in the graph's cycle. */
-static inline struct pw_loop *cued_pw_take_data_loop(struct pw_context *context) {
+   and the stream's RT process callback runs there, in the graph's cycle.
+   Only once that thread runs its loop: pw_data_loop_stop asks the loop to stop with
+   pw_loop_invoke, which runs the request in the caller instead when the loop has no
+   thread yet; a thread starting at that moment (it has entered the loop and read
+   `running` before the caller clears it) then waits in epoll for a wake-up that never
+   comes, and the join in pw_data_loop_stop waits for it forever (libpipewire 0.3.65:
+   about 1 context in 1,000 right after pw_context_new). So a marker is invoked first,
+   until it runs on the data thread itself. `slot` must live until the context is
+   destroyed (a marker still queued writes it). Returns NULL, errno ETIMEDOUT, if the
+   thread did not run it within timeout_ms; the context is still whole then. */
+static inline struct pw_loop *cued_pw_take_data_loop(struct pw_context *context, pthread_t *slot, int timeout_ms) {
     struct pw_data_loop *dl = pw_context_get_data_loop(context);
-    if (dl == NULL)
+    if (dl == NULL) {
+        errno = ENOENT;
         return NULL;
-    pw_data_loop_stop(dl);
+    }
     struct pw_loop *loop = pw_data_loop_get_loop(dl);
-    pw_loop_enter(loop);
-    return loop;
+    pthread_t self = pthread_self();
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    for (;;) {
+        __atomic_store_n(slot, (pthread_t)0, __ATOMIC_RELEASE);
+        pw_loop_invoke(loop, cued_pw_mark_thread, 0, NULL, 0, false, slot);
+        for (;;) {
+            pthread_t who = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+            if (who != 0 && !pthread_equal(who, self)) {
+                pw_data_loop_stop(dl);
+                pw_loop_enter(loop);
+                return loop;
+            }
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            if ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 > timeout_ms) {
+                errno = ETIMEDOUT;
+                return NULL;
+            }
+            usleep(100);
+            if (who != 0)
+                break;  /* it ran here, inline: the thread has not entered its loop yet; again */
+        }
+    }
 }
 static inline void cued_pw_loop_enter(struct pw_loop *loop) { pw_loop_enter(loop); }
 static inline void cued_pw_loop_leave(struct pw_loop *loop) { pw_loop_leave(loop); }

@@ -84,6 +84,8 @@ public final class PipeWireSink: Sink {
     /// The context's data loop, driven by this thread (its own thread stopped).
     private var dataLoop: UnsafeMutablePointer<pw_loop>?
     private var context: OpaquePointer?
+    /// Where the data thread says it runs (see `cued_pw_take_data_loop`); lives as long as the context.
+    private var markSlot: UnsafeMutablePointer<pthread_t>?
     private var core: OpaquePointer?
     private var stream: OpaquePointer?
     private var events: UnsafeMutablePointer<cued_pw_events>?
@@ -176,8 +178,12 @@ public final class PipeWireSink: Sink {
         }
         self.context = context
         // The graph's cycles for the stream run on this thread (see the type's notes).
-        guard let dataLoop = cued_pw_take_data_loop(context) else {
-            throw SinkError("PipeWire: the context has no data loop")
+        let slot = UnsafeMutablePointer<pthread_t>.allocate(capacity: 1)
+        slot.initialize(to: 0)
+        markSlot = slot
+        guard let dataLoop = cued_pw_take_data_loop(context, slot, Int32(openTimeoutMs)) else {
+            throw SinkError(errno == ETIMEDOUT ? "PipeWire: the context's data thread did not start within \(openTimeoutMs) ms"
+                                               : "PipeWire: the context has no data loop")
         }
         self.dataLoop = dataLoop
         guard let core = pw_context_connect(context, nil, 0) else {
@@ -478,6 +484,8 @@ public final class PipeWireSink: Sink {
         if let core { pw_core_disconnect(core) }
         if let dataLoop { cued_pw_loop_leave(dataLoop) }
         if let context { pw_context_destroy(context) }
+        markSlot?.deallocate()
+        markSlot = nil
         if let loop {
             cued_pw_loop_leave(loop)
             pw_loop_destroy(loop)

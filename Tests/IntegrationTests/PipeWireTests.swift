@@ -653,8 +653,9 @@ struct PipeWireTests {
         let force = try runProcess("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
         #expect(force.status == 0, "\(force)")
         let d = try start(stack, "pipewire")
-        let raw = stack.dir.file("monitor.raw")
+        let raw = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
         let recorder = try stack.record(to: raw)
+        let recorder2 = try stack.recordNatively(to: second)
         for _ in 0..<3 {
             #expect(try d.request("play pop wait") == "ok")
             usleep(100_000)
@@ -663,12 +664,19 @@ struct PipeWireTests {
         #expect(st.stalls == 0 && st.dropped == 0, "stalls \(st.stalls), dropped \(st.dropped); \(d.readStderr().suffix(600))")
         usleep(200_000)
         recorder.stop()
+        recorder2.stop()
         let rec = try Recording(path: raw)
         let pop = Fixture.standard["pop"]!.stereo
         let whole = rec.occurrences(of: pop).count
-        if whole != 3 {
-            #expect(whole + 1 >= 3 && rec.holds(partOf: pop), "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6))")
-            judgeHole("\(whole) of 3 pops whole at a forced quantum of 64 (cued: missed cycles \(st.missedCycles))", sink: "pipewire", quantum: 64, watch: watch)
+        guard whole != 3 else { return }
+        #expect(whole + 1 >= 3 && rec.holds(partOf: pop), "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6))")
+        // Two recorders of the monitor, as in the fifty-cue test: a hole one of them alone has is its own.
+        let otherWhole = (try Recording(wav: second)).occurrences(of: pop).count
+        let what = "\(whole) of 3 pops whole at parec's recording, \(otherWhole) at pw-record's, at a forced quantum of 64; \(rec.firstMismatch(rec.sounds(), pop)); cued: missed cycles \(st.missedCycles)"
+        if otherWhole == 3 {
+            print("PipeWireTests: parec lost frames pw-record heard: \(what)")
+        } else {
+            judgeHole(what, sink: "pipewire", quantum: 64, watch: watch)
         }
     }
 
