@@ -75,6 +75,23 @@ final class StallWatch: @unchecked Sendable {
         return noted.contains { $0.lateNs >= max(bound, Self.noteNs) }
     }
 
+    /// The most time one CPU lost to stalls within any `windowMs` (their lateness summed): a
+    /// storm of short stalls starves a thread of a cycle as one long stall does.
+    func worstBurstMs(windowMs: Double) -> Double {
+        let window = UInt64(windowMs * 1e6)
+        var worst: UInt64 = 0
+        for cpu in 0..<cpus {
+            let mine = noted.filter { $0.cpu == cpu }.sorted { $0.at < $1.at }
+            var first = 0, sum: UInt64 = 0
+            for s in mine {
+                sum += s.lateNs
+                while mine[first].at + window < s.at { sum -= mine[first].lateNs; first += 1 }
+                worst = max(worst, sum)
+            }
+        }
+        return Double(worst) / 1e6
+    }
+
     /// For messages: how many stalls, the worst ones, over how long.
     var summary: String {
         let all = noted
