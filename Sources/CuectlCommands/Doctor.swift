@@ -13,7 +13,8 @@ public enum Doctor {
 
     /// `status`: cued's, or nil with `noDaemon` (why it did not answer);
     /// `soundCard`: whether /dev/snd has a playback device.
-    public static func report(status: Status?, noDaemon: String?, socket: String, environment: [String: String],
+    /// `socket`: nil when no path could be made (neither --socket, CUED_SOCKET nor XDG_RUNTIME_DIR).
+    public static func report(status: Status?, noDaemon: String?, socket: String?, environment: [String: String],
                               soundCard: Bool, exists: (String) -> Bool) -> Report {
         var r = Report()
         func ok(_ s: String) { r.lines.append("ok  " + s) }
@@ -25,9 +26,13 @@ public enum Doctor {
         let enabled = [configHome + "/systemd/user", "/etc/systemd/user"].contains { exists($0 + "/sockets.target.wants/cued.socket") }
 
         if let status {
-            ok("cued \(status.version) answers at \(socket) (pid \(status.pid))")
+            ok("cued \(status.version) answers at \(socket ?? "?") (pid \(status.pid))")
+        } else if socket == nil {
+            // No session runtime directory (a container, `su`): the user units cannot run either.
+            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? "$HOME"
+            problem(noDaemon ?? "no socket path", fix: "export CUED_SOCKET=\(home)/.cued.sock (where `make run` puts cued's socket then), or pass --socket PATH")
         } else {
-            problem(noDaemon ?? "no cued answers at \(socket)",
+            problem(noDaemon ?? "no cued answers at \(socket!)",
                     fix: units != nil ? "systemctl --user start cued.socket" : "run cued in a terminal (its units are not installed: make install or the cued package)")
         }
 

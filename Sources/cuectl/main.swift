@@ -101,7 +101,7 @@ case .doctor:
     for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"] { env[key] = environment(key) }
     var status: Status?
     var why: String?
-    var path = "(no socket path)"
+    var path: String?
     switch socketPath() {
     case .failure(let e): why = e.message
     case .success(let p):

@@ -86,4 +86,14 @@ import Testing
         #expect(installed.lines.contains("    fix: systemctl --user start cued.socket"))
         #expect(installed.lines.contains("--  units installed in /usr/lib/systemd/user, cued.socket enabled"))
     }
+
+    /// No socket path at all (XDG_RUNTIME_DIR unset: a container, `su`): the fix is a path, not the units.
+    @Test func noSocketPathSaysWhereToPutOne() {
+        let r = Doctor.report(status: nil, noDaemon: "XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)",
+                              socket: nil, environment: ["HOME": "/home/u"], soundCard: false,
+                              exists: { $0 == "/usr/lib/systemd/user/cued.socket" })
+        #expect(r.exitCode == 69)
+        #expect(r.lines.prefix(2) == ["!!  XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)",
+                                      "    fix: export CUED_SOCKET=/home/u/.cued.sock (where `make run` puts cued's socket then), or pass --socket PATH"])
+    }
 }
