@@ -33,7 +33,7 @@ let package = Package(
         .target(name: "CuedConfig", dependencies: ["CuedProtocol", "CuedSystem"]),
 
         // C edge.
-        .target(name: "CuedAudio", dependencies: ["CuedCore", "CuedSystem", "CALSA", "CSndFile", "CSampleRate", "CPipeWire"]),
+        .target(name: "CuedAudio", dependencies: ["CuedCore", "CuedProtocol", "CuedSystem", "CALSA", "CSndFile", "CSampleRate", "CPipeWire"]),
 
         // I/O edge.
         .target(name: "CuedServer", dependencies: [

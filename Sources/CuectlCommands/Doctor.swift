@@ -53,6 +53,10 @@ public enum Doctor {
             if s.spec.hasPrefix("wav:") {
                 ok("output \(where_): cues are recorded to \(s.spec.dropFirst(4))")
                 heard = true
+            } else if s.spec == "null", let why = s.why, has(why, OutputFailure.notLinked) {
+                // PipeWire answers but links no stream: its session manager is missing (yet).
+                problem("output null: PipeWire answers but links no stream to an output, so nothing is heard",
+                        fix: "start PipeWire's session manager: systemctl --user start wireplumber (auto picks PipeWire at the next cue)")
             } else if s.spec == "null" && s.why != nil && (pipewire || pulse) {
                 // auto picks again at the next open of the device: the server that answers now gets the next cue.
                 ok("output null until the next cue: auto picks again then, and a sound server answers now")
@@ -63,9 +67,13 @@ public enum Doctor {
                                           : "restart cued with --sink auto (the default) or alsa:default")
             } else if let e = s.error, s.state == "failed" || s.state == "closed" {
                 let serverDown = has(e, "Host is down") || has(e, "Connection refused")
-                problem("output \(where_): \(e)",
-                        fix: serverDown ? "the sound server is not running: systemctl --user start pipewire pipewire-pulse"
-                                        : "check the device (aplay -L lists the PCMs); cuectl status shows what cued sees")
+                let fix: String
+                if serverDown { fix = "the sound server is not running: systemctl --user start pipewire pipewire-pulse" }
+                else if has(e, OutputFailure.notLinked) { fix = "start PipeWire's session manager: systemctl --user start wireplumber" }
+                else if s.spec.hasPrefix("pipewire") {
+                    fix = "check PipeWire's outputs (wpctl status; pw-cli ls Node names a TARGET for pipewire:TARGET); cuectl status shows what cued sees"
+                } else { fix = "check the device (aplay -L lists the PCMs); cuectl status shows what cued sees" }
+                problem("output \(where_): \(e)", fix: fix)
             } else if s.spec.hasPrefix("alsa:") && s.state == "closed" && !pipewire && !pulse && !soundCard {
                 problem("output \(where_): no sound server answers and there is no sound card: nothing would be heard",
                         fix: "systemctl --user start pipewire pipewire-pulse (a desktop), or restart cued with --sink wav:FILE to record")

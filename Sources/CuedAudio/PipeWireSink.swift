@@ -1,5 +1,6 @@
 import CPipeWire
 import CuedCore
+import CuedProtocol
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -229,8 +230,8 @@ public final class PipeWireSink: Sink {
             let now = MonotonicClock.now()
             guard now < deadline else {
                 let state = String(cString: pw_stream_state_as_string(pw_stream_state(rawValue: e.state)))
-                throw SinkError("PipeWire: the stream was not ready within \(openTimeoutMs) ms (state \(state), "
-                                + (e.format_ready != 0 ? "format agreed" : "no format yet") + "; is a session manager such as WirePlumber running?)")
+                throw SinkError("PipeWire: the stream was \(OutputFailure.notLinked) within \(openTimeoutMs) ms (state \(state), "
+                                + (e.format_ready != 0 ? "format agreed" : "no format yet") + "): is a session manager such as WirePlumber running?")
             }
             if let dataLoop { _ = cued_pw_loop_iterate(dataLoop, 0) }
             let rc = cued_pw_loop_iterate(loop, Int32(min(5, (deadline - now) / 1_000_000 + 1)))

@@ -430,6 +430,13 @@ public enum AutoSink {
             guard let native = opens("pipewire") else {
                 return ("pipewire", "auto: PipeWire answers at \(rt)/pipewire-0: its own stream")
             }
+            if native.includes(OutputFailure.notLinked) {
+                // Its ALSA and pulse plugins wait for the same link: none would be heard. Played to
+                // nothing, the device closes once idle and the next cue picks again (the session
+                // manager starts a moment after PipeWire at login).
+                return ("null", "auto: PipeWire answers at \(rt)/pipewire-0 but its stream was \(OutputFailure.notLinked) "
+                        + "(\(native)); cues are played to nothing, and the next cue tries again")
+            }
             if opens("alsa:default") == nil {
                 return ("alsa:default", "auto: PipeWire answers at \(rt)/pipewire-0 and ALSA's default PCM opens "
                         + "(its own stream did not: \(native))")

@@ -268,3 +268,11 @@ public struct Status: Sendable, Equatable {
         return out
     }
 }
+
+/// Words an output failure carries that cued's clients act on (the `auto` pick, `cuectl doctor`).
+public enum OutputFailure {
+    /// PipeWire answered but did not link cued's stream to an output: no session manager
+    /// (WirePlumber) runs yet, or it links nothing. Every PipeWire path (the native stream, the
+    /// ALSA and pulse plugins) waits for the same link.
+    public static let notLinked = "not linked to an output"
+}

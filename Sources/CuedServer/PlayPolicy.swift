@@ -304,14 +304,15 @@ final class PlayPolicy {
 
     /// What `play … wait` answers for an end (protocol v1's replies).
     func reply(for end: VoiceEnd) -> Reply {
-        let deviceError = engine.stats.sinkError.map { " (\($0))" } ?? ""
+        // The device's own error, said apart: its timeouts (an open that waited 2 s) are not the cue's.
+        let deviceError = engine.stats.sinkError.map { "; the device's error: \($0)" } ?? ""
         switch end.reason {
         case .played: return .ok(nil)
         case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted: return .ok("stopped")
         case .shutdown where end.started: return .ok("stopped")
         case .shutdown: return .err(.notPlayed, Self.stoppingReason)
         case .late where stopping.load(ordering: .relaxed): return .err(.notPlayed, Self.stoppingReason)
-        case .late: return .err(.notPlayed, "the device did not start it within 250 ms" + deviceError)
+        case .late: return .err(.notPlayed, "the device did not start it within 250 ms of the request" + deviceError)
         case .cut: return .err(.notPlayed, "the device failed while it played; too late to start it again" + deviceError)
         case .busy: return .err(.notPlayed, "every voice is taken by a cue of a higher priority")
         }

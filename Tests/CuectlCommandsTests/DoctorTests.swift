@@ -87,6 +87,21 @@ import Testing
         #expect(installed.lines.contains("--  units installed in /usr/lib/systemd/user, cued.socket enabled"))
     }
 
+    /// PipeWire answers but links no stream (no session manager): nothing is heard, whatever socket
+    /// exists, and the fix is the session manager, not the server.
+    @Test func pipeWireThatLinksNothingIsAProblemWithItsFix() {
+        let s = status("null", why: "auto: PipeWire answers at /run/user/1/pipewire-0 but its stream was not linked to an output (…); cues are played to nothing, and the next cue tries again")
+        let r = doctor(s, files: ["/run/user/1/pipewire-0"])
+        #expect(r.exitCode == 1)
+        #expect(r.lines.contains("!!  output null: PipeWire answers but links no stream to an output, so nothing is heard"), "\(r.lines)")
+        #expect(r.lines.contains("    fix: start PipeWire's session manager: systemctl --user start wireplumber (auto picks PipeWire at the next cue)"))
+        // A forced native stream that failed so: the same fix; another native failure: PipeWire's tools, not aplay.
+        let forced = doctor(status("pipewire", state: "failed", error: "PipeWire: the stream was not linked to an output within 2000 ms"), files: ["/run/user/1/pipewire-0"])
+        #expect(forced.lines.contains("    fix: start PipeWire's session manager: systemctl --user start wireplumber"), "\(forced.lines)")
+        let target = doctor(status("pipewire:nosuch", state: "failed", error: "PipeWire stream error: no target node"), files: ["/run/user/1/pipewire-0"])
+        #expect(target.lines.contains { $0.hasPrefix("    fix: check PipeWire's outputs (wpctl status") }, "\(target.lines)")
+    }
+
     /// No socket path at all (XDG_RUNTIME_DIR unset: a container, `su`): the fix is a path, not the units.
     @Test func noSocketPathSaysWhereToPutOne() {
         let r = Doctor.report(status: nil, noDaemon: "XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)",

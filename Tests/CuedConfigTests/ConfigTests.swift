@@ -220,7 +220,7 @@ import TestSupport
         let both: Set = ["/run/user/1/pipewire-0", "/run/user/1/pulse/native"]
         #expect(choose(files: both, opening: ["pipewire", "alsa:default", "alsa:pulse"])
                 == ("pipewire", "auto: PipeWire answers at /run/user/1/pipewire-0: its own stream"))
-        // PipeWire's own stream does not open (no session manager links it): its ALSA plugin, and why.
+        // PipeWire's own stream does not open (for another reason than a link): its ALSA plugin, and why.
         #expect(choose(files: both, opening: ["alsa:default", "alsa:pulse"])
                 == ("alsa:default", "auto: PipeWire answers at /run/user/1/pipewire-0 and ALSA's default PCM opens "
                     + "(its own stream did not: cannot open PCM 'pipewire': Host is down)"))
@@ -234,6 +234,18 @@ import TestSupport
         #expect(none.spec == "null")
         #expect(none.why == "auto: no sound server answers and ALSA's default PCM does not open (cannot open PCM 'alsa:default': Host is down); "
                 + "cues are played to nothing: to record them instead, --sink wav:FILE")
+    }
+
+    /// PipeWire answers but links no stream (WirePlumber not up yet: the login race): its plugins
+    /// would wait for the same link, so none is tried and the cue plays to nothing; the next picks again.
+    @Test func pipeWireThatLinksNoStreamIsNotSwappedForItsPlugin() {
+        var tried: [String] = []
+        let notLinked = "PipeWire: the stream was not linked to an output within 2000 ms (state paused, no format yet): is a session manager such as WirePlumber running?"
+        let c = AutoSink.choose(environment: ["XDG_RUNTIME_DIR": "/run/user/1"], exists: { $0 == "/run/user/1/pipewire-0" },
+                                opens: { tried.append($0); return $0 == "pipewire" ? notLinked : nil })
+        #expect(tried == ["pipewire"])
+        #expect(c == ("null", "auto: PipeWire answers at /run/user/1/pipewire-0 but its stream was not linked to an output (\(notLinked)); "
+                      + "cues are played to nothing, and the next cue tries again"))
     }
 
     @Test func withoutARuntimeDirectoryOnlyALSADefault() {

@@ -52,12 +52,23 @@ final class PipeWireStack: @unchecked Sendable {
 
     /// pipewire, then wireplumber and pipewire-pulse; returns once `nul` is the default sink at full volume.
     func startServers() throws {
+        try startPipeWire()
+        try startSessionManager()
+    }
+
+    /// pipewire alone (no session manager: it answers, and links no stream), as at login before
+    /// WirePlumber is up.
+    func startPipeWire() throws {
         let rt = environment["XDG_RUNTIME_DIR"]!
         let pw = try Subprocess("/usr/bin/pipewire", [], env: environment, stderr: dir.file("pipewire.log"))
         servers.append(pw)
         guard eventually(interval: 0.02, { FileManager.default.fileExists(atPath: rt + "/pipewire-0") }) else {
             throw HarnessError.timeout("pipewire did not start: \(log("pipewire.log"))")
         }
+    }
+
+    /// wireplumber and pipewire-pulse, once pipewire runs; returns once `nul` is the default sink at full volume.
+    func startSessionManager() throws {
         servers.append(try Subprocess("/usr/bin/wireplumber", [], env: environment, stderr: dir.file("wireplumber.log")))
         servers.append(try Subprocess("/usr/bin/pipewire-pulse", [], env: environment, stderr: dir.file("pipewire-pulse.log")))
         guard eventually(interval: 0.02, { (try? self.pactl(["get-default-sink"]))?.out == "nul\n" }) else {

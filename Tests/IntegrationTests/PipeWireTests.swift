@@ -616,6 +616,30 @@ struct PipeWireTests {
         }, "\((try? d.status().sink) as Any)")
     }
 
+    /// PipeWire up before its session manager (a login race): cued's stream is not linked, and
+    /// neither would be its ALSA plugin's, so `auto` plays to nothing and says why (not the
+    /// plugin, where it stayed, unheard, until 30 s without a cue: a new user found); once
+    /// WirePlumber is up, the next cue is heard on PipeWire's own stream.
+    @Test func autoWithPipeWireBeforeItsSessionManagerFollowsOnceItIsUp() throws {
+        let stack = try PipeWireStack()
+        stack.stopServers()
+        try stack.startPipeWire()
+        let d = try start(stack, "auto")
+        let early = try d.status()
+        #expect(early.sink.spec == "null" && early.sink.why?.contains("not linked to an output") == true, "\(early.sink)")
+        #expect(try d.request("play pop wait") == "ok")  // to nothing, as status says
+        let still = try d.status()
+        #expect(still.sink.spec == "null" && still.sink.why?.contains("not linked to an output") == true, "\(still.sink)")
+        try stack.startSessionManager()
+        let raw = stack.dir.file("monitor.raw")
+        _ = try stack.record(to: raw)
+        #expect(try d.request("play pop wait") == "ok")
+        let up = try d.status()
+        #expect(up.sink.spec == "pipewire" && up.sink.kind == "pipewire", "\(up.sink)")
+        #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } },
+                "nothing reached the monitor; \(up.sink); \(d.readStderr().suffix(1500))")
+    }
+
     /// `cuectl play` warns of a cue that is not heard from the cue itself, not from the state
     /// before it (`status wait`): the first cue after the server went away (cued's stream still
     /// lingering a moment before) plays to nothing and is said so; the first cue once the server
