@@ -448,6 +448,14 @@ def cpu_ns(pid):
     return total
 
 
+def cpu_percent(counters, seconds):
+    """Each CPU-time counter's (ns, e.g. cpu_ns of a process) share of one core over the same `seconds`."""
+    before, w0 = [c() for c in counters], time.monotonic()
+    time.sleep(seconds)
+    wall = time.monotonic() - w0
+    return [(c() - b) / 1e9 / wall * 100 for c, b in zip(counters, before)]
+
+
 def server_wakeups(stack, seconds):
     """Context switches per second of pipewire + pipewire-pulse over `seconds`."""
     pids = [stack.pipewire.pid, stack.pulse.pid]
@@ -597,9 +605,7 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
             st["profiler"] = profile(stack, 1.0)  # the same second, seen by pw-profiler
             st["between"] = rec.quanta()  # cycles per quantum over 1 s with no contender
             log("pipewire state %s: graph between cues %s, pw-profiler %s" % (state, st["between"] or "stopped", st["profiler"] or "-"))
-            t0, w0 = server_cpu_ns(), time.monotonic()
-            time.sleep(2.0)
-            st["server_cpu_alone"] = (server_cpu_ns() - t0) / 1e9 / (time.monotonic() - w0) * 100
+            st["server_cpu_alone"], = cpu_percent([server_cpu_ns], 2.0)
             if state == "a":
                 time.sleep(1.0)  # the new recorder's links settled
                 log("pipewire idle: no cued, %.0f s" % idle_s)
@@ -664,10 +670,7 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
                 if time.monotonic() - bed["t"] > 7:
                     play_bed()
                 time.sleep(0.2)
-                t0, s0, w0 = cpu_ns(cued.pid), server_cpu_ns(), time.monotonic()
-                time.sleep(2.0)
-                st["cpu"][name] = (cpu_ns(cued.pid) - t0) / 1e9 / (time.monotonic() - w0) * 100
-                st["server_cpu"][name] = (server_cpu_ns() - s0) / 1e9 / (time.monotonic() - w0) * 100
+                st["cpu"][name], st["server_cpu"][name] = cpu_percent([lambda: cpu_ns(cued.pid), server_cpu_ns], 2.0)
                 c.request("mute")
                 c.request("unmute")
                 cues += bed["beds"]

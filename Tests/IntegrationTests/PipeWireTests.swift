@@ -67,6 +67,25 @@ struct PipeWireTests {
         eventually { (try? d.status())?.sink.state == "idle" }
     }
 
+    /// Whether sound (a non-zero sample) reaches the recording at `raw` within a few seconds.
+    func heard(at raw: String) -> Bool {
+        eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }
+    }
+
+    /// An `auto` cued whose sound server has just come up: the next pop is heard at the null sink
+    /// through PipeWire's own stream. Returns cued's status after it.
+    @discardableResult
+    func expectNextCueHeardOnItsOwnStream(_ d: DaemonHarness, _ stack: PipeWireStack,
+                                          sourceLocation: SourceLocation = #_sourceLocation) throws -> Status {
+        let raw = stack.dir.file("monitor.raw")
+        _ = try stack.record(to: raw)
+        #expect(try d.request("play pop wait") == "ok", sourceLocation: sourceLocation)
+        let up = try d.status()
+        #expect(up.sink.spec == "pipewire" && up.sink.kind == "pipewire", "\(up.sink)", sourceLocation: sourceLocation)
+        #expect(heard(at: raw), "nothing reached the monitor; \(up.sink); \(d.readStderr().suffix(1500))", sourceLocation: sourceLocation)
+        return up
+    }
+
     /// 50 cues, each heard sample-exact at the null sink's monitor. A cue missing there is
     /// looked for in two more places, so that the test can say whose loss it is: what cued
     /// handed the device (on `alsa:pulse`, a `file` plugin in front of `pulse` keeps every
@@ -486,7 +505,7 @@ struct PipeWireTests {
             #expect(try d.request("play pop wait") == "ok")
             step = "status, PipeWire up"
             #expect(try d.status().sink.kind == "pipewire")
-            #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
+            #expect(heard(at: raw), "nothing reached the monitor")
         } catch {
             let st = try? d.status()
             Issue.record("\(step): \(error), \(Date().timeIntervalSince(t0)) s into the test; sink \(st.map { "\($0.sink)" } ?? "no status"); cued's threads: \(d.threadStates()); cued's log: \(d.readStderr().suffix(3000))")
@@ -602,13 +621,8 @@ struct PipeWireTests {
         #expect(try d.request("play pop wait") == "ok")  // to nothing, as status says
         #expect(d.readStderr().contains("warning cued: sink null: auto: no sound server answers"), "\(d.readStderr())")
         try stack.startServers()
-        let raw = stack.dir.file("monitor.raw")
-        _ = try stack.record(to: raw)
-        #expect(try d.request("play pop wait") == "ok")
-        let up = try d.status()
-        #expect(up.sink.spec == "pipewire" && up.sink.kind == "pipewire", "\(up.sink)")
+        let up = try expectNextCueHeardOnItsOwnStream(d, stack)
         #expect(up.sink.why?.hasPrefix("auto: PipeWire answers at ") == true, "\(up.sink)")
-        #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }, "nothing reached the monitor")
         #expect(d.readStderr().contains("info cued: sink pipewire: auto: PipeWire answers at "), "\(d.readStderr())")
         stack.stopServers()
         #expect(eventually(timeout: 15) {
@@ -631,13 +645,7 @@ struct PipeWireTests {
         let still = try d.status()
         #expect(still.sink.spec == "null" && still.sink.why?.contains("not linked to an output") == true, "\(still.sink)")
         try stack.startSessionManager()
-        let raw = stack.dir.file("monitor.raw")
-        _ = try stack.record(to: raw)
-        #expect(try d.request("play pop wait") == "ok")
-        let up = try d.status()
-        #expect(up.sink.spec == "pipewire" && up.sink.kind == "pipewire", "\(up.sink)")
-        #expect(eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } },
-                "nothing reached the monitor; \(up.sink); \(d.readStderr().suffix(1500))")
+        try expectNextCueHeardOnItsOwnStream(d, stack)
     }
 
     /// `cuectl play` warns of a cue that is not heard from the cue itself, not from the state
