@@ -85,19 +85,22 @@ build: deps pkgconfig
 FUZZ_INPUTS ?= 10000000
 # The differential TOML run (cued's parser vs Python's tomllib) is slower: 1 million.
 TOML_DIFF_INPUTS ?= 1000000
-# 10 million inputs per parser: libFuzzer on the protocol and TOML parsers, the
-# seeded driver (cuedfuzz) on the protocol and config parsers, and cued's TOML
-# parser against Python's tomllib. Ends non-zero on the first crash or broken property.
+# 10 million inputs per parser: libFuzzer on the protocol, TOML and JSON parsers (the TOML and
+# JSON runs start from fuzz/seeds/, nested far past their limits, copied so that libFuzzer's
+# finds stay in .build), the seeded driver (cuedfuzz) on the protocol, config and JSON parsers,
+# and cued's TOML parser against Python's tomllib. Ends non-zero on the first crash or broken property.
+LIBFUZZ = swiftc -sanitize=fuzzer,address -parse-as-library -O
 fuzz: build
-	mkdir -p .build/fuzz
-	swiftc -sanitize=fuzzer,address -parse-as-library -O Sources/CuedProtocol/*.swift fuzz/protocol_libfuzzer.swift \
-	  -o .build/fuzz/protocol -Xlinker --no-warnings -use-ld=lld
+	rm -rf .build/fuzz/corpus && mkdir -p .build/fuzz/corpus && cp -r fuzz/seeds/toml fuzz/seeds/json .build/fuzz/corpus/
+	$(LIBFUZZ) Sources/CuedProtocol/*.swift fuzz/protocol_libfuzzer.swift -o .build/fuzz/protocol -Xlinker --no-warnings -use-ld=lld
 	.build/fuzz/protocol -runs=$(FUZZ_INPUTS) -max_len=1024 -print_final_stats=1 2>&1 | tee .build/fuzz/protocol.log | tail -3
-	swiftc -sanitize=fuzzer,address -parse-as-library -O Sources/CuedConfig/TOML.swift fuzz/toml_libfuzzer.swift \
-	  -o .build/fuzz/toml -Xlinker --no-warnings -use-ld=lld
-	.build/fuzz/toml -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 2>&1 | tee .build/fuzz/toml.log | tail -3
+	$(LIBFUZZ) Sources/CuedConfig/TOML.swift fuzz/toml_libfuzzer.swift -o .build/fuzz/toml -Xlinker --no-warnings -use-ld=lld
+	.build/fuzz/toml -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 .build/fuzz/corpus/toml 2>&1 | tee .build/fuzz/toml.log | tail -3
+	$(LIBFUZZ) Sources/CuedProtocol/*.swift fuzz/json_libfuzzer.swift -o .build/fuzz/json -Xlinker --no-warnings -use-ld=lld
+	.build/fuzz/json -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 .build/fuzz/corpus/json 2>&1 | tee .build/fuzz/json.log | tail -3
 	.build/release/cuedfuzz protocol -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-protocol.log
 	.build/release/cuedfuzz config -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-config.log
+	.build/release/cuedfuzz json -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-json.log
 	.build/release/cuedfuzz toml -n $(TOML_DIFF_INPUTS) | tee .build/fuzz/cuedfuzz-toml.log
 
 # Every reliability scenario against the real daemon (release), with its figures:

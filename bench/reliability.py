@@ -56,7 +56,8 @@ def status(sock):
 
 def fuzz_rows():
     logs = os.path.join(ROOT, ".build", "fuzz")
-    for target, what, max_len in (("protocol", "protocol parser", 1024), ("toml", "TOML parser (cued's own)", 4096)):
+    for target, what, max_len in (("protocol", "protocol parser", 1024), ("toml", "TOML parser (cued's own)", 4096),
+                                  ("json", "JSON parser (feedbackd themes, status)", 4096)):
         try:
             lf = open(os.path.join(logs, target + ".log")).read()
         except OSError:
@@ -69,6 +70,7 @@ def fuzz_rows():
                                        "a crash" if crashed else "no crash"), bool(runs) and not crashed)
     for target, what in (("protocol", "protocol parser, seeded mutational driver"),
                          ("config", "config loader (cued's TOML parser + keys), seeded mutational driver"),
+                         ("json", "JSON parser, seeded mutational driver (round trip)"),
                          ("toml", "TOML parser vs Python's tomllib (differential)")):
         try:
             text = open(os.path.join(logs, "cuedfuzz-%s.log" % target)).read()
@@ -78,7 +80,7 @@ def fuzz_rows():
         m = re.search(r"(\d+) inputs, (\d+) accepted, (\d+) rejected, every property held, (\d+) s", text)
         fig = "%s inputs (%s accepted, %s rejected) in %s s, every property held" % m.groups() if m else "failed"
         if m and target == "toml":
-            fig += ": cued accepts exactly what tomllib accepts, with the same value tree"
+            fig += ": cued accepts exactly what tomllib accepts, with the same value tree (but past its nesting limit of 32)"
         if m and target == "config":
             fig += " (parsed in-process: cued has its own TOML parser, no child process to contain a crash)"
         row(what, "`make fuzz`: cuedfuzz %s -n %s" % (target, m.group(1) if m else "?"), fig, bool(m))

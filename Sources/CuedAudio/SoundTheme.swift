@@ -119,6 +119,10 @@ public struct SoundTheme: Sendable {
                 return
             }
             themes.append(Theme(name: theme, directories: index.directories(for: profile)))
+            if index.inheritsPassedOver > 0 {
+                warnings.append("sound theme '\(theme)' inherits \(index.inherits.count + index.inheritsPassedOver) themes; "
+                                + "the first \(Self.maxChain) are used")
+            }
             for p in index.inherits { visit(p, from: theme) }
         }
         visit(name, from: nil)
@@ -289,7 +293,11 @@ public struct SoundTheme: Sendable {
 
     /// What the search needs of an `index.theme`.
     struct Index {
+        /// At most `maxChain` names: each one not yet seen costs a search of every base
+        /// directory, and a 64 KiB index can list 30,000.
         var inherits: [String] = []
+        /// Names `Inherits` listed past `maxChain`, passed over.
+        var inheritsPassedOver = 0
         /// `Directories=` in order, with each one's `OutputProfile` if its section gives one.
         var directories: [(name: String, profile: String?)] = []
 
@@ -340,7 +348,11 @@ public struct SoundTheme: Sendable {
                 value.split(whereSeparator: { $0 == "," || $0 == " " || $0 == "\t" }).map(String.init)
             }
             if group == "Sound Theme" {
-                if key == "Inherits" { index.inherits = list() }
+                if key == "Inherits" {
+                    let names = list()
+                    index.inherits = Array(names.prefix(maxChain))
+                    index.inheritsPassedOver = names.count - index.inherits.count
+                }
                 if key == "Directories" {
                     index.directories = list().filter(isSafeSubdirectory).prefix(maxDirectories).map { ($0, nil) }
                 }

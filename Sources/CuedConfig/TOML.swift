@@ -3,7 +3,8 @@
 // arrays, inline tables, tables, arrays of tables, dotted keys) with the
 // language's redefinition rules, every value tagged with the line it was
 // written on. Pure Swift and bounds-checked: no input can crash it (nesting is
-// capped), and it needs no Foundation. Dates and times are recognised and kept
+// capped: tables, dotted keys, arrays and inline tables together), and it needs
+// no Foundation. Dates and times are recognised and kept
 // as text: no cued key takes one, so they only ever make a type error.
 
 /// A parsed value and where it was written.
@@ -55,9 +56,15 @@ public struct TOMLError: Error, Sendable, Equatable, CustomStringConvertible {
 }
 
 public enum TOMLParser {
-    /// Arrays and inline tables nested deeper than this are refused (a
-    /// config never needs more; a recursive parser must not run out of stack).
+    /// Values nested deeper than this below the document are refused, however
+    /// the levels are made: a `[table.header]`'s or a dotted key's parts, arrays and
+    /// inline tables all count (a config never needs more; freezing, comparing and
+    /// freeing the tree recurse, and 40,000 levels of `[a.a.a…]` overflowed the stack).
     public static let maxDepth = 32
+
+    static func tooDeep() -> String {
+        "nested deeper than \(maxDepth) levels (table headers, dotted keys, arrays and inline tables together)"
+    }
 
     public static func parse(_ text: String) throws(TOMLError) -> TOMLTable {
         var p = Parser(Array(text.utf8))
@@ -72,9 +79,11 @@ private enum TableKind { case implicit, header, dotted, inline, arrayElement }
 private final class Table {
     var kind: TableKind
     var line: Int
+    /// Levels below the document (the root is 0): at most `TOMLParser.maxDepth`.
+    let depth: Int
     var keys: [String] = []
     var entries: [String: Entry] = [:]
-    init(_ kind: TableKind, line: Int) { self.kind = kind; self.line = line }
+    init(_ kind: TableKind, line: Int, depth: Int) { self.kind = kind; self.line = line; self.depth = depth }
 
     enum Entry {
         case value(TOMLNode)
@@ -162,7 +171,7 @@ private struct Parser {
     // MARK: document
 
     mutating func document() throws(TOMLError) -> TOMLTable {
-        let root = Table(.header, line: 1)
+        let root = Table(.header, line: 1, depth: 0)
         var current = root
         while true {
             try skipBlank()
@@ -184,18 +193,20 @@ private struct Parser {
                 }
                 try endOfLine()
             } else {
-                try keyValue(into: current, depth: 0)
+                try keyValue(into: current)
                 try endOfLine()
             }
         }
         return root.frozen()
     }
 
-    /// `a.b.c` in a header or before `=`; spaces around dots allowed.
+    /// `a.b.c` in a header or before `=`; spaces around dots allowed. A path
+    /// longer than the nesting limit is refused as it is read.
     mutating func keyPath() throws(TOMLError) -> [String] {
         var keys: [String] = []
         while true {
             skipSpaces()
+            guard keys.count <= TOMLParser.maxDepth else { throw fail(TOMLParser.tooDeep()) }
             keys.append(try simpleKey())
             skipSpaces()
             guard peek() == UInt8(ascii: ".") else { return keys }
@@ -227,21 +238,28 @@ private struct Parser {
         path.map { k in k.utf8.allSatisfy(isBare) && !k.isEmpty ? k : "\"\(k)\"" }.joined(separator: ".")
     }
 
+    /// A new table one level below `parent`, within the nesting limit.
+    func subtable(_ kind: TableKind, of parent: Table, line lineNo: Int) throws(TOMLError) -> Table {
+        guard parent.depth < TOMLParser.maxDepth else { throw fail(TOMLParser.tooDeep()) }
+        return Table(kind, line: lineNo, depth: parent.depth + 1)
+    }
+
     /// `key = value` into `table`.
-    mutating func keyValue(into table: Table, depth: Int) throws(TOMLError) {
+    mutating func keyValue(into table: Table) throws(TOMLError) {
         let lineNo = line
         let path = try keyPath()
         skipSpaces()
         guard peek() == UInt8(ascii: "=") else { throw fail("expected '=' after the key \(Self.dotted(path)), found \(describe(peek()))") }
         i += 1
         skipSpaces()
-        let value = try value(depth: depth)
+        // The value sits below the tables its dotted key makes on the way.
+        let value = try value(depth: table.depth + path.count - 1)
         // Dotted keys create (or extend) tables on the way.
         var t = table
         for (n, k) in path.dropLast().enumerated() {
             switch t.entries[k] {
             case nil:
-                let sub = Table(.dotted, line: lineNo)
+                let sub = try subtable(.dotted, of: t, line: lineNo)
                 t.set(k, .table(sub))
                 t = sub
             case .table(let sub)?:
@@ -266,7 +284,7 @@ private struct Parser {
             let last = n == path.count - 1
             switch t.entries[k] {
             case nil:
-                let sub = Table(last ? .header : .implicit, line: lineNo)
+                let sub = try subtable(last ? .header : .implicit, of: t, line: lineNo)
                 t.set(k, .table(sub))
                 t = sub
             case .table(let sub)?:
@@ -296,16 +314,16 @@ private struct Parser {
             switch t.entries[k] {
             case nil:
                 if last {
-                    let sub = Table(.arrayElement, line: lineNo)
+                    let sub = try subtable(.arrayElement, of: t, line: lineNo)
                     t.set(k, .tables([sub], line: lineNo))
                     return sub
                 }
-                let sub = Table(.implicit, line: lineNo)
+                let sub = try subtable(.implicit, of: t, line: lineNo)
                 t.set(k, .table(sub))
                 t = sub
             case .tables(let list, let at)?:
                 if last {
-                    let sub = Table(.arrayElement, line: lineNo)
+                    let sub = try subtable(.arrayElement, of: t, line: lineNo)
                     t.entries[k] = .tables(list + [sub], line: at)
                     return sub
                 }
@@ -323,6 +341,7 @@ private struct Parser {
 
     // MARK: values
 
+    /// A value that goes into a container `depth` levels below the document.
     mutating func value(depth: Int) throws(TOMLError) -> Table.Entry {
         let lineNo = line
         guard let c = peek() else { throw fail("expected a value, found the end of the file") }
@@ -334,10 +353,10 @@ private struct Parser {
             if peek(1) == UInt8(ascii: "'"), peek(2) == UInt8(ascii: "'") { return .value(TOMLNode(value: .string(try multilineLiteral()), line: lineNo)) }
             return .value(TOMLNode(value: .string(try literalString()), line: lineNo))
         case UInt8(ascii: "["):
-            guard depth < TOMLParser.maxDepth else { throw fail("arrays and inline tables nested deeper than \(TOMLParser.maxDepth)") }
+            guard depth < TOMLParser.maxDepth else { throw fail(TOMLParser.tooDeep()) }
             return .value(TOMLNode(value: .array(try array(depth: depth + 1)), line: lineNo))
         case UInt8(ascii: "{"):
-            guard depth < TOMLParser.maxDepth else { throw fail("arrays and inline tables nested deeper than \(TOMLParser.maxDepth)") }
+            guard depth < TOMLParser.maxDepth else { throw fail(TOMLParser.tooDeep()) }
             return .table(try inlineTable(depth: depth + 1))
         case UInt8(ascii: "t"):
             try word("true"); return .value(TOMLNode(value: .bool(true), line: lineNo))
@@ -376,13 +395,13 @@ private struct Parser {
 
     /// `{ a = 1, b.c = 2 }`: on one line, no trailing comma, closed after.
     mutating func inlineTable(depth: Int) throws(TOMLError) -> Table {
-        let t = Table(.inline, line: line)
+        let t = Table(.inline, line: line, depth: depth)
         i += 1  // {
         skipSpaces()
         if peek() == UInt8(ascii: "}") { i += 1; return t }
         while true {
             skipSpaces()
-            try keyValue(into: t, depth: depth)
+            try keyValue(into: t)
             skipSpaces()
             if peek() == UInt8(ascii: ",") { i += 1; continue }
             if peek() == UInt8(ascii: "}") { i += 1; break }

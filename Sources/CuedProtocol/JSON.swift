@@ -68,11 +68,22 @@ public enum JSON: Equatable, Sendable {
         out += "\""
     }
 
-    public struct ParseError: Error, Equatable { public let offset: Int }
+    public struct ParseError: Error, Equatable, CustomStringConvertible {
+        public let offset: Int
+        /// What is wrong there, when more can be said than "not JSON".
+        public var reason = "not valid JSON"
+        public var description: String { "\(reason) (at byte \(offset))" }
+    }
 
-    public static func parse(_ text: String) throws(ParseError) -> JSON {
-        var p = Parser(bytes: Array(text.utf8))
-        let v = try p.value()
+    /// Arrays and objects nested deeper than this are refused: the parser, the
+    /// tree's equality and its release all recurse, and a file of 100,000 `[`
+    /// (a feedbackd theme) overflowed the stack. cued's own documents need 4.
+    public static let maxDepth = 64
+
+    /// `maxDepth`: only for text cued makes itself and trusts (a test oracle's output).
+    public static func parse(_ text: String, maxDepth: Int = JSON.maxDepth) throws(ParseError) -> JSON {
+        var p = Parser(bytes: Array(text.utf8), maxDepth: maxDepth)
+        let v = try p.value(depth: 0)
         p.skipSpace()
         guard p.i == p.bytes.count else { throw ParseError(offset: p.i) }
         return v
@@ -80,6 +91,7 @@ public enum JSON: Equatable, Sendable {
 
     struct Parser {
         let bytes: [UInt8]
+        let maxDepth: Int
         var i = 0
 
         mutating func skipSpace() { while i < bytes.count, [0x20, 0x09, 0x0A, 0x0D].contains(bytes[i]) { i += 1 } }
@@ -91,9 +103,13 @@ public enum JSON: Equatable, Sendable {
             }
         }
 
-        mutating func value() throws(ParseError) -> JSON {
+        /// A value inside `depth` arrays and objects.
+        mutating func value(depth: Int) throws(ParseError) -> JSON {
             skipSpace()
             guard i < bytes.count else { throw ParseError(offset: i) }
+            if bytes[i] == UInt8(ascii: "[") || bytes[i] == UInt8(ascii: "{"), depth >= maxDepth {
+                throw ParseError(offset: i, reason: "arrays and objects nested deeper than \(maxDepth) levels")
+            }
             switch bytes[i] {
             case UInt8(ascii: "n"): try expect("null"); return .null
             case UInt8(ascii: "t"): try expect("true"); return .bool(true)
@@ -105,7 +121,7 @@ public enum JSON: Equatable, Sendable {
                 skipSpace()
                 if i < bytes.count, bytes[i] == UInt8(ascii: "]") { i += 1; return .array(items) }
                 while true {
-                    items.append(try value())
+                    items.append(try value(depth: depth + 1))
                     skipSpace()
                     guard i < bytes.count else { throw ParseError(offset: i) }
                     if bytes[i] == UInt8(ascii: ",") { i += 1; continue }
@@ -122,7 +138,7 @@ public enum JSON: Equatable, Sendable {
                     let k = try string()
                     skipSpace()
                     try expect(":")
-                    pairs.append((k, try value()))
+                    pairs.append((k, try value(depth: depth + 1)))
                     skipSpace()
                     guard i < bytes.count else { throw ParseError(offset: i) }
                     if bytes[i] == UInt8(ascii: ",") { i += 1; continue }

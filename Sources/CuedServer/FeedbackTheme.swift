@@ -63,7 +63,8 @@ public struct FeedbackTheme: Sendable, Equatable {
 
     /// Parses one theme file's text; the error says what is wrong (the caller names the file).
     public static func parse(_ text: String) -> Result<File, ThemeError> {
-        guard let json = try? JSON.parse(text) else { return .failure(ThemeError("not valid JSON")) }
+        let json: JSON
+        do { json = try JSON.parse(text) } catch { return .failure(ThemeError(error.description)) }
         guard case .object(let top) = json else { return .failure(ThemeError("not a JSON object")) }
         guard case .string(let name)? = top.first(where: { $0.0 == "name" })?.1, !name.isEmpty else {
             return .failure(ThemeError("no \"name\""))

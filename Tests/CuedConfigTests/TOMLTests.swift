@@ -74,9 +74,34 @@ import Testing
         #expect(error(ok) == nil)
     }
 
+    /// Every way of making a level counts, alone or mixed: 40,000 levels of a header or a
+    /// dotted key (80 KB) crashed cued on the stack. Each document below makes `n` nested
+    /// tables or arrays: at the limit it parses, one more is refused.
+    @Test(arguments: ["header", "dotted key", "array of tables", "inline tables", "header, then a dotted key",
+                      "dotted keys inside inline tables"])
+    func everyKindOfNestingCounts(kind: String) {
+        func make(_ n: Int) -> String {
+            switch kind {
+            case "header": return "[" + path("a", n) + "]\nx = 1"
+            case "dotted key": return path("a", n) + ".x = 1"
+            case "array of tables": return "[[" + path("a", n) + "]]\nx = 1"
+            case "inline tables": return "x = " + String(repeating: "{a = ", count: n) + "1" + String(repeating: "}", count: n)
+            case "header, then a dotted key": return "[" + path("a", n / 2) + "]\n" + path("b", n - n / 2) + ".x = 1"
+            default: return "x = {a.a = {b.b." + path("c", n - 5) + " = [1]}}"
+            }
+        }
+        #expect(error(make(TOMLParser.maxDepth)) == nil, "\(kind) at the limit: \(String(describing: error(make(TOMLParser.maxDepth))))")
+        #expect(error(make(TOMLParser.maxDepth + 1))?.message.contains("nested deeper than 32") == true, "\(kind) past it")
+        let e = error(make(40_000))
+        #expect(e?.message.contains("nested deeper than 32") == true, "\(kind), 40,000 levels: \(String(describing: e))")
+    }
+
     @Test func crlfAndEmptyDocuments() throws {
         #expect(try parse("").keys.isEmpty)
         #expect(try parse("a = 1\r\nb = 2\r\n")["b"]?.line == 2)
         #expect(error("a = 1\rb = 2") != nil)  // a lone CR is not a newline
     }
 }
+
+/// `a.a.a…`, `n` parts.
+private func path(_ key: String, _ n: Int) -> String { Array(repeating: key, count: n).joined(separator: ".") }

@@ -299,6 +299,21 @@ import Testing
     func rejectsMalformed(text: String) {
         #expect(throws: JSON.ParseError.self) { try JSON.parse(text) }
     }
+
+    /// 100,000 `[` (a feedbackd theme of 100 KB) overflowed the stack; nesting is
+    /// bounded, arrays and objects alike, and the error says so.
+    @Test(arguments: [("[", "]"), ("{\"a\":", "}"), ("[{\"a\":", "}]")])
+    func nestingIsBounded(open: String, close: String) throws {
+        let levels = open.filter { $0 == "[" || $0 == "{" }.count
+        let n = JSON.maxDepth / levels
+        #expect(try JSON.parse(String(repeating: open, count: n) + "1" + String(repeating: close, count: n)) != .null)
+        for count in [n + 1, 100_000] {
+            #expect(throws: JSON.ParseError.self) { try JSON.parse(String(repeating: open, count: count) + "1" + String(repeating: close, count: count)) }
+            do { _ = try JSON.parse(String(repeating: open, count: count)) } catch {
+                #expect(error.reason.contains("nested deeper than \(JSON.maxDepth)"), "\(error)")
+            }
+        }
+    }
 }
 
 @Suite struct SocketLocationTests {

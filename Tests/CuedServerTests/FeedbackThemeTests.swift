@@ -86,6 +86,14 @@ import Testing
         #expect(warnings.first?.contains("/usr/share/feedbackd/themes/default.json: \(why)") == true, "\(warnings)")
     }
 
+    /// 100,000 `[` (100 KB) crashed cued at start: a warning, and no theme.
+    @Test func aDeeplyNestedThemeIsAWarning() {
+        let (theme, warnings) = Self.load(["/usr/share/feedbackd/themes/default.json": String(repeating: "[", count: 100_000)])
+        #expect(theme == FeedbackTheme())
+        #expect(warnings.count == 1 && warnings[0].contains("default.json: arrays and objects nested deeper than 64 levels"),
+                "\(warnings.map { $0.prefix(200) })")
+    }
+
     @Test func aParentLoopStopsAtTenDeep() {
         let loop = #"{"name": "a", "parent-name": "a", "profiles": []}"#
         let (theme, warnings) = Self.load(["/home/u/.config/feedbackd/themes/a.json": loop], name: "a")

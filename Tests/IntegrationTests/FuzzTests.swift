@@ -5,9 +5,10 @@ import TestSupport
 /// The short fuzz run of `make test` (`make fuzz` runs 10 million inputs per parser).
 @Suite(.timeLimit(.minutes(3))) struct FuzzTests {
     // `toml` compares cued's TOML parser with Python's tomllib on every input.
-    @Test(arguments: [("protocol", 300_000), ("config", 100_000), ("toml", 50_000), ("status", 50_000)])
+    @Test(arguments: [("protocol", 300_000), ("config", 100_000), ("toml", 50_000), ("json", 50_000), ("status", 50_000)])
     func parsersSurviveRandomInput(target: String, inputs: Int) throws {
-        let r = try runProcess(TestPaths.binary("cuedfuzz"), [target, "-n", "\(inputs)", "--seed", "\(UInt64.random(in: 1...1_000_000))"])
+        let r = try runProcess(TestPaths.binary("cuedfuzz"), [target, "-n", "\(inputs)", "--seed", "\(UInt64.random(in: 1...1_000_000))"],
+                               timeout: 170)
         #expect(r.status == 0, "\(r.out)\(r.err.suffix(500))")
         #expect(r.out.contains("cuedfuzz \(target): \(inputs) inputs"))
         #expect(r.out.contains("every property held"))

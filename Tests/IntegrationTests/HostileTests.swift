@@ -223,4 +223,37 @@ import TestSupport
         let check = try runProcess(TestPaths.binary("cuectl"), ["config", "check", d.configPath])
         #expect(check.status == 78)
     }
+
+    /// Files nested 40,000 levels deep (80–100 KB, under every size cap) killed cued on
+    /// the stack (SIGSEGV): a config on reload, SIGHUP, at start and in `cuectl config
+    /// check`; a feedbackd theme at start, bus or no bus. Each is now an error naming the
+    /// file and the limit, and cued lives on.
+    @Test func deeplyNestedFilesAreErrorsNotCrashes() throws {
+        let header = "[" + Array(repeating: "a", count: 40_000).joined(separator: ".") + "]\n"
+        let dotted = Array(repeating: "a", count: 40_000).joined(separator: ".") + " = 1\n"
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        func failures() -> Int { d.readStderr().components(separatedBy: "nested deeper than 32").count - 1 }
+        for deep in [header, dotted] {
+            try d.writeConfig(deep)
+            let before = failures()
+            let r = try d.request("reload")
+            #expect(r.hasPrefix("err reload-failed \(d.configPath):1: TOML syntax: nested deeper than 32 levels"), "\(r)")
+            kill(d.pid, SIGHUP)
+            #expect(eventually { failures() >= before + 2 }, "\(d.readStderr().suffix(600))")
+            #expect(try d.request("ping") == "ok pong")
+            let check = try runProcess(TestPaths.binary("cuectl"), ["config", "check", d.configPath])
+            #expect(check.status == 78 && (check.out + check.err).contains("nested deeper than 32"), "\(check)")
+            let e = try DaemonHarness(args: ["--sink", "null"], config: deep, waitReady: false)
+            #expect(e.waitForExit() == 78)
+            #expect(e.readStderr().contains("cued.toml:1: TOML syntax: nested deeper than 32"), "\(e.readStderr().suffix(600))")
+        }
+        // The user's feedbackd theme, 100,000 `[`, with no bus: cued starts and says why the theme is not used.
+        let themes = TempDir()
+        try FileManager.default.createDirectory(atPath: themes.file("feedbackd/themes"), withIntermediateDirectories: true)
+        try String(repeating: "[", count: 100_000).write(toFile: themes.file("feedbackd/themes/default.json"), atomically: true, encoding: .utf8)
+        let t = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_CONFIG_HOME": themes.path])
+        #expect(try t.request("ping") == "ok pong")
+        #expect(eventually { t.readStderr().contains("feedbackd theme \(themes.file("feedbackd/themes/default.json")): arrays and objects nested deeper than 64 levels") },
+                "\(t.readStderr().suffix(800))")
+    }
 }
