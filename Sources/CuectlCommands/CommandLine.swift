@@ -216,7 +216,12 @@ public enum CommandParser {
         if let gain { line.append(gain) }
         if wait { line.append("wait") }
         if wantsID { line.append("id") }
-        if let loop { line.append(loop.isEmpty ? "loop" : "loop=" + loop) }
+        if let loop {
+            line.append(loop.isEmpty ? "loop" : "loop=" + loop)
+            // cuectl's connection closes when it exits, and a loop ends with its connection:
+            // without --wait the loop is meant to outlive cuectl (stop it with `cuectl stop`).
+            if !wait { line.append("detach") }
+        }
         if let priority { line.append("priority=" + priority) }
         if important { line.append("important") }
 

@@ -14,7 +14,8 @@ public enum CuectlHelp {
                                     play a cue, else a sound of the desktop's sound theme (bell,
                                     message-new-instant…); gain -60…12 dB; --wait: return only once
                                     it has sounded (exit 1 if it could not); --id: print the voice's
-                                    id; --loop: until stopped, N times or for SECONDS; --priority:
+                                    id; --loop: until stopped, N times or for SECONDS (it goes
+                                    on after cuectl exits, but with --wait); --priority:
                                     -100…100, the lowest is taken first when all voices are busy;
                                     --important: through the quiet and silent profiles, for the
                                     apps the config's [profiles] important_apps lists

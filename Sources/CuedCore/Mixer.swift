@@ -18,6 +18,10 @@ public final class Mixer {
         var fadeLength: Int
         var serial: UInt64
         var priority: Int
+        /// Who asked (`VoiceRequest.ownerKey`): the unit of the fair share.
+        var owner: UInt64
+        /// Never refused a slot (an alarm an allowed app asked for).
+        var important: Bool
         var requestTime: UInt64
         var started: Bool
         /// Why it is fading out (stop, steal, mute); nil: it plays to its end.
@@ -66,6 +70,9 @@ public final class Mixer {
     /// Stolen voices pushed out of their fading slot by `start` (between renders):
     /// `takeEvicted` hands them over.
     private var evicted: [(id: UInt64, reason: VoiceEndReason)] = []
+    /// Owners holding slots and how many each, counted by `victim` (reserved: no allocation).
+    private var ownerKeys: [UInt64]
+    private var ownerCounts: [Int]
 
     public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96, rate: Int = 48_000) {
         precondition(maxVoices > 0 && maxFrames > 0)
@@ -81,6 +88,8 @@ public final class Mixer {
         startedRequestTimes = Array(repeating: 0, count: maxVoices * 2)
         ended = Array(repeating: Ended(id: 0, reason: .played, lastFrame: -1), count: maxVoices * 2)
         evicted.reserveCapacity(maxVoices * 2)
+        ownerKeys = Array(repeating: 0, count: maxVoices)
+        ownerCounts = Array(repeating: 0, count: maxVoices)
     }
 
     deinit { mix.deallocate() }
@@ -94,12 +103,14 @@ public final class Mixer {
         voices.contains { $0?.id == id } || tails.contains { $0?.id == id }
     }
 
-    /// Starts a cue. When all voices are busy the one of lowest priority (the oldest
-    /// among equals) is faded out and replaced, unless it outranks the new one.
+    /// Starts a cue for `owner`. When all voices are busy one is faded out and replaced
+    /// (see `victim`: a fair share per owner first, then the lowest priority and the
+    /// oldest), unless the new voice may not take any.
     @discardableResult
-    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, loop: VoiceLoop = .once,
-                      requestTime: UInt64 = 0) -> Start {
-        place(cue, id: id, gain: gain, priority: priority, loop: loop, requestTime: requestTime).result
+    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, owner: UInt64 = 0, important: Bool = false,
+                      loop: VoiceLoop = .once, requestTime: UInt64 = 0) -> Start {
+        place(cue, id: id, gain: gain, priority: priority, owner: owner, important: important, loop: loop,
+              requestTime: requestTime).result
     }
 
     /// Starts a cue whose first frames are mixed at once into `frames` frames
@@ -107,16 +118,18 @@ public final class Mixer {
     /// written again); it goes on from there at the next `render`. As after `render`,
     /// `started…` and `ended` then say what started and ended in those frames.
     @discardableResult
-    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, loop: VoiceLoop = .once,
-                      requestTime: UInt64 = 0, mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
-        let (result, slot) = place(cue, id: id, gain: gain, priority: priority, loop: loop, requestTime: requestTime)
+    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, owner: UInt64 = 0, important: Bool = false,
+                      loop: VoiceLoop = .once, requestTime: UInt64 = 0,
+                      mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
+        let (result, slot) = place(cue, id: id, gain: gain, priority: priority, owner: owner, important: important, loop: loop,
+                                   requestTime: requestTime)
         startedCount = 0
         endedCount = 0
         if let slot, frames > 0 { renderVoice(&voices[slot], frames: frames, into: rendered) }
         return result
     }
 
-    private func place(_ cue: Cue, id: UInt64, gain: Float, priority: Int, loop: VoiceLoop,
+    private func place(_ cue: Cue, id: UInt64, gain: Float, priority: Int, owner: UInt64, important: Bool, loop: VoiceLoop,
                        requestTime: UInt64) -> (result: Start, slot: Int?) {
         var loopsLeft = 0, frameLimit = Int.max
         switch loop {
@@ -130,19 +143,13 @@ public final class Mixer {
         if cue.frames == 0 { loopsLeft = 0 }  // nothing to repeat
         serial &+= 1
         let voice = Voice(cue: cue, id: id, position: 0, gain: gain, loopsLeft: loopsLeft, frameLimit: frameLimit,
-                          played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority,
-                          requestTime: requestTime, started: false, stopReason: nil)
+                          played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority, owner: owner,
+                          important: important, requestTime: requestTime, started: false, stopReason: nil)
         if let free = voices.firstIndex(where: { $0 == nil }) {
             voices[free] = voice
             return (.started, free)
         }
-        // The lowest priority, then the oldest: Android SoundPool's rule.
-        var victim = 0
-        for i in voices.indices {
-            let v = voices[i]!, w = voices[victim]!
-            if v.priority < w.priority || (v.priority == w.priority && v.serial < w.serial) { victim = i }
-        }
-        if voices[victim]!.priority > priority { return (.refused, nil) }
+        guard let victim = victim(owner: owner, priority: priority, important: important) else { return (.refused, nil) }
         var stolen = voices[victim]!
         if stolen.fadeLeft < 0 || stolen.fadeLeft > stealFadeFrames {
             stolen.fadeLeft = stealFadeFrames
@@ -161,6 +168,49 @@ public final class Mixer {
         tails[slot] = stolen
         voices[victim] = voice
         return (.stole(id: stolen.id), victim)
+    }
+
+    /// The slot a new voice of `owner` takes when every slot is busy, or nil (refused).
+    ///
+    /// Max-min fairness between owners first, so that one app cannot silence the others
+    /// (16 loops at priority 100 from one client used to leave every other app's cue
+    /// unheard): each owner playing, the newcomer's included, has a share of
+    /// `maxVoices / owners` slots (at least 1). A newcomer under its share takes a voice
+    /// of an owner over its share, whatever their priorities; one at or over its share
+    /// takes one of its own or of an owner over its share. Among those, the lowest
+    /// priority, then the oldest (Android SoundPool's rule), and a voice of a higher
+    /// priority than the newcomer's refuses it — unless the newcomer is under its share
+    /// or `important`. When no owner is over its share, the same rule over every slot.
+    /// O(voices × owners), allocation-free.
+    private func victim(owner: UInt64, priority: Int, important: Bool) -> Int? {
+        var owners = 0
+        func index(of o: UInt64) -> Int? {
+            for k in 0..<owners where ownerKeys[k] == o { return k }
+            return nil
+        }
+        for v in voices {
+            let o = v!.owner
+            if let k = index(of: o) { ownerCounts[k] += 1 } else { ownerKeys[owners] = o; ownerCounts[owners] = 1; owners += 1 }
+        }
+        let mine = index(of: owner).map { ownerCounts[$0] } ?? 0
+        let share = max(1, maxVoices / (owners + (mine == 0 ? 1 : 0)))
+        func isOver(_ o: UInt64) -> Bool { index(of: o).map { ownerCounts[$0] > share } ?? false }
+        func lowest(_ eligible: (Voice) -> Bool) -> Int? {
+            var best: Int?
+            for i in voices.indices where eligible(voices[i]!) {
+                guard let b = best else { best = i; continue }
+                let v = voices[i]!, w = voices[b]!
+                if v.priority < w.priority || (v.priority == w.priority && v.serial < w.serial) { best = i }
+            }
+            return best
+        }
+        let under = mine < share
+        if let fair = lowest({ $0.owner == owner ? !under : isOver($0.owner) }) {
+            if under || important || voices[fair]!.priority <= priority { return fair }
+            return nil
+        }
+        let any = lowest { _ in true }!
+        return important || voices[any]!.priority <= priority ? any : nil
     }
 
     /// Hands over (and forgets) the voices `start` pushed out of their fading slot.

@@ -34,6 +34,8 @@ public enum VoiceEndReason: String, Sendable, CaseIterable {
     case cut
     /// cued stopped: held cues never started; voices still sounding at the grace's end were cut off.
     case shutdown
+    /// A loop whose connection closed (one started without `detach`).
+    case disconnected
 }
 
 /// Who hears of a voice's end.
@@ -60,13 +62,22 @@ public struct VoiceRequest: Sendable {
     public var connection: UInt64
     /// Higher wins a voice slot; equal: the oldest voice is taken.
     public var priority: Int
+    /// Never refused a slot (`important`, from an app the config allows).
+    public var important: Bool
     public var loop: VoiceLoop
+    /// A loop that goes on after its connection closes (`detach`); other loops end with it.
+    public var detached: Bool
     public var notify: VoiceNotify
+    /// `owner` as the mixer's fair share counts it (FNV-1a: no string on the audio thread).
+    public let ownerKey: UInt64
 
     public init(id: UInt64, cue: Cue, gain: Float = 1, requestTime: UInt64 = 0, owner: String = "", connection: UInt64 = 0,
-                priority: Int = 0, loop: VoiceLoop = .once, notify: VoiceNotify = []) {
+                priority: Int = 0, important: Bool = false, loop: VoiceLoop = .once, detached: Bool = false,
+                notify: VoiceNotify = []) {
         self.id = id; self.cue = cue; self.gain = gain; self.requestTime = requestTime; self.owner = owner
-        self.connection = connection; self.priority = priority; self.loop = loop; self.notify = notify
+        self.connection = connection; self.priority = priority; self.important = important; self.loop = loop
+        self.detached = detached; self.notify = notify
+        ownerKey = owner.utf8.reduce(0xcbf2_9ce4_8422_2325) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
     }
 }
 
@@ -103,12 +114,15 @@ public enum StopScope: Sendable, Equatable {
     case cue(name: String, owner: String)
     /// One voice.
     case id(UInt64)
+    /// The loops a connection that closed started, but those it detached.
+    case loopsOf(connection: UInt64)
 
     public var reason: VoiceEndReason {
         switch self {
         case .all: return .stoppedAll
         case .owner, .cue: return .stoppedByOwner
         case .id: return .stoppedByID
+        case .loopsOf: return .disconnected
         }
     }
 
@@ -118,6 +132,7 @@ public enum StopScope: Sendable, Equatable {
         case .owner(let o): return o == r.owner
         case .cue(let name, let o): return name == r.cue.name && o == r.owner
         case .id(let id): return id == r.id
+        case .loopsOf(let c): return c == r.connection && r.loop != .once && !r.detached
         }
     }
 }

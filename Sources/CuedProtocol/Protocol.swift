@@ -70,7 +70,7 @@ extension Request {
     }
 }
 
-/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [priority=P] [important]`.
+/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [detach] [priority=P] [important]`.
 public struct PlayOptions: Equatable, Sendable {
     /// Added to the cue's, the app's and the master gain.
     public var gainDB: Double = 0
@@ -79,6 +79,9 @@ public struct PlayOptions: Equatable, Sendable {
     /// Reply `ok ID` at once: the voice's id, for `stop id ID` and `end ID REASON` lines.
     public var wantsID = false
     public var loop: Loop = .once
+    /// The loop goes on after the connection closes (else it ends with it: a client that
+    /// crashed leaves no endless sound); stop it with `stop id`.
+    public var detach = false
     /// Higher wins a voice slot when all are busy (the lowest, then the oldest, is
     /// taken); a voice finding only higher ones is not started.
     public var priority: Int = 0
@@ -100,10 +103,10 @@ public struct PlayOptions: Equatable, Sendable {
     public static let maxLoopTimes = 1_000
     public static let maxLoopSeconds = 3_600.0
 
-    public init(gainDB: Double = 0, wait: Bool = false, wantsID: Bool = false, loop: Loop = .once, priority: Int = 0,
-                important: Bool = false) {
-        self.gainDB = gainDB; self.wait = wait; self.wantsID = wantsID; self.loop = loop; self.priority = priority
-        self.important = important
+    public init(gainDB: Double = 0, wait: Bool = false, wantsID: Bool = false, loop: Loop = .once, detach: Bool = false,
+                priority: Int = 0, important: Bool = false) {
+        self.gainDB = gainDB; self.wait = wait; self.wantsID = wantsID; self.loop = loop; self.detach = detach
+        self.priority = priority; self.important = important
     }
 }
 
@@ -271,7 +274,7 @@ public enum RequestParser {
         return try label(args[1], what: "app name")
     }
 
-    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [priority=P] [important]"
+    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [detach] [priority=P] [important]"
 
     static let profileUsage = "profile [full|quiet|silent] | profile app NAME [full|quiet|silent|default]"
 
@@ -300,7 +303,7 @@ public enum RequestParser {
         var seen = Set<Substring>()
         for (i, a) in args.enumerated() {
             let key = a.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? a
-            guard ["wait", "id", "loop", "priority", "important"].contains(key) else {
+            guard ["wait", "id", "loop", "detach", "priority", "important"].contains(key) else {
                 guard i == 0 else {
                     throw ProtocolError(.badArgument, decimal(a) != nil ? "the gain comes right after the sound; usage: \(usage)"
                                                                       : "unknown option '\(a.prefix(32))'; usage: \(usage)")
@@ -322,6 +325,7 @@ public enum RequestParser {
             case "id" where a == key: o.wantsID = true
             case "loop" where a == key: o.loop = .forever
             case "important" where a == key: o.important = true
+            case "detach" where a == key: o.detach = true
             case "loop": o.loop = try loop(value)
             case "priority" where a != key:
                 guard let p = Int(value), PlayOptions.priorityRange.contains(p), value.utf8.count <= 4 else {
@@ -524,6 +528,7 @@ extension PlayOptions {
         case .forever: s += " loop"
         case .seconds(let t): s += " loop=\(Request.number(t))s"
         }
+        if detach { s += " detach" }
         if priority != 0 { s += " priority=\(priority)" }
         if important { s += " important" }
         return s

@@ -177,8 +177,16 @@ public final class Daemon {
 
     // MARK: - Handlers
 
+    /// `important` reaches the mixer (never refused a voice) only where it passes the profile.
+    private func honoured(_ options: PlayOptions, _ conn: ConnectionState) -> PlayOptions {
+        var o = options
+        o.important = o.important && (conn.trustsImportant || profiles.passes(app: conn.app, important: true))
+        return o
+    }
+
     /// A cue of the bank, else a sound of the theme.
     private func play(_ name: String, _ options: PlayOptions, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
+        let options = honoured(options, conn)
         if let cue = runtime.bank[name] {
             return player.start(cue, name: name, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), requestTime: at, gain: gain)
         }
@@ -186,7 +194,8 @@ public final class Daemon {
     }
 
     private func playFile(_ path: String, _ options: PlayOptions, _ conn: inout ConnectionState) -> Response {
-        player.playFile(path, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), gain: gain)
+        let options = honoured(options, conn)
+        return player.playFile(path, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), gain: gain)
     }
 
     /// The gain of a voice from the config in force when it is submitted.
@@ -268,7 +277,7 @@ public final class Daemon {
         player.registerEvents(connection: connection, send: send)
     }
 
-    func unregisterEvents(connection: UInt64) { player.unregisterEvents(connection: connection) }
+    func unregisterEvents(connection: UInt64) { player.connectionClosed(connection) }
 
     /// Every end of the voices a non-socket client (the D-Bus face) starts with events on.
     func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) {

@@ -177,7 +177,7 @@ final class FeedbackCenter {
         case .stoppedByID, .stoppedByOwner, .stoppedAll, .muted: return .explicit
         case .busy, .late: return .notFound
         case .stolen: return .explicit  // cued ended it (a newer cue took its voice)
-        case .cut, .shutdown: return .natural
+        case .cut, .shutdown, .disconnected: return .natural
         }
     }
 

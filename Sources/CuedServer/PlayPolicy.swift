@@ -46,6 +46,8 @@ final class PlayPolicy {
     private var eventLines: [UInt64: (String) -> Void] = [:]
     /// Voice ends for a client that is not a socket connection (the D-Bus face), by its connection id.
     private var endObservers: [UInt64: (VoiceEnd) -> Void] = [:]
+    /// Open connections that started a loop without `detach`: their loops end when they close.
+    private var loopingConnections: Set<UInt64> = []
 
     static let stoppingReason = "cued is stopping"
 
@@ -162,7 +164,8 @@ final class PlayPolicy {
         }
         let request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(gain(options.gainDB, name, asker.app)),
                                    requestTime: requestTime, owner: asker.owner, connection: asker.connection,
-                                   priority: options.priority, loop: loops, notify: notify)
+                                   priority: options.priority, important: options.important, loop: loops,
+                                   detached: options.detach, notify: notify)
         // Counted now, on the loop, so `status` right after the reply has it (the audio
         // thread takes it off again if the voice never sounds).
         cue.played.add(1, ordering: .relaxed)
@@ -173,6 +176,7 @@ final class PlayPolicy {
             return .now(.err(.internal, "audio queue is full; try again"))
         }
         if let app = asker.app { counts.played(app) }
+        if loops != .once && !options.detach && eventLines[asker.connection] != nil { loopingConnections.insert(asker.connection) }
         guard options.wait else { return .now(.ok(options.wantsID ? "\(id)" : nil)) }
         let promise = loop.makePromise(of: Reply.self)
         waitingForVoices[id] = promise
@@ -308,7 +312,7 @@ final class PlayPolicy {
         let deviceError = engine.stats.sinkError.map { "; the device's error: \($0)" } ?? ""
         switch end.reason {
         case .played: return .ok(nil)
-        case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted: return .ok("stopped")
+        case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted, .disconnected: return .ok("stopped")
         case .shutdown where end.started: return .ok("stopped")
         case .shutdown: return .err(.notPlayed, Self.stoppingReason)
         case .late where stopping.load(ordering: .relaxed): return .err(.notPlayed, Self.stoppingReason)
@@ -320,7 +324,13 @@ final class PlayPolicy {
 
     /// While a connection is open: how to send it an event line (on the loop).
     func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { eventLines[connection] = send }
-    func unregisterEvents(connection: UInt64) { eventLines.removeValue(forKey: connection) }
+    /// A connection closed: it gets no more lines, and the loops it started end (but those it detached).
+    func connectionClosed(_ connection: UInt64) {
+        eventLines.removeValue(forKey: connection)
+        guard loopingConnections.remove(connection) != nil else { return }
+        // Nobody waits for the answer: the ends are reported as usual (logged, counted).
+        _ = engine.submit(.stop(.loopsOf(connection: connection), ticket: ticket()))
+    }
     /// Every end of the voices a non-socket client starts with events on (on the loop).
     func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) { endObservers[connection] = observe }
 }

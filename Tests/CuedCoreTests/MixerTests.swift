@@ -57,6 +57,42 @@ import Testing
         for f in 1..<96 { #expect(out[2 * f] <= out[2 * (f - 1)]) }
     }
 
+    /// One owner holding every voice at the highest priority cannot keep another owner
+    /// out: a newcomer under its fair share (voices / owners) takes the oldest voice of
+    /// an owner over its share, whatever the priorities; at its share it takes its own.
+    @Test func oneOwnerCannotSilenceAnother() {
+        let m = Mixer(maxVoices: 16, maxFrames: 64)
+        let loud = cue(0.01, frames: 100_000)
+        for i in 1...16 { #expect(m.start(loud, id: UInt64(i), gain: 1, priority: 100, owner: 1, loop: .forever) == .started) }
+        // Owner 1 alone: its own rules as before (a lower priority is refused).
+        #expect(m.start(loud, id: 17, gain: 1, priority: 0, owner: 1) == .refused)
+        // Owner 2 at the lowest priority: takes owner 1's oldest, up to its share of 8.
+        for k in 0..<8 { #expect(m.start(loud, id: UInt64(100 + k), gain: 1, priority: -100, owner: 2) == .stole(id: UInt64(1 + k))) }
+        // At its share it takes its own oldest, not owner 1's 8.
+        #expect(m.start(loud, id: 200, gain: 1, priority: -100, owner: 2) == .stole(id: 100))
+        // Owner 1, at its share too, takes its own oldest (its priority allows it).
+        #expect(m.start(loud, id: 300, gain: 1, priority: 100, owner: 1) == .stole(id: 9))
+        // A third owner: share 16 / 3 = 5; both are over it: the lowest priority goes first.
+        #expect(m.start(loud, id: 400, gain: 1, priority: 0, owner: 3) == .stole(id: 101))
+        #expect(m.activeVoices == 16)
+    }
+
+    /// `important` is never refused: it takes the lowest, oldest voice where its priority
+    /// would not have been enough; a plain voice of the same owner is refused there.
+    @Test func anImportantVoiceIsNeverRefused() {
+        let m = Mixer(maxVoices: 4, maxFrames: 64)
+        let c = cue(0.01, frames: 100_000)
+        for i in 1...4 { m.start(c, id: UInt64(i), gain: 1, priority: 100, owner: 7) }
+        #expect(m.start(c, id: 5, gain: 1, priority: 0, owner: 7) == .refused)
+        #expect(m.start(c, id: 6, gain: 1, priority: 0, owner: 7, important: true) == .stole(id: 1))
+        // With every owner at its share, a newcomer under it falls back to priority.
+        let n = Mixer(maxVoices: 2, maxFrames: 64)
+        n.start(c, id: 1, gain: 1, priority: 50, owner: 1)
+        n.start(c, id: 2, gain: 1, priority: 50, owner: 2)
+        #expect(n.start(c, id: 3, gain: 1, priority: 0, owner: 3) == .refused)
+        #expect(n.start(c, id: 4, gain: 1, priority: 0, owner: 3, important: true) == .stole(id: 1))
+    }
+
     @Test func stealCountsOnlyWhenFull() {
         let m = Mixer(maxVoices: 3, maxFrames: 16)
         let steals = (0..<5).map { _ in m.start(cue(0.1, frames: 100), gain: 1) != .started }

@@ -38,6 +38,7 @@ import Testing
         ("play pop id", .play(cue: "pop", options: PlayOptions(wantsID: true))),
         ("play ring -3 id loop priority=10", .play(cue: "ring", options: PlayOptions(gainDB: -3, wantsID: true, loop: .forever, priority: 10))),
         ("play ring loop=3 wait", .play(cue: "ring", options: PlayOptions(wait: true, loop: .times(3)))),
+        ("play ring loop detach id", .play(cue: "ring", options: PlayOptions(wantsID: true, loop: .forever, detach: true))),
         ("play ring priority=-100 loop=2.5s", .play(cue: "ring", options: PlayOptions(loop: .seconds(2.5), priority: -100))),
         ("play-file /tmp/a.ogg id loop=10s", .playFile(path: "/tmp/a.ogg", options: PlayOptions(wantsID: true, loop: .seconds(10)))),
         ("stop id 42", .stop(.id(42))),

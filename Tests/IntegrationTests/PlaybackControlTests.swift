@@ -20,6 +20,11 @@ import TestSupport
         try #require(Status.parse(String(try d.request("status").dropFirst(3))))
     }
 
+    /// `status wait`: once the audio thread has taken every cue asked for before it.
+    func settled(_ d: DaemonHarness) throws -> Status {
+        try #require(Status.parse(String(try d.request("status wait").dropFirst(3))))
+    }
+
     @Test func aWaitedPlayHoldsOnlyItsOwnConnectionAndRepliesWhenItHasSounded() throws {
         let d = try daemon()
         let a = try d.client()
@@ -47,6 +52,35 @@ import TestSupport
             #expect(replies.last == "ok pong")
             #expect(replies.dropLast().allSatisfy { $0 == "ok" || $0 == "ok stopped" }, "\(replies)")
         }
+    }
+
+    /// 16 loops at priority 100 from one app left every other app's cue answered `ok`
+    /// and never heard, and loops outlived their connection (a crashed client left an
+    /// endless sound). Now another app gets a voice, and a loop ends with its connection
+    /// unless it asked to outlive it (`detach`, which `cuectl play --loop` sends).
+    @Test func oneAppCannotSilenceTheOthersAndLoopsEndWithTheirConnection() throws {
+        let d = try daemon()
+        var kept = ""
+        do {
+            let hog = try d.client()
+            #expect(try hog.request("app hog") == "ok hog")
+            for _ in 0..<16 { #expect(try hog.request("play long loop priority=100 id").hasPrefix("ok ")) }
+            #expect(try settled(d).voicesActive == 16)
+            let other = try d.client()
+            #expect(try other.request("app mail") == "ok mail")
+            #expect(try other.request("play pop wait") == "ok")  // was: err not-played every voice is taken…
+            let keeper = try d.client()
+            kept = String(try keeper.request("play long loop detach id").dropFirst(3))
+            #expect(try settled(d).voicesActive == 16)
+        }  // all three connections close here
+        #expect(eventually { (try? status(d).voicesActive) == 1 }, "\((try? status(d).voicesActive) ?? -1) voices left")
+        #expect(try d.request("stop id \(kept)") == "ok 1")
+        // cuectl play --loop exits at once; its loop goes on until stopped.
+        let r = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "--app", "tool", "play", "long", "--loop"])
+        #expect(r.status == 0, "\(r)")
+        #expect(try settled(d).voicesActive == 1)
+        let stop = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "--app", "tool", "stop"])
+        #expect(stop.out.trimmingCharacters(in: .whitespacesAndNewlines) == "1", "\(stop)")
     }
 
     @Test func stopFadesWithinFiveMilliseconds() throws {
