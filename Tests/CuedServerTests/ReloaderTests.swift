@@ -11,9 +11,9 @@ import Testing
         var promises: [EventLoopPromise<Reply>] = []
     }
 
-    func make(_ loop: EmbeddedEventLoop) -> (Reloader, Runs) {
+    func make(_ loop: EmbeddedEventLoop, minInterval: TimeAmount = .zero) -> (Reloader, Runs) {
         let runs = Runs()
-        let reloader = Reloader(loop: loop) {
+        let reloader = Reloader(loop: loop, minInterval: minInterval, now: { loop.now }) {
             let p = loop.makePromise(of: Reply.self)
             runs.promises.append(p)
             return p.futureResult
@@ -61,6 +61,28 @@ import Testing
         #expect(runs.promises.count == 2)
         runs.promises[1].succeed(.ok("reloaded"))
         #expect(replies([b]) == [.ok("reloaded")])
+        _ = try loop.syncShutdownGracefully()
+    }
+
+    /// A storm (SIGHUP in a loop) costs one reload per interval: everyone asking within
+    /// it shares the next, which starts once the interval since the last start is over.
+    @Test func reloadsAreSpacedByTheMinimumInterval() throws {
+        let loop = EmbeddedEventLoop()
+        let (reloader, runs) = make(loop, minInterval: .milliseconds(200))
+        let first = reloader.reload()
+        runs.promises[0].succeed(.ok("first"))  // done at once: the next still waits its turn
+        #expect(replies([first]) == [.ok("first")])
+        let storm = (0..<1000).map { _ in reloader.reload() }
+        loop.advanceTime(by: .milliseconds(199))
+        #expect(runs.promises.count == 1)
+        loop.advanceTime(by: .milliseconds(1))
+        #expect(runs.promises.count == 2)
+        runs.promises[1].succeed(.ok("second"))
+        #expect(replies(storm).allSatisfy { $0 == .ok("second") })
+        // A quiet while later, a reload starts at once.
+        loop.advanceTime(by: .seconds(1))
+        _ = reloader.reload()
+        #expect(runs.promises.count == 3)
         _ = try loop.syncShutdownGracefully()
     }
 
