@@ -250,7 +250,7 @@ public enum RequestParser {
             if args.count == 2 {
                 guard a == "id" else { throw ProtocolError(.badArgument, "usage: stop [CUE|all|id ID]") }
                 guard let id = voiceID(args[1]) else {
-                    throw ProtocolError(.badArgument, "voice id '\(args[1].prefix(32))' is not a number from 1 (what `play … id` answered)")
+                    throw ProtocolError(.badArgument, "voice id '\(args[1].prefix(32))' is not a whole number from 1 to \(UInt64.max) (what `play … id` answered)")
                 }
                 return .stop(.id(id))
             }
@@ -354,9 +354,11 @@ public enum RequestParser {
     }
 
     /// A voice id: 1 to 2^53 in plain digits.
+    /// Any whole number a voice id can be (ids count from 1; one no voice has is
+    /// answered `ok 0` by `stop id`, as for a voice that ended).
     static func voiceID(_ s: Substring) -> UInt64? {
-        guard !s.isEmpty, s.utf8.count <= 16, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
-              let v = UInt64(s), v >= 1, v <= 1 << 53 else { return nil }
+        guard !s.isEmpty, s.utf8.count <= 20, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              let v = UInt64(s), v >= 1 else { return nil }
         return v
     }
 

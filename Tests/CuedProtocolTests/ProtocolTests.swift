@@ -42,6 +42,8 @@ import Testing
         ("play ring priority=-100 loop=2.5s", .play(cue: "ring", options: PlayOptions(loop: .seconds(2.5), priority: -100))),
         ("play-file /tmp/a.ogg id loop=10s", .playFile(path: "/tmp/a.ogg", options: PlayOptions(wantsID: true, loop: .seconds(10)))),
         ("stop id 42", .stop(.id(42))),
+        ("stop id 9007199254740993", .stop(.id(9_007_199_254_740_993))),  // past 2^53: a number still (no voice has it: ok 0)
+        ("stop id 18446744073709551615", .stop(.id(UInt64.max))),
         ("stop id", .stop(.cue("id"))),
         ("events on", .events(true)),
         ("events off", .events(false)),
