@@ -5,7 +5,13 @@ public final class Mixer {
     struct Voice {
         var cue: Cue
         var id: UInt64
+        /// The cue's frame being read; with `step` ≠ 1, plus `phase` (0 ≤ phase < 1).
         var position: Int
+        var phase: Double
+        /// Cue frames per output frame (`rate=`, `pitch=`): 1 reads the samples as they are.
+        var step: Double
+        /// It has gone round once (a resampled loop then reads across its start).
+        var looped: Bool
         var gain: Float
         /// Plays still to come after the current one; -1: until stopped.
         var loopsLeft: Int
@@ -51,6 +57,8 @@ public final class Mixer {
     public let rate: Int
     /// Fade applied to a stolen voice: 96 frames = 2 ms at 48 kHz.
     public let stealFadeFrames: Int
+    /// Reads voices played at another rate.
+    let interpolator = Interpolator()
     /// Fade at the end of a time-limited loop: 4 ms.
     public var limitFadeFrames: Int { stealFadeFrames * 2 }
     private var voices: [Voice?]
@@ -107,9 +115,9 @@ public final class Mixer {
     /// (see `victim`: a fair share per owner first, then the lowest priority and the
     /// oldest), unless the new voice may not take any.
     @discardableResult
-    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, owner: UInt64 = 0, important: Bool = false,
-                      loop: VoiceLoop = .once, requestTime: UInt64 = 0) -> Start {
-        place(cue, id: id, gain: gain, priority: priority, owner: owner, important: important, loop: loop,
+    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, rate: Double = 1, priority: Int = 0, owner: UInt64 = 0,
+                      important: Bool = false, loop: VoiceLoop = .once, requestTime: UInt64 = 0) -> Start {
+        place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important, loop: loop,
               requestTime: requestTime).result
     }
 
@@ -118,19 +126,19 @@ public final class Mixer {
     /// written again); it goes on from there at the next `render`. As after `render`,
     /// `started…` and `ended` then say what started and ended in those frames.
     @discardableResult
-    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, priority: Int = 0, owner: UInt64 = 0, important: Bool = false,
-                      loop: VoiceLoop = .once, requestTime: UInt64 = 0,
+    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, rate: Double = 1, priority: Int = 0, owner: UInt64 = 0,
+                      important: Bool = false, loop: VoiceLoop = .once, requestTime: UInt64 = 0,
                       mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
-        let (result, slot) = place(cue, id: id, gain: gain, priority: priority, owner: owner, important: important, loop: loop,
-                                   requestTime: requestTime)
+        let (result, slot) = place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important,
+                                   loop: loop, requestTime: requestTime)
         startedCount = 0
         endedCount = 0
         if let slot, frames > 0 { renderVoice(&voices[slot], frames: frames, into: rendered) }
         return result
     }
 
-    private func place(_ cue: Cue, id: UInt64, gain: Float, priority: Int, owner: UInt64, important: Bool, loop: VoiceLoop,
-                       requestTime: UInt64) -> (result: Start, slot: Int?) {
+    private func place(_ cue: Cue, id: UInt64, gain: Float, rate speed: Double, priority: Int, owner: UInt64, important: Bool,
+                       loop: VoiceLoop, requestTime: UInt64) -> (result: Start, slot: Int?) {
         var loopsLeft = 0, frameLimit = Int.max
         switch loop {
         case .once: break
@@ -142,7 +150,9 @@ public final class Mixer {
         }
         if cue.frames == 0 { loopsLeft = 0 }  // nothing to repeat
         serial &+= 1
-        let voice = Voice(cue: cue, id: id, position: 0, gain: gain, loopsLeft: loopsLeft, frameLimit: frameLimit,
+        let step = speed.isFinite ? min(max(speed, Interpolator.minRate), Interpolator.maxRate) : 1
+        let voice = Voice(cue: cue, id: id, position: 0, phase: 0, step: step, looped: false, gain: gain,
+                          loopsLeft: loopsLeft, frameLimit: frameLimit,
                           played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority, owner: owner,
                           important: important, requestTime: requestTime, started: false, stopReason: nil)
         if let free = voices.firstIndex(where: { $0 == nil }) {
@@ -270,6 +280,8 @@ public final class Mixer {
             guard var v = voices[i] else { continue }
             if v.stopReason == nil && (v.requestTime == 0 || v.requestTime >= since) {
                 v.position = 0
+                v.phase = 0
+                v.looped = false
                 v.played = 0
                 v.started = false
                 voices[i] = v
@@ -321,19 +333,20 @@ public final class Mixer {
                 v.fadeLeft = max(0, untilLimit)
                 v.fadeLength = max(1, untilLimit)
             }
-            var n = min(frames - offset, v.cue.frames - v.position)
+            var n = min(frames - offset, framesToEnd(v))
             if v.fadeLeft >= 0 { n = min(n, v.fadeLeft) } else if untilLimit != .max { n = min(n, untilLimit - limitFadeFrames) }
             n = max(0, n)
             mixFrames(v, n, into: out + offset * 2)
             if v.fadeLeft >= 0 { v.fadeLeft -= n }
             offset += n
-            v.position += n
+            advance(&v, by: n)
             v.played += n
             if v.fadeLeft == 0 {
                 done = true
             } else if v.position >= v.cue.frames {
                 if v.loopsLeft != 0 && v.cue.frames > 0 {
-                    v.position = 0
+                    v.position -= v.cue.frames  // a resampled voice keeps its phase
+                    v.looped = true
                     if v.loopsLeft > 0 { v.loopsLeft -= 1 }
                 } else {
                     done = true
@@ -350,8 +363,29 @@ public final class Mixer {
         }
     }
 
+    /// Output frames until the cue's end (at least 1 while any of it is left).
+    private func framesToEnd(_ v: Voice) -> Int {
+        guard v.step != 1 else { return v.cue.frames - v.position }
+        let left = (Double(v.cue.frames - v.position) - v.phase) / v.step
+        return left > 0 ? max(1, Int(left.rounded(.up))) : 0
+    }
+
+    private func advance(_ v: inout Voice, by n: Int) {
+        guard v.step != 1 else { v.position += n; return }
+        let p = v.phase + Double(n) * v.step
+        let whole = p.rounded(.down)
+        v.position += Int(whole)
+        v.phase = p - whole
+    }
+
     private func mixFrames(_ v: Voice, _ n: Int, into out: UnsafeMutablePointer<Float>) {
         guard n > 0 else { return }
+        if v.step != 1 {
+            interpolator.mix(v.cue.samples, count: v.cue.frames, position: v.position, phase: v.phase, step: v.step, frames: n,
+                             gain: v.gain, fadeFrom: v.fadeLeft, fadeLength: v.fadeLength, wrap: v.loopsLeft != 0,
+                             looped: v.looped, into: out)
+            return
+        }
         let src = v.cue.samples
         let base = v.position * 2
         if v.fadeLeft < 0 {
