@@ -59,6 +59,10 @@ public final class Mixer {
     public let stealFadeFrames: Int
     /// Reads voices played at another rate.
     let interpolator = Interpolator()
+    /// Turns the mix down where it would pass full scale, instead of clipping it.
+    public private(set) var limiter: PeakLimiter
+    /// Off only in tests of the raw sum and of the conversion's clipping.
+    let limiting: Bool
     /// Fade at the end of a time-limited loop: 4 ms.
     public var limitFadeFrames: Int { stealFadeFrames * 2 }
     private var voices: [Voice?]
@@ -82,7 +86,7 @@ public final class Mixer {
     private var ownerKeys: [UInt64]
     private var ownerCounts: [Int]
 
-    public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96, rate: Int = 48_000) {
+    public init(maxVoices: Int, maxFrames: Int, stealFadeFrames: Int = 96, rate: Int = 48_000, limiting: Bool = true) {
         precondition(maxVoices > 0 && maxFrames > 0)
         self.maxVoices = maxVoices
         self.maxFrames = maxFrames
@@ -98,9 +102,14 @@ public final class Mixer {
         evicted.reserveCapacity(maxVoices * 2)
         ownerKeys = Array(repeating: 0, count: maxVoices)
         ownerCounts = Array(repeating: 0, count: maxVoices)
+        limiter = PeakLimiter(maxFrames: maxFrames, attackFrames: rate / 1000, releaseFrames: rate / 20)
+        self.limiting = limiting
     }
 
-    deinit { mix.deallocate() }
+    deinit {
+        mix.deallocate()
+        limiter.deallocate()
+    }
 
     /// Voices playing, not counting stolen ones fading out.
     public var activeVoices: Int { voices.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
@@ -133,7 +142,17 @@ public final class Mixer {
                                    loop: loop, requestTime: requestTime)
         startedCount = 0
         endedCount = 0
-        if let slot, frames > 0 { renderVoice(&voices[slot], frames: frames, into: rendered) }
+        if let slot, frames > 0 {
+            renderVoice(&voices[slot], frames: frames, into: rendered)
+            // Those frames were limited as they were first mixed; what the new voice adds is
+            // limited from the gain reached then (a small step at worst, never a clip).
+            var done = 0
+            while limiting && done < frames {
+                let n = min(maxFrames, frames - done)
+                limiter.process(rendered + done * 2, frames: n)
+                done += n
+            }
+        }
         return result
     }
 
@@ -312,6 +331,7 @@ public final class Mixer {
         mix.update(repeating: 0, count: frames * 2)
         for i in voices.indices { renderVoice(&voices[i], frames: frames, into: mix) }
         for i in tails.indices { renderVoice(&tails[i], frames: frames, into: mix) }
+        if limiting { limiter.process(mix, frames: frames) }
     }
 
     private func renderVoice(_ slot: inout Voice?, frames: Int, into out: UnsafeMutablePointer<Float>) {

@@ -32,7 +32,7 @@ import Testing
 
     @Test func voiceSpansPeriodsExactly() {
         let samples = (0..<10).flatMap { [Float($0), -Float($0)] }
-        let m = Mixer(maxVoices: 1, maxFrames: 4)
+        let m = Mixer(maxVoices: 1, maxFrames: 4, limiting: false)
         m.start(Cue(name: "ramp", stereo: samples), gain: 1)
         var got: [Float] = []
         for _ in 0..<3 { got += rendered(m, frames: 4) }
@@ -100,7 +100,7 @@ import Testing
     }
 
     @Test func clipsAndCounts() {
-        let m = Mixer(maxVoices: 4, maxFrames: 4)
+        let m = Mixer(maxVoices: 4, maxFrames: 4, limiting: false)
         m.start(cue(0.75, frames: 4), gain: 1)
         m.start(cue(0.75, frames: 2), gain: 1)
         m.render(frames: 4)
@@ -115,7 +115,7 @@ import Testing
     }
 
     @Test func negativeClipNeverWraps() {
-        let m = Mixer(maxVoices: 2, maxFrames: 1)
+        let m = Mixer(maxVoices: 2, maxFrames: 1, limiting: false)
         m.start(cue(-0.9, frames: 1), gain: 1)
         m.start(cue(-0.9, frames: 1), gain: 1)
         m.render(frames: 1)
