@@ -1,3 +1,12 @@
+/// At most `maxVoices` voices of one cue (by name: its variants together) at once; a new
+/// one past that takes the place of the oldest, or of the quietest (the lowest gain).
+public struct CueVoiceLimit: Sendable, Equatable {
+    public enum Steal: String, Sendable, CaseIterable { case oldest, quietest }
+    public var maxVoices: Int
+    public var steal: Steal
+    public init(maxVoices: Int, steal: Steal = .oldest) { self.maxVoices = maxVoices; self.steal = steal }
+}
+
 /// Float mixer for up to `maxVoices` concurrent voices. Pure and
 /// allocation-free after init. Owned by one thread (the audio thread): not Sendable.
 /// It knows voices by id only; who asked for them is the `VoiceLedger`'s business.
@@ -125,9 +134,10 @@ public final class Mixer {
     /// oldest), unless the new voice may not take any.
     @discardableResult
     public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, rate: Double = 1, priority: Int = 0, owner: UInt64 = 0,
-                      important: Bool = false, loop: VoiceLoop = .once, requestTime: UInt64 = 0) -> Start {
-        place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important, loop: loop,
-              requestTime: requestTime).result
+                      important: Bool = false, limit: CueVoiceLimit? = nil, loop: VoiceLoop = .once,
+                      requestTime: UInt64 = 0) -> Start {
+        place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important, limit: limit,
+              loop: loop, requestTime: requestTime).result
     }
 
     /// Starts a cue whose first frames are mixed at once into `frames` frames
@@ -136,10 +146,10 @@ public final class Mixer {
     /// `started…` and `ended` then say what started and ended in those frames.
     @discardableResult
     public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, rate: Double = 1, priority: Int = 0, owner: UInt64 = 0,
-                      important: Bool = false, loop: VoiceLoop = .once, requestTime: UInt64 = 0,
+                      important: Bool = false, limit: CueVoiceLimit? = nil, loop: VoiceLoop = .once, requestTime: UInt64 = 0,
                       mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
         let (result, slot) = place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important,
-                                   loop: loop, requestTime: requestTime)
+                                   limit: limit, loop: loop, requestTime: requestTime)
         startedCount = 0
         endedCount = 0
         if let slot, frames > 0 {
@@ -157,7 +167,7 @@ public final class Mixer {
     }
 
     private func place(_ cue: Cue, id: UInt64, gain: Float, rate speed: Double, priority: Int, owner: UInt64, important: Bool,
-                       loop: VoiceLoop, requestTime: UInt64) -> (result: Start, slot: Int?) {
+                       limit: CueVoiceLimit?, loop: VoiceLoop, requestTime: UInt64) -> (result: Start, slot: Int?) {
         var loopsLeft = 0, frameLimit = Int.max
         switch loop {
         case .once: break
@@ -174,11 +184,32 @@ public final class Mixer {
                           loopsLeft: loopsLeft, frameLimit: frameLimit,
                           played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority, owner: owner,
                           important: important, requestTime: requestTime, started: false, stopReason: nil)
+        if let limit, let own = overLimit(cue.name, limit) { return (steal(own, for: voice), own) }
         if let free = voices.firstIndex(where: { $0 == nil }) {
             voices[free] = voice
             return (.started, free)
         }
         guard let victim = victim(owner: owner, priority: priority, important: important) else { return (.refused, nil) }
+        return (steal(victim, for: voice), victim)
+    }
+
+    /// The slot of the voice of cue `name` to give up when `limit.maxVoices` of it already
+    /// play (not counting those fading out), or nil.
+    private func overLimit(_ name: String, _ limit: CueVoiceLimit) -> Int? {
+        var count = 0
+        var pick: Int?
+        for i in voices.indices {
+            guard let v = voices[i], v.stopReason == nil, v.cue.name == name else { continue }
+            count += 1
+            guard let p = pick, let w = voices[p] else { pick = i; continue }
+            let better = limit.steal == .quietest ? v.gain < w.gain || (v.gain == w.gain && v.serial < w.serial) : v.serial < w.serial
+            if better { pick = i }
+        }
+        return count >= max(1, limit.maxVoices) ? pick : nil
+    }
+
+    /// Fades the voice in `victim` out (into a tail slot) and puts `voice` in its place.
+    private func steal(_ victim: Int, for voice: Voice) -> Start {
         var stolen = voices[victim]!
         if stolen.fadeLeft < 0 || stolen.fadeLeft > stealFadeFrames {
             stolen.fadeLeft = stealFadeFrames
@@ -196,7 +227,7 @@ public final class Mixer {
         if let out = tails[slot] { evicted.append((out.id, out.stopReason ?? .stolen)) }
         tails[slot] = stolen
         voices[victim] = voice
-        return (.stole(id: stolen.id), victim)
+        return .stole(id: stolen.id)
     }
 
     /// The slot a new voice of `owner` takes when every slot is busy, or nil (refused).

@@ -1,5 +1,8 @@
 import CuedCore
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 @Suite struct MixerTests {
     /// A constant-valued stereo cue.
@@ -91,6 +94,41 @@ import Testing
         n.start(c, id: 2, gain: 1, priority: 50, owner: 2)
         #expect(n.start(c, id: 3, gain: 1, priority: 0, owner: 3) == .refused)
         #expect(n.start(c, id: 4, gain: 1, priority: 0, owner: 3, important: true) == .stole(id: 1))
+    }
+
+    /// A cue's `max_voices`: past it a new voice of that cue takes the oldest one's place
+    /// (or the quietest's), even with slots free; other cues are not touched.
+    @Test func aCueNeverHasMoreThanItsVoiceLimit() {
+        let m = Mixer(maxVoices: 16, maxFrames: 64)
+        let click = cue(0.1, frames: 100_000, name: "click"), other = cue(0.1, frames: 100_000, name: "other")
+        m.start(other, id: 99, gain: 1)
+        let oldest = CueVoiceLimit(maxVoices: 3)
+        let results = (1...5).map { m.start(click, id: UInt64($0), gain: 1, limit: oldest) }
+        #expect(results == [.started, .started, .started, .stole(id: 1), .stole(id: 2)])
+        #expect(m.activeVoices == 4 && m.contains(99))
+        let quietest = CueVoiceLimit(maxVoices: 3, steal: .quietest)
+        let n = Mixer(maxVoices: 16, maxFrames: 64)
+        for (id, g) in [(1, 0.5), (2, 0.2), (3, 0.9)] as [(UInt64, Float)] { n.start(click, id: id, gain: g, limit: quietest) }
+        #expect(n.start(click, id: 4, gain: 0.7, limit: quietest) == .stole(id: 2))
+        #expect(n.start(click, id: 5, gain: 0.7, limit: quietest) == .stole(id: 1))
+    }
+
+    /// 100 clicks in a second (one every 480 frames, each 2,000 frames long) with a limit of 4:
+    /// never more than 4 sound at once, and the mix stays under full scale.
+    @Test func aBurstStaysWithinTheLimitAndNeverClips() {
+        let m = Mixer(maxVoices: 16, maxFrames: 480)
+        let click = Cue(name: "click", stereo: (0..<2_000).flatMap { i -> [Float] in
+            let v = Float(0.6 * sin(Double(i) / 5) * exp(-Double(i) / 600)); return [v, v] })
+        var most = 0, clipped = 0
+        var out = [Float](repeating: 0, count: 960)
+        for _ in 0..<100 {
+            m.start(click, gain: 1, limit: CueVoiceLimit(maxVoices: 4))
+            most = max(most, m.activeVoices)
+            m.render(frames: 480)
+            clipped += out.withUnsafeMutableBufferPointer { m.convert(frames: 480, toFloat: $0.baseAddress!) }
+        }
+        #expect(most == 4)
+        #expect(clipped == 0)
     }
 
     @Test func stealCountsOnlyWhenFull() {
