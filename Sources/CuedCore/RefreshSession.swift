@@ -22,6 +22,9 @@ public struct RefreshSession: Sendable, Equatable {
         /// The transition made, when the state changed (for remapping its cue).
         public var from: RefreshState?
         public var to: RefreshState?
+        /// The pull crossed a detent (`detentEvery`): play a tick; how far the pull has
+        /// come towards the threshold (0…1), for a tick that rises as it nears.
+        public var tick: Double?
 
         public init(_ action: RefreshMachine.Action, ignored: Bool = false, prewarm: Bool = false,
                     from: RefreshState? = nil, to: RefreshState? = nil) {
@@ -39,29 +42,53 @@ public struct RefreshSession: Sendable, Equatable {
 
     public private(set) var machine = RefreshMachine()
     public var threshold = RefreshSession.defaultThreshold
+    /// Points between detent ticks for this session (`ticks N`; 0: none), over the config's.
+    public var detentOverride: Double?
+    /// The detent the pull is in (distance ÷ detent), while pulling below the threshold.
+    private var detent = 0
 
     public init() {}
 
     public var state: RefreshState { machine.state }
 
-    /// The current pull distance (points, ≥ 0).
-    public mutating func drag(_ points: Double) -> Outcome {
+    /// The current pull distance (points, ≥ 0). `detentEvery` (points, 0: off): below the
+    /// threshold, each detent the pull moves into (either way) is a tick, one per event at
+    /// most: a ratchet you can hear. The detent is `detentOverride` if the session set one.
+    public mutating func drag(_ points: Double, detentEvery: Double = 0) -> Outcome {
         switch machine.state {
         case .loading:
             return Outcome(.none, ignored: true)
         case .release:
-            if points < threshold - Self.hysteresis { return move(.pull) }  // back above: pop
+            if points < threshold - Self.hysteresis {  // back above: pop
+                detent = detentIndex(points, detentEvery)
+                return move(.pull)
+            }
             return Outcome(.none)
         case .idle, .pull:
             let wasIdle = machine.state == .idle
             if points >= threshold { return move(.release) }  // psst1
-            if points > 0 { return move(.pull, prewarm: wasIdle) }
+            let now = detentIndex(points, detentEvery)
+            defer { detent = now }
+            if points > 0 {
+                var outcome = move(.pull, prewarm: wasIdle)
+                if now != detent, outcome.action == .none {
+                    outcome.tick = min(1, max(0, points / threshold))
+                }
+                return outcome
+            }
             return move(.idle)
         }
     }
 
+    private func detentIndex(_ points: Double, _ configured: Double) -> Int {
+        let every = detentOverride ?? configured
+        guard every > 0, points.isFinite, points > 0 else { return 0 }
+        return Int(min(points / every, 1e6))
+    }
+
     /// The finger lifted: past the threshold starts loading (psst2), else back to idle.
     public mutating func drop() -> Outcome {
+        detent = 0
         switch machine.state {
         case .loading: return Outcome(.none, ignored: true)
         case .release: return move(.loading)

@@ -85,6 +85,25 @@ import Testing
         #expect(r.withSession("b", now: 4) { $0.state } == .idle)  // independent
     }
 
+    /// A ratchet you can hear: every detent the pull moves into below the threshold is a
+    /// tick (either way, one per event), rising towards the threshold; none past it, none
+    /// once released, none without detents.
+    @Test func detentTicksLandAtTheRightDistances() {
+        var s = RefreshSession()
+        let pulls: [Double] = [3, 9, 10, 14, 31, 29, 20, 19, 64, 70, 40, 0]
+        let ticks = pulls.map { s.drag($0, detentEvery: 10).tick }
+        // 10, 31 and 64 move in; 29 and 19 back out (a ratchet clicks both ways); 70 is the
+        // release (psst1), 40 the pop of pulling back, 0 idle: no tick there.
+        #expect(ticks.map { $0 != nil } == [false, false, true, false, true, true, false, true, true, false, false, false])
+        #expect(ticks[2] == 10 / 65 && ticks[4] == 31 / 65)
+        var off = RefreshSession()
+        #expect(pulls.allSatisfy { off.drag($0).tick == nil })
+        var mine = RefreshSession()
+        mine.detentOverride = 30
+        #expect(pulls.map { mine.drag($0, detentEvery: 10).tick != nil }
+                == [false, false, false, false, true, true, false, false, true, false, false, false])
+    }
+
     @Test func idleSessionsExpire() {
         var r = SessionRegistry(ttlSeconds: 300)
         _ = r.withSession("a", now: 0) { $0.drag(80) }
