@@ -1,4 +1,5 @@
 import CuedClient
+import CuedProtocol
 import Foundation
 import Testing
 import TestSupport
@@ -18,7 +19,7 @@ enum HungMount {
        .enabled(if: HungMount.unavailableReason == nil, Comment(rawValue: HungMount.unavailableReason ?? "")))
 struct StuckFileTests {
 
-    /// One file, `hang.wav`, whose every read waits forever.
+    /// Files named `hang*.wav` (one listed, `hang.wav`) whose every read waits forever.
     static let script = """
         import errno, stat, sys, threading, time
         from fusepy import FUSE, FuseOSError, Operations
@@ -27,7 +28,7 @@ struct StuckFileTests {
                 t = time.time()
                 if path == '/':
                     return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
-                if path == '/hang.wav':
+                if path.startswith('/hang') and path.endswith('.wav'):
                     return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
                 raise FuseOSError(errno.ENOENT)
             def readdir(self, path, fh):
@@ -87,5 +88,70 @@ struct StuckFileTests {
         #expect(eventually(timeout: 20) { d.readStderr().contains("info cued: stopped") }, "\(d.readStderr())")
         kill(fs.pid, SIGKILL)
         _ = d.expectStopsByItself()
+    }
+
+    /// Issue 29, problem 4: four apps keep asking for files on the hung mount. Another app's
+    /// local file and uncached theme sound are answered at once all the while (they waited
+    /// 4.5 s for the deadline that wrote the stuck decoders off, and once 8 were stuck every
+    /// app's files were refused: "earlier files are stuck"); a stuck app's own third file is
+    /// refused at once.
+    @Test func fourAppsStuckOnAHungMountTakeNoOtherAppsFiles() throws {
+        let dir = TempDir()
+        let mount = dir.file("mnt")
+        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
+        try Self.script.write(toFile: dir.file("hungfs.py"), atomically: true, encoding: .utf8)
+        let fs = try Subprocess("/usr/bin/python3", [dir.file("hungfs.py"), mount], stderr: dir.file("hungfs.log"))
+        defer {
+            kill(fs.pid, SIGKILL)
+            _ = fs.wait(timeout: 10)
+            _ = try? runProcess("/bin/umount", ["-l", mount], timeout: 10)
+        }
+        #expect(eventually { FileManager.default.fileExists(atPath: mount + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        let local = try (0..<2).map { i -> String in
+            let path = dir.file("local\(i).wav")
+            try WAV.write(path, int16: Fixture.samples(seed: UInt64(50 + i), frames: 9_600), sampleRate: 48_000, channels: 1)
+            return path
+        }
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_DATA_DIRS": "/usr/share"])
+        // Each app asks on connections of its own (a connection's next request waits for its reply).
+        func ask(_ k: Int, _ file: String) throws -> CueClient {
+            let c = try d.client()
+            #expect(try c.request("app stuck\(k)") == "ok stuck\(k)")
+            try c.send(Array("play-file \(mount)/\(file)\n".utf8))
+            return c
+        }
+        var stuck = try (0..<4).map { k in try ask(k, "hang\(k)-a.wav") }
+        usleep(400_000)  // the four express decoders are asleep in the kernel
+        let other = try d.client()
+        #expect(try other.request("app other") == "ok other")
+        func timed(_ line: String) throws -> (String, Double) {
+            let t = Date()
+            let r = try other.request(line)
+            return (r, Date().timeIntervalSince(t))
+        }
+        var (r, s) = try timed("play-file \(FilePath.encode(local[0]))")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        (r, s) = try timed("play bell")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        // They keep asking: a second file each is stuck too, and a third (from another
+        // connection of the same app) refused at once.
+        stuck += try (0..<4).map { k in try ask(k, "hang\(k)-b.wav") }
+        usleep(400_000)
+        (r, s) = try timed("play-file \(FilePath.encode(local[1]))")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        (r, s) = try timed("play message-new-instant")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        for k in 0..<4 {
+            let again = try d.client()
+            #expect(try again.request("app stuck\(k)") == "ok stuck\(k)")
+            let t = Date()
+            let refused = try again.request("play-file \(mount)/hang\(k)-c.wav")
+            #expect(refused.hasPrefix("err bad-file \(mount)/hang\(k)-c.wav: not tried: this client's earlier files are stuck"),
+                    "\(refused)")
+            #expect(Date().timeIntervalSince(t) < 1.5)
+        }
+        withExtendedLifetime(stuck) {}
+        kill(fs.pid, SIGKILL)  // the mount goes: the stuck reads return, and cued stops as usual
+        #expect(d.stop() == 0)
     }
 }
