@@ -7,7 +7,8 @@ LimitsTests, DeviceFaultTests, FuzzTests). Issue 12's problems have a row each, 
 have issue 19's (a table of their own: a hung mount, slow files, floods, a full disk…).
 
 Environment: RELIABILITY_SOAK_S (the soak's length, default 300), RELIABILITY_ONLY=a,b
-(run those sections only, e.g. `leaks,stalls` or `fairness_b`, print their rows, write nothing).
+(run those sections only, e.g. `leaks,stalls`, `fairness_b` or `issue29`, print their rows, write
+nothing; ISSUE29_ONLY=29.2c,29.4 narrows issue29 to those rows).
 Needs root for some rows (a tmpfs, a FUSE mount, another user's directory), python3-fusepy for
 the hung mount, gdb for malloc's figures.
 """
@@ -31,14 +32,8 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (fixtures, process helpers)
 from bench import Client, pct, start_cued, spawn, TMP, CUED, ROOT, log  # noqa: E402
-
-ROWS = []
-
-
-def row(scenario, how, figure, ok):
-    ROWS.append((scenario, how, figure, ok))
-    log("%s: %s — %s" % ("ok  " if ok else "FAIL", scenario, figure))
-
+from benchlib import ROWS, Cued, kill_all, mib, row, rss_kib  # noqa: E402
+from attack_memory import issue29  # noqa: E402  (issue 29: memory for decoded sound, the decoding lane)
 
 def anon_kib(pid):
     for line in open("/proc/%d/smaps_rollup" % pid):
@@ -367,20 +362,10 @@ SOAK_S = float(os.environ.get("RELIABILITY_SOAK_S", "300"))
 MIB = 1024
 
 
-def rss_kib(pid):
-    for line in open("/proc/%d/smaps_rollup" % pid):
-        if line.startswith("Rss:"):
-            return int(line.split()[1])
-
-
 def vm_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmSize:"):
             return int(line.split()[1])
-
-
-def mib(kib):
-    return "%.1f MiB" % (kib / 1024)
 
 
 def pipeline(c, payload, n):
@@ -392,85 +377,6 @@ def pipeline(c, payload, n):
     replies = [c.reply() for _ in range(n)]
     w.join()
     return replies
-
-
-class Cued:
-    """A cued of its own: socket, config home, state dir and a stderr log in TMP."""
-
-    def __init__(self, name, sounds, extra=(), config=None, launcher=(), level="error", env=None, wait=True,
-                 stderr=None, **popen):
-        self.name, self.sounds = name, sounds
-        run = os.path.join(TMP, "run")
-        os.makedirs(run, mode=0o700, exist_ok=True)
-        self.sock = os.path.join(run, name + ".sock")
-        self.config_home = os.path.join(TMP, "config-" + name)
-        self.config = os.path.join(self.config_home, "cued", "cued.toml")
-        self.state = os.path.join(TMP, "state-" + name)
-        self.log = os.path.join(TMP, name + ".log")
-        os.makedirs(os.path.dirname(self.config), exist_ok=True)
-        if config is not None:
-            self.write_config(config)
-        e = dict(os.environ)
-        e.update(XDG_STATE_HOME=self.state, XDG_CONFIG_HOME=self.config_home, XDG_DATA_HOME=os.path.join(TMP, "data"))
-        e.pop("JOURNAL_STREAM", None)
-        e.update(env or {})
-        self.args = [*launcher, CUED, "--socket", self.sock, "--sink", "null", "--sounds", sounds, "--log-level", level,
-                     *extra]
-        self.p = spawn(self.args, env=e, stderr=open(self.log, "w") if stderr is None else stderr, **popen)
-        self.pid = self.p.pid
-        if wait:
-            self.wait_answering()
-
-    def write_config(self, text):
-        tmp = self.config + ".new"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.config)
-
-    def wait_answering(self, limit=15.0):
-        end = time.monotonic() + limit
-        while time.monotonic() < end:
-            if self.p.poll() is not None:
-                raise RuntimeError("cued %s exited %s: %s" % (self.name, self.p.returncode, self.stderr()[-300:]))
-            try:
-                if Client(self.sock).request("ping") == "ok pong":
-                    return
-            except OSError:
-                pass
-            time.sleep(0.005)
-        raise RuntimeError("cued %s did not answer" % self.name)
-
-    def client(self, timeout=10):
-        c = Client(self.sock)
-        c.s.settimeout(timeout)
-        return c
-
-    def request(self, line):
-        return self.client().request(line)
-
-    def alive(self):
-        try:
-            return self.p.poll() is None and self.request("ping") == "ok pong"
-        except OSError:
-            return False
-
-    def stderr(self):
-        try:
-            return open(self.log, errors="replace").read()
-        except OSError:
-            return ""
-
-    def term(self, limit=10.0):
-        """SIGTERM; returns (exit status, seconds to exit)."""
-        t = time.monotonic()
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(limit)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-            return "killed after %.0f s" % limit, limit
-        return rc, time.monotonic() - t
 
 
 PINGER = r"""
@@ -1523,21 +1429,6 @@ def small_items(sounds):
 # anyone else), each against the release daemon, with the target the issue states
 # where it states one: the verdict is that target.
 
-def kill_all(*procs):
-    """Kills what a section started and is still running (a row that fails half-way must
-    not leave a daemon, a flood or a file system behind for the next one); never waits
-    forever (a process stuck in the kernel on a hung mount is not reaped)."""
-    for p in procs:
-        p = getattr(p, "p", p)
-        if p is None or p.poll() is not None:
-            continue
-        p.kill()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            log("pid %d not reaped 10 s after SIGKILL" % p.pid)
-
-
 def small_wav(path, seed, frames=960):
     """A 20 ms stereo 48 kHz WAV of noise (distinct per seed: distinct files to the cache)."""
     bench.write_wav(path, bench.noise(frames * 2, 8000, seed), channels=2)
@@ -2409,6 +2300,7 @@ def main():
     security(sounds)
     issue12(sounds)
     issue19(sounds)
+    issue29(sounds)
     md = ["# cued reliability", "",
           "Generated by `make reliability` (bench/reliability.py, after `make fuzz`) against the real daemon,",
           "release build, on: %s, %s." % (bench.machine(), time.strftime("%Y-%m-%d")), "",
@@ -2417,7 +2309,7 @@ def main():
           "the property it names, and a timing only where the issue's goal is one.", "",
           "| scenario | how it is run | figure | held |", "|---|---|---|---|"]
     for name, how, fig, ok in ROWS:
-        if not name.startswith(("12.", "19.")):
+        if not name.startswith(("12.", "19.", "29.")):
             md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
     md += ["", "## Issue 12: nothing stalls, hangs or kills cued", "",
            "One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon.", "",
@@ -2431,6 +2323,13 @@ def main():
            "| problem | how it is run | figure | held |", "|---|---|---|---|"]
     for name, how, fig, ok in ROWS:
         if name.startswith("19."):
+            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += ["", "## Issue 29: nothing a file or a client does can crash cued or balloon its memory", "",
+           "One row per attack of issue 29, re-run as the issue measured it, against the release daemon, with the",
+           "bound the issue sets (the verdict is that bound).", "",
+           "| attack | how it is run | figure | held |", "|---|---|---|---|"]
+    for name, how, fig, ok in ROWS:
+        if name.startswith("29."):
             md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
     notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
     if os.path.exists(notes):
