@@ -20,7 +20,7 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
-from benchlib import Client, Cued, kill_all, log, mib, pct, row, rss_kib  # noqa: E402
+from benchlib import Client, Cued, kill_all, log, mib, mount_hung_for, pct, row, rss_kib  # noqa: E402
 
 # A few MiB: what cued may hold beyond its samples while a load runs (Swift objects, NIO
 # buffers, the decoders' small allocations, thread stacks touched) or after it.
@@ -221,26 +221,6 @@ def over_budget(sounds):
         shutil.rmtree(d, ignore_errors=True)
 
 
-HUNGFS = r"""
-import errno, stat, sys, threading, time
-from fusepy import FUSE, FuseOSError, Operations
-class Hung(Operations):
-    def getattr(self, path, fh=None):
-        t = time.time()
-        if path == '/':
-            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
-        if path.startswith('/hang') and path.endswith('.wav'):
-            return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
-        raise FuseOSError(errno.ENOENT)
-    def readdir(self, path, fh):
-        return ['.', '..']
-    def open(self, path, flags):
-        return 0
-    def read(self, path, size, offset, fh):
-        threading.Event().wait()
-FUSE(Hung(), sys.argv[1], foreground=True, nothreads=False)
-"""
-
 # Theme sounds that are not cached at first (each asked once): the freedesktop theme's.
 THEME_SOUNDS = ["bell", "message", "message-new-instant", "dialog-warning", "dialog-information", "complete",
                 "alarm-clock-elapsed", "audio-volume-change", "camera-shutter", "device-added", "device-removed",
@@ -251,26 +231,12 @@ THEME_SOUNDS = ["bell", "message", "message-new-instant", "dialog-warning", "dia
 
 def hung_mount_owner(sounds):
     name = "29.4 four apps on a hung mount; another app's files and theme sounds"
-    why = None
-    if os.getuid() != 0:
-        why = "needs root (FUSE mount)"
-    elif not os.path.exists("/dev/fuse"):
-        why = "no /dev/fuse"
-    elif not os.path.exists("/usr/lib/python3/dist-packages/fusepy.py"):
-        why = "python3-fusepy is not installed"
-    if why:
-        row(name, "-", "not run: " + why, False)
+    hung = mount_hung_for(name, "hung29-mnt")
+    if hung is None:
         return
-    mnt = os.path.join(bench.TMP, "hung29-mnt")
-    os.makedirs(mnt, exist_ok=True)
-    script = os.path.join(bench.TMP, "hungfs29.py")
-    open(script, "w").write(HUNGFS)
-    fs = bench.spawn(["/usr/bin/python3", script, mnt], stderr=open(os.path.join(bench.TMP, "hungfs29.log"), "w"))
+    mnt, fs = hung
     q = None
     try:
-        end = time.monotonic() + 10
-        while not os.path.exists(os.path.join(mnt, "hang0.wav")) and time.monotonic() < end:
-            time.sleep(0.02)
         local = [noise_wav(os.path.join(bench.TMP, "local29-%d.wav" % i), 0.2) for i in range(17)]
         q = Cued("hung29", sounds, level="info")
         stop = threading.Event()

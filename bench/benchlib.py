@@ -294,3 +294,42 @@ class Cued:
             rc = self.p.wait()
             return "killed after %.0f s" % limit, limit
         return rc, time.monotonic() - t
+
+
+def hung_mount_unavailable():
+    """Why a hung mount cannot be made here, or None."""
+    if os.getuid() != 0:
+        return "needs root (FUSE mount)"
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if not os.path.exists("/usr/lib/python3/dist-packages/fusepy.py"):
+        return "python3-fusepy is not installed"
+    return None
+
+
+def mount_hung_for(scenario, name):
+    """`mount_hung(name)` for the row `scenario`; where no hung mount can be made here, that
+    row says why (not held) and the answer is None."""
+    why = hung_mount_unavailable()
+    if why:
+        row(scenario, "-", "not run: " + why, False)
+        return None
+    return mount_hung(name)
+
+
+def mount_hung(name):
+    """Mounts bench/hungfs.py (reads that never return) at TMP/name: (the mount point, its
+    server's process). The caller kills the process and `umount -l`s the mount point."""
+    import bench  # bench imports this module: its temp dir and process list are taken at run time
+    mnt = os.path.join(bench.TMP, name)
+    os.makedirs(mnt, exist_ok=True)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hungfs.py")
+    log_path = os.path.join(bench.TMP, name + ".log")
+    fs = bench.spawn(["/usr/bin/python3", script, mnt], stderr=open(log_path, "w"))
+    end = time.monotonic() + 10
+    while not os.path.exists(os.path.join(mnt, "hang1.wav")) and time.monotonic() < end:
+        time.sleep(0.02)
+    if not os.path.exists(os.path.join(mnt, "hang1.wav")):
+        kill_all(fs)
+        raise RuntimeError("the FUSE file system did not come up: %s" % open(log_path).read()[-200:])
+    return mnt, fs

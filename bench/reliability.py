@@ -32,7 +32,7 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (fixtures, process helpers)
 from bench import Client, pct, start_cued, spawn, TMP, CUED, ROOT, log  # noqa: E402
-from benchlib import ROWS, Cued, kill_all, mib, row, rss_kib  # noqa: E402
+from benchlib import ROWS, Cued, kill_all, mib, mount_hung_for, row, rss_kib  # noqa: E402
 from attack_memory import issue29  # noqa: E402  (issue 29: memory for decoded sound, the decoding lane)
 
 def anon_kib(pid):
@@ -1540,26 +1540,6 @@ def ordering(sounds):
         kill_all(pinger and pinger.p, q)
 
 
-HUNGFS = r"""
-import errno, stat, sys, threading, time
-from fusepy import FUSE, FuseOSError, Operations
-NAMES = ['hang1.wav', 'hang2.wav']
-class Hung(Operations):
-    def getattr(self, path, fh=None):
-        t = time.time()
-        if path == '/':
-            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
-        if path[1:] in NAMES:
-            return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
-        raise FuseOSError(errno.ENOENT)
-    def readdir(self, path, fh):
-        return ['.', '..'] + NAMES
-    def open(self, path, flags):
-        return 0
-    def read(self, path, size, offset, fh):
-        threading.Event().wait()
-FUSE(Hung(), sys.argv[1], foreground=True, nothreads=False)
-"""
 
 
 def threads_of(pid):
@@ -1589,28 +1569,12 @@ def describe_threads(ts):
 # 19.2a A hung mount.
 def hung_mount(sounds):
     name = "19.2a a hung mount (FUSE that stops answering)"
-    why = None
-    if os.getuid() != 0:
-        why = "needs root (FUSE mount)"
-    elif not os.path.exists("/dev/fuse"):
-        why = "no /dev/fuse"
-    elif not os.path.exists("/usr/lib/python3/dist-packages/fusepy.py"):
-        why = "python3-fusepy is not installed"
-    if why:
-        row(name, "-", "not run: " + why, False)
+    hung = mount_hung_for(name, "hung-mnt")
+    if hung is None:
         return
-    mnt = os.path.join(TMP, "hung-mnt")
-    os.makedirs(mnt)
-    script = os.path.join(TMP, "hungfs.py")
-    open(script, "w").write(HUNGFS)
-    fs = spawn(["/usr/bin/python3", script, mnt], stderr=open(os.path.join(TMP, "hungfs.log"), "w"))
+    mnt, fs = hung
     q = second = None
     try:
-        end = time.monotonic() + 10
-        while not os.path.exists(os.path.join(mnt, "hang1.wav")) and time.monotonic() < end:
-            time.sleep(0.02)
-        if not os.path.exists(os.path.join(mnt, "hang1.wav")):
-            raise RuntimeError("the FUSE file system did not come up: %s" % open(os.path.join(TMP, "hungfs.log")).read()[-200:])
         small = small_wav(os.path.join(TMP, "hung-small.wav"), 7)
         small2 = small_wav(os.path.join(TMP, "hung-small2.wav"), 8)
         q = Cued("hung", sounds, level="info")
@@ -2284,6 +2248,11 @@ def issue12(sounds):
             row("12.%s" % section.__name__, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
 
 
+def table_rows(chosen):
+    """The rows whose names `chosen` takes, as lines of a markdown table."""
+    return ["| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**") for name, how, fig, ok in ROWS if chosen(name)]
+
+
 def main():
     os.chdir(ROOT)
     sounds, _, _ = bench.make_fixtures()
@@ -2308,29 +2277,21 @@ def main():
           "LimitsTests, DeviceFaultTests, FuzzTests, SystemdTests). Timings are figures: a row's verdict is",
           "the property it names, and a timing only where the issue's goal is one.", "",
           "| scenario | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if not name.startswith(("12.", "19.", "29.")):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: not name.startswith(("12.", "19.", "29.")))
     md += ["", "## Issue 12: nothing stalls, hangs or kills cued", "",
            "One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon.", "",
            "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("12."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: name.startswith("12."))
     md += ["", "## Issue 19: no client, file or mount clogs cued for anyone else", "",
            "One row per numbered problem of issue 19, against the release daemon, with the target the issue states",
            "where it states one (the verdict is that target).", "",
            "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("19."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: name.startswith("19."))
     md += ["", "## Issue 29: nothing a file or a client does can crash cued or balloon its memory", "",
            "One row per attack of issue 29, re-run as the issue measured it, against the release daemon, with the",
            "bound the issue sets (the verdict is that bound).", "",
            "| attack | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("29."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: name.startswith("29."))
     notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

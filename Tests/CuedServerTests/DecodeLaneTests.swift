@@ -25,6 +25,13 @@ final class Gate: Sendable {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     var loop: any EventLoop { group.next() }
 
+    /// A lane with the default limits but what `set` changes.
+    func lane(_ set: (inout DecodeLane.Limits) -> Void) -> DecodeLane {
+        var limits = DecodeLane.Limits()
+        set(&limits)
+        return DecodeLane(limits: limits)
+    }
+
     func eventually(_ condition: () -> Bool) -> Bool {
         for _ in 0..<2_000 { if condition() { return true }; usleep(5_000) }
         return condition()
@@ -79,10 +86,7 @@ final class Gate: Sendable {
     /// express slot long before its deadline, so another owner's sound is served at once
     /// while every express worker there was sits on a hung mount.
     @Test func aBlockedWorkerGivesUpItsSlotLongBeforeItsDeadline() throws {
-        var limits = DecodeLane.Limits()
-        limits.timeout = .seconds(50)
-        limits.maxExpressWorkers = 2
-        let lane = DecodeLane(limits: limits)
+        let lane = lane { $0.timeout = .seconds(50); $0.maxExpressWorkers = 2 }
         let gate = Gate()
         defer { gate.release() }
         let hung = (0..<2).map { i in lane.submit(owner: "hung\(i)", on: loop, express: { _ -> DecodeLane.Step<Int> in gate.pass(); return .done(i) }) }
@@ -99,10 +103,7 @@ final class Gate: Sendable {
 
     /// A step that computes (on a CPU) for longer than `blockedAfter` is not taken as blocked.
     @Test func aBusyStepKeepsItsSlot() throws {
-        var limits = DecodeLane.Limits()
-        limits.timeout = .seconds(50)
-        limits.blockedAfter = .milliseconds(50)
-        let lane = DecodeLane(limits: limits)
+        let lane = lane { $0.timeout = .seconds(50); $0.blockedAfter = .milliseconds(50) }
         let busy = lane.submit(owner: "a", on: loop) { () -> Int in
             let end = MonotonicClock.now() + 600_000_000
             var x = 0
@@ -116,11 +117,7 @@ final class Gate: Sendable {
     /// The threads are bounded: past `maxStuck` written off (all owners), a blocked worker
     /// keeps its pool slot, and the pool does not grow.
     @Test func writtenOffWorkersAreBoundedInAll() throws {
-        var limits = DecodeLane.Limits()
-        limits.timeout = .seconds(30)
-        limits.maxExpressWorkers = 1
-        limits.maxStuck = 2
-        let lane = DecodeLane(limits: limits)
+        let lane = lane { $0.timeout = .seconds(30); $0.maxExpressWorkers = 1; $0.maxStuck = 2 }
         let gate = Gate()
         defer { gate.release() }
         let hung = (0..<3).map { i in lane.submit(owner: "hung\(i)", on: loop, express: { _ -> DecodeLane.Step<Int> in gate.pass(); return .done(i) }) }
@@ -139,9 +136,7 @@ final class Gate: Sendable {
     /// decoded sound for 5 s: at 1,000 `play-file`s a second, 2 GB).
     @Test func anAnsweredJobsResultIsNotKeptUntilItsDeadline() throws {
         final class Result: Sendable {}
-        var limits = DecodeLane.Limits()
-        limits.timeout = .seconds(50)
-        let lane = DecodeLane(limits: limits)
+        let lane = lane { $0.timeout = .seconds(50) }
         weak var kept: Result?
         do {
             let r = try lane.submit(owner: "a", on: loop, express: { _ in .done(Result()) }).wait()

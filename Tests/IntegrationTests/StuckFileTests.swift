@@ -13,32 +13,32 @@ enum HungMount {
         if !FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/fusepy.py") { return "python3-fusepy is not installed" }
         return nil
     }
+
+    /// The hung file system, mounted at `path` (DIR/mnt) by its server.
+    final class Mounted {
+        let path: String
+        let server: Subprocess
+        init(in dir: TempDir) throws {
+            path = dir.file("mnt")
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            server = try Subprocess("/usr/bin/python3", [StuckFileTests.script, path], stderr: dir.file("hungfs.log"))
+            #expect(eventually { FileManager.default.fileExists(atPath: path + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        }
+        /// Its server dies (every read still waiting is answered, with an error) and the mount goes.
+        func unmount() {
+            kill(server.pid, SIGKILL)
+            _ = server.wait(timeout: 10)
+            _ = try? runProcess("/bin/umount", ["-l", path], timeout: 10)
+        }
+    }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(2)),
        .enabled(if: HungMount.unavailableReason == nil, Comment(rawValue: HungMount.unavailableReason ?? "")))
 struct StuckFileTests {
 
-    /// Files named `hang*.wav` (one listed, `hang.wav`) whose every read waits forever.
-    static let script = """
-        import errno, stat, sys, threading, time
-        from fusepy import FUSE, FuseOSError, Operations
-        class Hung(Operations):
-            def getattr(self, path, fh=None):
-                t = time.time()
-                if path == '/':
-                    return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
-                if path.startswith('/hang') and path.endswith('.wav'):
-                    return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
-                raise FuseOSError(errno.ENOENT)
-            def readdir(self, path, fh):
-                return ['.', '..', 'hang.wav']
-            def open(self, path, flags):
-                return 0
-            def read(self, path, size, offset, fh):
-                threading.Event().wait()
-        FUSE(Hung(), sys.argv[1], foreground=True, nothreads=False)
-        """
+    /// Files named `hang*.wav` (`hang.wav` listed) whose every read waits forever.
+    static let script = TestPaths.repoRoot.appendingPathComponent("bench/hungfs.py").path
 
     /// Two clients ask for a file on the hung mount: each is answered `err bad-file … timed
     /// out` at the deadline, and meanwhile every other client's request is answered (ping,
@@ -46,17 +46,10 @@ struct StuckFileTests {
     /// runs cued's whole stop while the mount hangs.
     @Test func aHungMountTimesOutItsFilesAndNeverStallsOthers() throws {
         let dir = TempDir()
-        let mount = dir.file("mnt")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        try Self.script.write(toFile: dir.file("hungfs.py"), atomically: true, encoding: .utf8)
-        let fs = try Subprocess("/usr/bin/python3", [dir.file("hungfs.py"), mount], stderr: dir.file("hungfs.log"))
+        let hung = try HungMount.Mounted(in: dir)
+        let mount = hung.path, fs = hung.server
         // The file system goes first: its death answers every read still waiting (with an error).
-        defer {
-            kill(fs.pid, SIGKILL)
-            _ = fs.wait(timeout: 10)
-            _ = try? runProcess("/bin/umount", ["-l", mount], timeout: 10)
-        }
-        #expect(eventually { FileManager.default.fileExists(atPath: mount + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        defer { hung.unmount() }
         let normal = dir.file("ok.wav")
         try WAV.write(normal, int16: [Int16](repeating: 1000, count: 9_600), sampleRate: 48_000, channels: 2)
 
@@ -97,16 +90,9 @@ struct StuckFileTests {
     /// refused at once.
     @Test func fourAppsStuckOnAHungMountTakeNoOtherAppsFiles() throws {
         let dir = TempDir()
-        let mount = dir.file("mnt")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        try Self.script.write(toFile: dir.file("hungfs.py"), atomically: true, encoding: .utf8)
-        let fs = try Subprocess("/usr/bin/python3", [dir.file("hungfs.py"), mount], stderr: dir.file("hungfs.log"))
-        defer {
-            kill(fs.pid, SIGKILL)
-            _ = fs.wait(timeout: 10)
-            _ = try? runProcess("/bin/umount", ["-l", mount], timeout: 10)
-        }
-        #expect(eventually { FileManager.default.fileExists(atPath: mount + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        let hung = try HungMount.Mounted(in: dir)
+        let mount = hung.path, fs = hung.server
+        defer { hung.unmount() }
         let local = try (0..<2).map { i -> String in
             let path = dir.file("local\(i).wav")
             try WAV.write(path, int16: Fixture.samples(seed: UInt64(50 + i), frames: 9_600), sampleRate: 48_000, channels: 1)
