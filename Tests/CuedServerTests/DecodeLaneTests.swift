@@ -25,6 +25,10 @@ final class Gate: Sendable {
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     var loop: any EventLoop { group.next() }
 
+    /// For the tests whose gate stands for work that is only slow: the sleeping gate is
+    /// never taken for a worker blocked in the kernel.
+    static let never = TimeAmount.seconds(600)
+
     /// A lane with the default limits but what `set` changes.
     func lane(_ set: (inout DecodeLane.Limits) -> Void) -> DecodeLane {
         var limits = DecodeLane.Limits()
@@ -40,7 +44,7 @@ final class Gate: Sendable {
     /// One client's slow files hold only its share: another client's file is decoded at
     /// once, and the slow client's second file waits for its first.
     @Test func aClientsSlowFilesNeverMakeAnotherWait() throws {
-        let lane = DecodeLane()
+        let lane = lane { $0.blockedAfter = Self.never }
         let gate = Gate()
         defer { gate.release() }
         let slow1 = lane.submit(owner: "slow", on: loop) { gate.pass(); return 1 }
@@ -151,6 +155,7 @@ final class Gate: Sendable {
         var limits = DecodeLane.Limits()
         limits.timeout = .milliseconds(100)
         limits.maxWorkers = 1
+        limits.blockedAfter = Self.never
         let lane = DecodeLane(limits: limits)
         let gate = Gate()
         defer { gate.release() }
@@ -169,6 +174,7 @@ final class Gate: Sendable {
     @Test func aClientsQueueIsBounded() throws {
         var limits = DecodeLane.Limits()
         limits.maxQueuedPerOwner = 2
+        limits.blockedAfter = Self.never
         let lane = DecodeLane(limits: limits)
         let gate = Gate()
         defer { gate.release() }
@@ -207,6 +213,7 @@ final class Gate: Sendable {
     func laneWithAFullSlowPool() -> (DecodeLane, Gate, [EventLoopFuture<Swift.Result<Int, DecodeLane.Refusal>>]) {
         var limits = DecodeLane.Limits()
         limits.timeout = .seconds(50)
+        limits.blockedAfter = Self.never
         let lane = DecodeLane(limits: limits)
         let gate = Gate()
         let slow = (0..<limits.maxWorkers).map { i in
@@ -242,6 +249,7 @@ final class Gate: Sendable {
         var limits = DecodeLane.Limits()
         limits.timeout = .milliseconds(100)
         limits.maxWorkers = 1
+        limits.blockedAfter = Self.never
         let lane = DecodeLane(limits: limits)
         let gate = Gate()
         defer { gate.release() }
