@@ -1,11 +1,14 @@
-"""Helpers shared by the benchmark scripts (bench.py, pipewire_bench.py, reliability.py):
-percentiles, fixtures, a line client for cued's socket, and an audio byte stream
-watched for the first sound. No side effects on import."""
+"""Helpers shared by the benchmark scripts (bench.py, pipewire_bench.py, reliability.py,
+attack_memory.py): percentiles, fixtures, a line client for cued's socket, an audio byte
+stream watched for the first sound, a cued of its own for a reliability row, and the rows.
+No side effects on import."""
 import json
 import os
 import select
+import signal
 import socket
 import struct
+import subprocess
 import sys
 import time
 import wave
@@ -175,3 +178,158 @@ def cued_status(sock):
         return json.loads(c.request("status")[3:])
     finally:
         c.s.close()
+
+
+# ---------------------------------------------------------------- reliability rows
+
+ROWS = []
+
+
+def row(scenario, how, figure, ok):
+    ROWS.append((scenario, how, figure, ok))
+    log("%s: %s — %s" % ("ok  " if ok else "FAIL", scenario, figure))
+
+
+def rss_kib(pid):
+    for line in open("/proc/%d/smaps_rollup" % pid):
+        if line.startswith("Rss:"):
+            return int(line.split()[1])
+
+
+def mib(kib):
+    return "%.1f MiB" % (kib / 1024)
+
+
+def kill_all(*procs):
+    """Kills what a section started and is still running (a row that fails half-way must
+    not leave a daemon, a flood or a file system behind for the next one); never waits
+    forever (a process stuck in the kernel on a hung mount is not reaped)."""
+    for p in procs:
+        p = getattr(p, "p", p)
+        if p is None or p.poll() is not None:
+            continue
+        p.kill()
+        try:
+            p.wait(10)
+        except subprocess.TimeoutExpired:
+            log("pid %d not reaped 10 s after SIGKILL" % p.pid)
+
+
+class Cued:
+    """A cued of its own: socket, config home, state dir and a stderr log in TMP."""
+
+    def __init__(self, name, sounds, extra=(), config=None, launcher=(), level="error", env=None, wait=True,
+                 stderr=None, **popen):
+        import bench  # bench imports this module: its temp dir, daemon and process list are taken at run time
+        TMP, CUED, spawn = bench.TMP, bench.CUED, bench.spawn
+        self.name, self.sounds = name, sounds
+        run = os.path.join(TMP, "run")
+        os.makedirs(run, mode=0o700, exist_ok=True)
+        self.sock = os.path.join(run, name + ".sock")
+        self.config_home = os.path.join(TMP, "config-" + name)
+        self.config = os.path.join(self.config_home, "cued", "cued.toml")
+        self.state = os.path.join(TMP, "state-" + name)
+        self.log = os.path.join(TMP, name + ".log")
+        os.makedirs(os.path.dirname(self.config), exist_ok=True)
+        if config is not None:
+            self.write_config(config)
+        e = dict(os.environ)
+        e.update(XDG_STATE_HOME=self.state, XDG_CONFIG_HOME=self.config_home, XDG_DATA_HOME=os.path.join(TMP, "data"))
+        e.pop("JOURNAL_STREAM", None)
+        e.update(env or {})
+        self.args = [*launcher, CUED, "--socket", self.sock, "--sink", "null", "--sounds", sounds, "--log-level", level,
+                     *extra]
+        self.p = spawn(self.args, env=e, stderr=open(self.log, "w") if stderr is None else stderr, **popen)
+        self.pid = self.p.pid
+        if wait:
+            self.wait_answering()
+
+    def write_config(self, text):
+        tmp = self.config + ".new"
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, self.config)
+
+    def wait_answering(self, limit=15.0):
+        end = time.monotonic() + limit
+        while time.monotonic() < end:
+            if self.p.poll() is not None:
+                raise RuntimeError("cued %s exited %s: %s" % (self.name, self.p.returncode, self.stderr()[-300:]))
+            try:
+                if Client(self.sock).request("ping") == "ok pong":
+                    return
+            except OSError:
+                pass
+            time.sleep(0.005)
+        raise RuntimeError("cued %s did not answer" % self.name)
+
+    def client(self, timeout=10):
+        c = Client(self.sock)
+        c.s.settimeout(timeout)
+        return c
+
+    def request(self, line):
+        return self.client().request(line)
+
+    def alive(self):
+        try:
+            return self.p.poll() is None and self.request("ping") == "ok pong"
+        except OSError:
+            return False
+
+    def stderr(self):
+        try:
+            return open(self.log, errors="replace").read()
+        except OSError:
+            return ""
+
+    def term(self, limit=10.0):
+        """SIGTERM; returns (exit status, seconds to exit)."""
+        t = time.monotonic()
+        self.p.send_signal(signal.SIGTERM)
+        try:
+            rc = self.p.wait(limit)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            rc = self.p.wait()
+            return "killed after %.0f s" % limit, limit
+        return rc, time.monotonic() - t
+
+
+def hung_mount_unavailable():
+    """Why a hung mount cannot be made here, or None."""
+    if os.getuid() != 0:
+        return "needs root (FUSE mount)"
+    if not os.path.exists("/dev/fuse"):
+        return "no /dev/fuse"
+    if not os.path.exists("/usr/lib/python3/dist-packages/fusepy.py"):
+        return "python3-fusepy is not installed"
+    return None
+
+
+def mount_hung_for(scenario, name):
+    """`mount_hung(name)` for the row `scenario`; where no hung mount can be made here, that
+    row says why (not held) and the answer is None."""
+    why = hung_mount_unavailable()
+    if why:
+        row(scenario, "-", "not run: " + why, False)
+        return None
+    return mount_hung(name)
+
+
+def mount_hung(name):
+    """Mounts bench/hungfs.py (reads that never return) at TMP/name: (the mount point, its
+    server's process). The caller kills the process and `umount -l`s the mount point."""
+    import bench  # bench imports this module: its temp dir and process list are taken at run time
+    mnt = os.path.join(bench.TMP, name)
+    os.makedirs(mnt, exist_ok=True)
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hungfs.py")
+    log_path = os.path.join(bench.TMP, name + ".log")
+    fs = bench.spawn(["/usr/bin/python3", script, mnt], stderr=open(log_path, "w"))
+    end = time.monotonic() + 10
+    while not os.path.exists(os.path.join(mnt, "hang1.wav")) and time.monotonic() < end:
+        time.sleep(0.02)
+    if not os.path.exists(os.path.join(mnt, "hang1.wav")):
+        kill_all(fs)
+        raise RuntimeError("the FUSE file system did not come up: %s" % open(log_path).read()[-200:])
+    return mnt, fs

@@ -7,7 +7,8 @@ LimitsTests, DeviceFaultTests, FuzzTests). Issue 12's problems have a row each, 
 have issue 19's (a table of their own: a hung mount, slow files, floods, a full disk…).
 
 Environment: RELIABILITY_SOAK_S (the soak's length, default 300), RELIABILITY_ONLY=a,b
-(run those sections only, e.g. `leaks,stalls` or `fairness_b`, print their rows, write nothing).
+(run those sections only, e.g. `leaks,stalls`, `fairness_b` or `issue29`, print their rows, write
+nothing; ISSUE29_ONLY=29.2c,29.4 narrows issue29 to those rows).
 Needs root for some rows (a tmpfs, a FUSE mount, another user's directory), python3-fusepy for
 the hung mount, gdb for malloc's figures.
 """
@@ -32,14 +33,8 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (fixtures, process helpers)
 from bench import Client, pct, start_cued, spawn, TMP, CUED, ROOT, log  # noqa: E402
-
-ROWS = []
-
-
-def row(scenario, how, figure, ok):
-    ROWS.append((scenario, how, figure, ok))
-    log("%s: %s — %s" % ("ok  " if ok else "FAIL", scenario, figure))
-
+from benchlib import ROWS, Cued, kill_all, mib, mount_hung_for, row, rss_kib  # noqa: E402
+import attack_memory  # noqa: E402  (issue 29: memory for decoded sound, the decoding lane)
 
 def anon_kib(pid):
     for line in open("/proc/%d/smaps_rollup" % pid):
@@ -370,20 +365,10 @@ SOAK_S = float(os.environ.get("RELIABILITY_SOAK_S", "300"))
 MIB = 1024
 
 
-def rss_kib(pid):
-    for line in open("/proc/%d/smaps_rollup" % pid):
-        if line.startswith("Rss:"):
-            return int(line.split()[1])
-
-
 def vm_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmSize:"):
             return int(line.split()[1])
-
-
-def mib(kib):
-    return "%.1f MiB" % (kib / 1024)
 
 
 def pipeline(c, payload, n):
@@ -395,85 +380,6 @@ def pipeline(c, payload, n):
     replies = [c.reply() for _ in range(n)]
     w.join()
     return replies
-
-
-class Cued:
-    """A cued of its own: socket, config home, state dir and a stderr log in TMP."""
-
-    def __init__(self, name, sounds, extra=(), config=None, launcher=(), level="error", env=None, wait=True,
-                 stderr=None, **popen):
-        self.name, self.sounds = name, sounds
-        run = os.path.join(TMP, "run")
-        os.makedirs(run, mode=0o700, exist_ok=True)
-        self.sock = os.path.join(run, name + ".sock")
-        self.config_home = os.path.join(TMP, "config-" + name)
-        self.config = os.path.join(self.config_home, "cued", "cued.toml")
-        self.state = os.path.join(TMP, "state-" + name)
-        self.log = os.path.join(TMP, name + ".log")
-        os.makedirs(os.path.dirname(self.config), exist_ok=True)
-        if config is not None:
-            self.write_config(config)
-        e = dict(os.environ)
-        e.update(XDG_STATE_HOME=self.state, XDG_CONFIG_HOME=self.config_home, XDG_DATA_HOME=os.path.join(TMP, "data"))
-        e.pop("JOURNAL_STREAM", None)
-        e.update(env or {})
-        self.args = [*launcher, CUED, "--socket", self.sock, "--sink", "null", "--sounds", sounds, "--log-level", level,
-                     *extra]
-        self.p = spawn(self.args, env=e, stderr=open(self.log, "w") if stderr is None else stderr, **popen)
-        self.pid = self.p.pid
-        if wait:
-            self.wait_answering()
-
-    def write_config(self, text):
-        tmp = self.config + ".new"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.config)
-
-    def wait_answering(self, limit=15.0):
-        end = time.monotonic() + limit
-        while time.monotonic() < end:
-            if self.p.poll() is not None:
-                raise RuntimeError("cued %s exited %s: %s" % (self.name, self.p.returncode, self.stderr()[-300:]))
-            try:
-                if Client(self.sock).request("ping") == "ok pong":
-                    return
-            except OSError:
-                pass
-            time.sleep(0.005)
-        raise RuntimeError("cued %s did not answer" % self.name)
-
-    def client(self, timeout=10):
-        c = Client(self.sock)
-        c.s.settimeout(timeout)
-        return c
-
-    def request(self, line):
-        return self.client().request(line)
-
-    def alive(self):
-        try:
-            return self.p.poll() is None and self.request("ping") == "ok pong"
-        except OSError:
-            return False
-
-    def stderr(self):
-        try:
-            return open(self.log, errors="replace").read()
-        except OSError:
-            return ""
-
-    def term(self, limit=10.0):
-        """SIGTERM; returns (exit status, seconds to exit)."""
-        t = time.monotonic()
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(limit)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-            return "killed after %.0f s" % limit, limit
-        return rc, time.monotonic() - t
 
 
 PINGER = r"""
@@ -1526,21 +1432,6 @@ def small_items(sounds):
 # anyone else), each against the release daemon, with the target the issue states
 # where it states one: the verdict is that target.
 
-def kill_all(*procs):
-    """Kills what a section started and is still running (a row that fails half-way must
-    not leave a daemon, a flood or a file system behind for the next one); never waits
-    forever (a process stuck in the kernel on a hung mount is not reaped)."""
-    for p in procs:
-        p = getattr(p, "p", p)
-        if p is None or p.poll() is not None:
-            continue
-        p.kill()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            log("pid %d not reaped 10 s after SIGKILL" % p.pid)
-
-
 def small_wav(path, seed, frames=960):
     """A 20 ms stereo 48 kHz WAV of noise (distinct per seed: distinct files to the cache)."""
     bench.write_wav(path, bench.noise(frames * 2, 8000, seed), channels=2)
@@ -1652,26 +1543,6 @@ def ordering(sounds):
         kill_all(pinger and pinger.p, q)
 
 
-HUNGFS = r"""
-import errno, stat, sys, threading, time
-from fusepy import FUSE, FuseOSError, Operations
-NAMES = ['hang1.wav', 'hang2.wav']
-class Hung(Operations):
-    def getattr(self, path, fh=None):
-        t = time.time()
-        if path == '/':
-            return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
-        if path[1:] in NAMES:
-            return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
-        raise FuseOSError(errno.ENOENT)
-    def readdir(self, path, fh):
-        return ['.', '..'] + NAMES
-    def open(self, path, flags):
-        return 0
-    def read(self, path, size, offset, fh):
-        threading.Event().wait()
-FUSE(Hung(), sys.argv[1], foreground=True, nothreads=False)
-"""
 
 
 def threads_of(pid):
@@ -1701,28 +1572,12 @@ def describe_threads(ts):
 # 19.2a A hung mount.
 def hung_mount(sounds):
     name = "19.2a a hung mount (FUSE that stops answering)"
-    why = None
-    if os.getuid() != 0:
-        why = "needs root (FUSE mount)"
-    elif not os.path.exists("/dev/fuse"):
-        why = "no /dev/fuse"
-    elif not os.path.exists("/usr/lib/python3/dist-packages/fusepy.py"):
-        why = "python3-fusepy is not installed"
-    if why:
-        row(name, "-", "not run: " + why, False)
+    hung = mount_hung_for(name, "hung-mnt")
+    if hung is None:
         return
-    mnt = os.path.join(TMP, "hung-mnt")
-    os.makedirs(mnt)
-    script = os.path.join(TMP, "hungfs.py")
-    open(script, "w").write(HUNGFS)
-    fs = spawn(["/usr/bin/python3", script, mnt], stderr=open(os.path.join(TMP, "hungfs.log"), "w"))
+    mnt, fs = hung
     q = second = None
     try:
-        end = time.monotonic() + 10
-        while not os.path.exists(os.path.join(mnt, "hang1.wav")) and time.monotonic() < end:
-            time.sleep(0.02)
-        if not os.path.exists(os.path.join(mnt, "hang1.wav")):
-            raise RuntimeError("the FUSE file system did not come up: %s" % open(os.path.join(TMP, "hungfs.log")).read()[-200:])
         small = small_wav(os.path.join(TMP, "hung-small.wav"), 7)
         small2 = small_wav(os.path.join(TMP, "hung-small2.wav"), 8)
         q = Cued("hung", sounds, level="info")
@@ -2519,6 +2374,9 @@ def proc_cpu_s(pid):
 
 
 def issue29(sounds):
+    """Issue 29's rows: files nested deep, voices, small items here; memory and the
+    decoding lane in attack_memory (ISSUE29_ONLY narrows those)."""
+    attack_memory.issue29(sounds)
     for section in (deep_files, voice_share, small29):
         try:
             section(sounds)
@@ -2550,6 +2408,11 @@ def issue12(sounds):
             row("12.%s" % section.__name__, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
 
 
+def table_rows(chosen):
+    """The rows whose names `chosen` takes, as lines of a markdown table."""
+    return ["| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**") for name, how, fig, ok in ROWS if chosen(name)]
+
+
 def main():
     os.chdir(ROOT)
     sounds, _, _ = bench.make_fixtures()
@@ -2574,28 +2437,21 @@ def main():
           "LimitsTests, DeviceFaultTests, FuzzTests, SystemdTests). Timings are figures: a row's verdict is",
           "the property it names, and a timing only where the issue's goal is one.", "",
           "| scenario | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if not name.startswith(("12.", "19.", "29.")):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: not name.startswith(("12.", "19.", "29.")))
     md += ["", "## Issue 12: nothing stalls, hangs or kills cued", "",
            "One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon.", "",
            "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("12."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: name.startswith("12."))
     md += ["", "## Issue 19: no client, file or mount clogs cued for anyone else", "",
            "One row per numbered problem of issue 19, against the release daemon, with the target the issue states",
            "where it states one (the verdict is that target).", "",
            "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("19."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: name.startswith("19."))
     md += ["", "## Issue 29: nothing a file or a client does can crash cued or balloon its memory", "",
-           "One row per numbered attack of issue 29, re-run against the release daemon; the verdict is the issue's target.", "",
+           "One row per attack of issue 29, re-run as the issue measured it, against the release daemon, with the",
+           "bound the issue sets (the verdict is that bound).", "",
            "| attack | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("29."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += table_rows(lambda name: name.startswith("29."))
     notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

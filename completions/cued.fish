@@ -11,6 +11,7 @@ complete -c cued -l session-ttl-s -x -d 'named sessions expire after this long i
 complete -c cued -l rate-limit -x -d 'cues a second one connection may start'
 complete -c cued -l max-clients -x -d 'connections at once'
 complete -c cued -l sounds -x -a '(__fish_complete_directories)' -d 'a directory of cues'
+complete -c cued -l sound-budget-mb -x -d 'memory for all decoded sound, MiB'
 complete -c cued -l muted -d 'start muted'
 complete -c cued -l unmuted -d 'start unmuted'
 complete -c cued -l force -d 'let wav:PATH replace an existing file'

@@ -83,6 +83,15 @@ public enum Doctor {
             }
             info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)" : status.theme.chain.joined(separator: " → ")))
             info("config: " + (status.config ?? "none (defaults); cuectl config check validates one"))
+            let m = status.memory
+            if m.limitBytes > 0 {
+                if m.refused > 0 {
+                    problem("\(m.refused) sound\(m.refused == 1 ? " or reload was" : "s or reloads were") refused: over the memory budget for decoded sound (now \(StatusTable.memoryLine(m)))",
+                            fix: "raise sound_budget_mb in cued.toml and cuectl reload (or start cued with --sound-budget-mb MB); cuectl status shows what holds it")
+                } else {
+                    info("memory for decoded sound: " + StatusTable.memoryLine(m))
+                }
+            }
             switch status.bus.connection {
             case "connected":
                 info("D-Bus: org.sigxcpu.Feedback " + (status.bus.feedback == "owner" ? "answered by cued" : status.bus.feedback == "queued"

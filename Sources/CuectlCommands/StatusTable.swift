@@ -48,6 +48,7 @@ public enum StatusTable {
         if !t.chain.isEmpty { theme += " (" + t.chain.joined(separator: " → ") + ")" }
         theme += ", \(t.cached) cached, \(mib(t.cacheBytes)) of \(mib(t.cacheLimitBytes)) MiB"
         rows.append(("theme", theme))
+        if s.memory.limitBytes > 0 { rows.append(("memory", memoryLine(s.memory))) }
         rows.append(("sessions", String(s.sessions)))
         rows.append(("d-bus", busLine(s.bus)))
         let width = rows.map(\.0.count).max() ?? 0
@@ -64,6 +65,13 @@ public enum StatusTable {
         case "absent": return "no session bus" + (b.error.map { " (\($0))" } ?? "")
         default: return b.connection
         }
+    }
+
+    /// The budget for decoded sound and what holds it:
+    /// `19.5 of 64.0 MiB (cues 3.7, cache 15.8, playing 0.0, decoding 0.0), 0 refused`.
+    public static func memoryLine(_ m: Status.Memory) -> String {
+        "\(mib(m.usedBytes)) of \(mib(m.limitBytes)) MiB (cues \(mib(m.cuesBytes)), cache \(mib(m.cacheBytes)), "
+            + "playing \(mib(m.playingBytes)), decoding \(mib(m.decodingBytes))), \(m.refused) refused"
     }
 
     /// Bytes as MiB with one decimal.

@@ -11,7 +11,15 @@ import Glibc
 public struct SndFileError: Error, Sendable, CustomStringConvertible {
     public let path: String
     public let reason: String
-    public init(path: String, reason: String) { self.path = path; self.reason = reason }
+    /// Refused by the memory budget, not for what the file is: a reload fails for it
+    /// as a whole, even for a file it would otherwise skip.
+    public let overBudget: Bool
+    public init(path: String, reason: String, overBudget: Bool = false) {
+        self.path = path; self.reason = reason; self.overBudget = overBudget
+    }
+    init(path: String, _ failure: SampleMemoryFailure) {
+        self.init(path: path, reason: failure.reason, overBudget: { if case .overBudget = failure { true } else { false } }())
+    }
     public var description: String { "\(path): \(reason)" }
 }
 
@@ -28,11 +36,15 @@ public struct SndFileError: Error, Sendable, CustomStringConvertible {
 /// bytes; the file is decoded in chunks of `chunkFrames`, mixed to stereo and
 /// resampled as it goes, so only the output (at most `maxSeconds` at `rate`)
 /// is ever held whole, and decoding stops just past `maxSeconds` whatever the
-/// header said. The big buffers come from `malloc`: an allocation that cannot
-/// be made (say under `RLIMIT_AS`) is an error naming the file, not a trap.
+/// header said. The buffers are `SampleMemory` charged to `budget` (with an
+/// estimate of what libsndfile and libsamplerate hold meanwhile): an allocation
+/// the budget refuses or the system cannot make (say under `RLIMIT_AS`) is an
+/// error naming the file, not a trap.
 public struct CueLoader: Sendable {
     public var rate: Int
     public var maxSeconds: Double
+    /// What decoded sound is charged to; nil: not counted.
+    public var budget: SoundBudget?
 
     /// Source rates accepted: 1 kHz (below any real recording; libsamplerate's
     /// 256:1 ratio limit would allow 188 Hz at 48 kHz out) to 768 kHz (the
@@ -46,8 +58,8 @@ public struct CueLoader: Sendable {
 
     static let openLock = Mutex(())
 
-    public init(rate: Int = 48_000, maxSeconds: Double = 10) {
-        self.rate = rate; self.maxSeconds = maxSeconds
+    public init(rate: Int = 48_000, maxSeconds: Double = 10, budget: SoundBudget? = nil) {
+        self.rate = rate; self.maxSeconds = maxSeconds; self.budget = budget
     }
 
     /// Loads one file as a cue named `name`.
@@ -91,9 +103,16 @@ public struct CueLoader: Sendable {
     private func decode(_ file: OpenedFile, path: String, name: String, maxSamples: Int?,
                         cancelled: () -> Bool) throws(SndFileError) -> Cue? {
         func fail(_ reason: String) -> SndFileError { SndFileError(path: path, reason: reason) }
+        func fail(_ failure: SampleMemoryFailure) -> SndFileError { SndFileError(path: path, failure) }
+        // What libsndfile holds while it decodes, charged until the end.
+        guard let decoder = BudgetReservation(bytes: BudgetReservation.decoderBytes, budget: budget) else {
+            throw fail(.overBudget(budget!.refusal(BudgetReservation.decoderBytes)))
+        }
+        defer { withExtendedLifetime(decoder) {} }
         // libsndfile reads through a reader of cued's: bounded reads, no kernel readahead
         // (a read of a sparse file would zero megabytes in the kernel, holding a core).
-        guard let reader = SoundFileReader(file) else { throw fail(Self.noMemory(SoundFileReader.chunkBytes)) }
+        let reader: SoundFileReader
+        do { reader = try SoundFileReader(file, budget: budget) } catch { throw fail(error) }
         // The header is read here first, outside the lock below: a file on a file system
         // that stopped answering blocks this thread alone (the decoding lane writes it
         // off), not every other decode waiting for the lock.
@@ -151,16 +170,16 @@ public struct CueLoader: Sendable {
         let capacity = srcRate == rate ? inFrames : Int((Double(inFrames) * ratio).rounded(.up)) + Int(ratio.rounded(.up)) + 32
 
         // Output (owned by the cue once made), then the per-chunk buffers.
-        guard var out = SampleBuffer(frames: capacity, channels: 2) else { throw fail(Self.noMemory(capacity * 8)) }
-        guard let chunk = SampleBuffer(frames: Self.chunkFrames, channels: channels) else {
-            throw fail(Self.noMemory(Self.chunkFrames * channels * 4))
-        }
+        var out: SampleBuffer
+        do { out = try SampleBuffer(frames: capacity, channels: 2, budget: budget) } catch { throw fail(error) }
+        let chunk: SampleBuffer
+        do { chunk = try SampleBuffer(frames: Self.chunkFrames, channels: channels, budget: budget) } catch { throw fail(error) }
         var resampler: Resampler?
         if srcRate != rate {
-            guard let r = Resampler(ratio: ratio, chunkFrames: Self.chunkFrames) else {
-                throw fail(Self.noMemory(Self.chunkFrames * 8) + " (resampler)")
+            do { resampler = try Resampler(ratio: ratio, chunkFrames: Self.chunkFrames, budget: budget) } catch {
+                if case .noMemory = error { throw fail(error.reason + " (resampler)") }
+                throw fail(error)
             }
-            resampler = r
         }
 
         var decoded = 0
@@ -194,7 +213,7 @@ public struct CueLoader: Sendable {
         if let resampler {
             guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
         }
-        return Cue(name: name, adopting: out.take(), source: path)
+        return Cue(name: name, sound: out.take(), source: path)
     }
 
     /// A float or double file may hold NaN or ±infinity (a double beyond a float's
@@ -248,10 +267,6 @@ public struct CueLoader: Sendable {
         }
     }
 
-    static func noMemory(_ bytes: Int) -> String {
-        "cannot allocate \(bytes) bytes to decode it (out of memory or over the address-space limit)"
-    }
-
     /// `frames / rate` seconds with the fewest decimals (2 to 6, cut, never
     /// rounded up) that show it is over `limit`: 10.01, 10.00002, 11.
     static func seconds(_ frames: Int, rate: Int, over limit: Double) -> String {
@@ -285,38 +300,35 @@ public struct CueLoader: Sendable {
     }
 }
 
-/// Interleaved float frames in memory from `malloc`, filled from the front.
-/// Not copyable: one owner, freed once (by `deinit`, unless `take()` handed
-/// the memory on to a `Cue`).
+/// Interleaved float frames in `SampleMemory` (charged to the budget), filled from
+/// the front. Not copyable: one owner; `take()` hands the filled part to a `SoundBuffer`.
 struct SampleBuffer: ~Copyable {
+    private var memory: SampleMemory
     let base: UnsafeMutablePointer<Float>
     let channels: Int
     /// Frames the memory holds, and frames filled.
     let capacity: Int
     var count = 0
 
-    /// nil if the memory cannot be had.
-    init?(frames: Int, channels: Int) {
+    init(frames: Int, channels: Int, budget: SoundBudget?) throws(SampleMemoryFailure) {
         let stride = channels * MemoryLayout<Float>.stride
-        guard frames >= 0, channels > 0, frames <= Int.max / stride, let p = malloc(max(frames, 1) * stride) else { return nil }
-        base = p.assumingMemoryBound(to: Float.self)
+        guard frames >= 0, channels > 0, frames <= Int.max / stride else { throw .noMemory(bytes: Int.max) }
+        // At least one page, so that `base` is never nil.
+        switch SampleMemory.allocate(max(frames * stride, 1), budget: budget) {
+        case .success(let m): memory = m
+        case .failure(let e): throw e
+        }
+        base = memory.base!.assumingMemoryBound(to: Float.self)
         self.channels = channels
         capacity = frames
     }
 
-    /// The filled part, shrunk to fit; the caller owns (and frees) it.
-    consuming func take() -> UnsafeMutableBufferPointer<Float> {
-        var p = base
-        let stride = channels * MemoryLayout<Float>.stride
-        if count < capacity, let smaller = realloc(base, max(count, 1) * stride) {
-            p = smaller.assumingMemoryBound(to: Float.self)
-        }
-        let buffer = UnsafeMutableBufferPointer(start: p, count: count * channels)
-        discard self
-        return buffer
+    /// The filled part, the pages past it given back.
+    consuming func take() -> SoundBuffer {
+        let samples = count * channels
+        memory.shrink(to: samples * MemoryLayout<Float>.stride)
+        return SoundBuffer(adopting: memory, count: samples)
     }
-
-    deinit { free(base) }
 }
 
 /// libsamplerate's streaming converter (best quality), stereo, fed chunk by
@@ -326,25 +338,32 @@ final class Resampler {
     private let ratio: Double
     /// Where the caller puts up to `chunkFrames` stereo frames before `process`.
     let input: UnsafeMutablePointer<Float>
+    private let memory: SampleBuffer
+    /// The budget held for libsamplerate's own state.
+    private let held: BudgetReservation
     private(set) var failure = ""
 
-    init?(ratio: Double, chunkFrames: Int) {
+    init(ratio: Double, chunkFrames: Int, budget: SoundBudget?) throws(SampleMemoryFailure) {
         var error: Int32 = 0
         // Best quality costs time in proportion to the source rate: from
         // above twice the output rate (96 kHz for 48), medium quality (121 dB
         // SNR, 90 % bandwidth: far beyond what a cue needs) keeps a 10 s file
         // at 768 kHz to about a second instead of six.
-        let converter = ratio >= 0.5 ? SRC_SINC_BEST_QUALITY : SRC_SINC_MEDIUM_QUALITY
-        guard let s = src_new(Int32(converter), 2, &error) else { return nil }
-        guard let p = malloc(chunkFrames * 2 * MemoryLayout<Float>.stride) else { src_delete(s); return nil }
+        let best = ratio >= 0.5
+        let stateBytes = best ? BudgetReservation.bestResamplerBytes : BudgetReservation.mediumResamplerBytes
+        guard let held = BudgetReservation(bytes: stateBytes, budget: budget) else { throw .overBudget(budget!.refusal(stateBytes)) }
+        memory = try SampleBuffer(frames: chunkFrames, channels: 2, budget: budget)
+        guard let s = src_new(Int32(best ? SRC_SINC_BEST_QUALITY : SRC_SINC_MEDIUM_QUALITY), 2, &error) else {
+            throw .noMemory(bytes: stateBytes)
+        }
+        self.held = held
         state = s
-        input = p.assumingMemoryBound(to: Float.self)
+        input = memory.base
         self.ratio = ratio
     }
 
     deinit {
         src_delete(state)
-        free(input)
     }
 
     /// Converts the `frames` in `input`, appending to `out`. False (see
@@ -395,12 +414,17 @@ final class Resampler {
 }
 
 /// Builds the cue bank from the sounds directories: every readable file, named
-/// by its base name, a later directory overriding an earlier one.
+/// by its base name, a later directory overriding an earlier one. A file is decoded
+/// once however many cues name it (keyed by what the file is: device, inode, size,
+/// mtime, as the sound cache keys it), and not at all if the bank it replaces
+/// decoded that same file (`reuse`).
 public struct CueBankLoader: Sendable {
     public struct Result: Sendable {
         public var bank: CueBank
         /// Files skipped, with why (unreadable, too long…).
         public var warnings: [String]
+        /// The bank's decoded files by identity (for the next load's `reuse`).
+        public var sounds: [FileIdentity: SoundBuffer]
     }
 
     public enum Failure: Error, Sendable, CustomStringConvertible {
@@ -408,9 +432,12 @@ public struct CueBankLoader: Sendable {
         case brokenRequired(SndFileError)
         /// A cue named explicitly (config `[cues.NAME] file`) that does not load.
         case brokenConfigured(name: String, SndFileError)
+        /// A cue the memory budget has no room for: the whole load fails.
+        case overBudget(name: String, SndFileError)
         public var description: String {
             switch self {
             case .brokenConfigured(_, let e): return "\(e)"
+            case .overBudget(let name, let e): return "\(e.path): cue '\(name)': \(e.reason)"
             case .missingRequired(let name, let dirs):
                 return "required cue '\(name)' not found in \(dirs.isEmpty ? "(no sounds directories)" : dirs.joined(separator: ", "))"
             case .brokenRequired(let e): return "required cue unreadable: \(e)"
@@ -423,7 +450,9 @@ public struct CueBankLoader: Sendable {
 
     /// `files` names cues explicitly (name → path); they override the
     /// directories, and unlike files found there, one that fails is an error.
-    public func load(directories: [String], files: [String: String] = [:]) throws(Failure) -> Result {
+    /// `reuse`: files decoded before (the bank in force), taken as they are if unchanged.
+    public func load(directories: [String], files: [String: String] = [:],
+                     reuse: [FileIdentity: SoundBuffer] = [:]) throws(Failure) -> Result {
         var chosen: [String: (path: String, dir: Int)] = [:]  // name → path; later directories win
         for (i, dir) in directories.enumerated() {
             for entry in Self.listFiles(dir) where !entry.hasPrefix(".") && Self.isAudioName(entry) {
@@ -434,11 +463,13 @@ public struct CueBankLoader: Sendable {
         }
         for (name, path) in files { chosen[name] = (path, -1) }
         var cues: [Cue] = []
+        var sounds: [FileIdentity: SoundBuffer] = [:]
         var skipped = [[String]](repeating: [], count: directories.count)
         for (name, found) in chosen.sorted(by: { $0.key < $1.key }) {
             do throws(SndFileError) {
-                cues.append(try loader.load(path: found.path, name: name))
+                cues.append(try load(name: name, path: found.path, decoded: &sounds, reuse: reuse))
             } catch {
+                if error.overBudget { throw .overBudget(name: name, error) }
                 if files[name] != nil { throw .brokenConfigured(name: name, error) }
                 if CueBank.required.contains(name) { throw .brokenRequired(error) }
                 skipped[found.dir].append("skipped \(error)")
@@ -448,7 +479,22 @@ public struct CueBankLoader: Sendable {
             throw .missingRequired(name, searched: directories)
         }
         let warnings = zip(directories, skipped).compactMap { dir, lines in Self.skipWarning(dir: dir, lines) }
-        return Result(bank: CueBank(cues), warnings: warnings)
+        return Result(bank: CueBank(cues), warnings: warnings, sounds: sounds)
+    }
+
+    /// One cue: the file's samples decoded by this load or the last, else decoded now.
+    private func load(name: String, path: String, decoded: inout [FileIdentity: SoundBuffer],
+                      reuse: [FileIdentity: SoundBuffer]) throws(SndFileError) -> Cue {
+        let file: OpenedFile
+        do { file = try UntrustedFile.openIdentified(path) } catch { throw SndFileError(path: path, reason: error.reason) }
+        defer { close(file.fd) }
+        if let sound = decoded[file.identity] ?? reuse[file.identity] {
+            decoded[file.identity] = sound
+            return Cue(name: name, sound: sound, source: path)
+        }
+        let cue = try loader.load(file, path: path, name: name)
+        decoded[file.identity] = cue.sound
+        return cue
     }
 
     /// Files named at most in a directory's one warning about what it skipped.

@@ -1,4 +1,5 @@
 import CSndFile
+import CuedCore
 import CuedSystem
 #if canImport(Glibc)
 import Glibc
@@ -30,6 +31,7 @@ final class SoundFileReader {
     /// From the open's `fstat`: what libsndfile is told the file's length is.
     private let size: Int
     private let capacity: Int
+    private let memory: SampleMemory
     private let buffer: UnsafeMutableRawPointer
     /// The file's bytes [start, start + count) are in `buffer`.
     private var start = 0
@@ -38,18 +40,19 @@ final class SoundFileReader {
     /// errno of a read that failed: libsndfile saw the end of the file there.
     private(set) var failure: Int32?
 
-    /// nil if the buffer cannot be had.
-    init?(_ file: OpenedFile, chunkBytes: Int = SoundFileReader.chunkBytes) {
-        guard chunkBytes > 0, let p = malloc(chunkBytes) else { return nil }
+    /// Its buffer is charged to `budget` (a decode's).
+    init(_ file: OpenedFile, chunkBytes: Int = SoundFileReader.chunkBytes, budget: SoundBudget? = nil) throws(SampleMemoryFailure) {
+        switch SampleMemory.allocate(max(chunkBytes, 1), budget: budget) {
+        case .success(let m): memory = m
+        case .failure(let e): throw e
+        }
         fd = file.fd
         size = file.size
         capacity = chunkBytes
-        buffer = p
+        buffer = memory.base!
         // Advice only: where it is not taken, reads are still bounded, readahead is not.
         _ = posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM)
     }
-
-    deinit { free(buffer) }
 
     /// Reads the file's first chunk (its header) into the buffer; why it could not, or nil.
     /// Done before libsndfile opens it, outside the lock its opens share: a file on a file

@@ -72,6 +72,8 @@ public struct Config: Sendable, Equatable {
     public var theme: String?
     /// Decoded theme sounds and files kept in memory, MiB.
     public var themeCacheMB: Double?
+    /// The memory budget for all decoded sound (cues, cache, playing, decoding), MiB.
+    public var soundBudgetMB: Double?
     /// Properties of the audio stream on a sound server (`[stream]`), e.g.
     /// `"media.role" = "event"`; they replace the built-in ones key by key.
     public var stream: [String: String] = [:]
@@ -88,7 +90,7 @@ public struct Config: Sendable, Equatable {
         a.path == b.path && a.sink == b.sink && a.latencyMs == b.latencyMs && a.voices == b.voices
             && a.idleCloseS == b.idleCloseS && a.masterGainDB == b.masterGainDB && a.sounds == b.sounds
             && a.muted == b.muted && a.profile == b.profile && a.profiles == b.profiles && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps
-            && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.stream == b.stream
+            && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.soundBudgetMB == b.soundBudgetMB && a.stream == b.stream
             && a.dbus == b.dbus && a.notifications == b.notifications
     }
 
@@ -138,6 +140,8 @@ public enum ConfigLoader {
     public static let idleCloseRange: ClosedRange<Double> = 0...86_400
     public static let gainRange = ProtocolLimits.gainRange
     public static let themeCacheRange: ClosedRange<Double> = 0...1024
+    /// At least the shipped cues' few hundred KB; at most 64 GiB.
+    public static let soundBudgetRange: ClosedRange<Double> = 1...65_536
     public static let quietGainRange: ClosedRange<Double> = -60...0
     /// A config file is small; anything bigger is refused unread.
     public static let maxFileBytes = 1 << 20
@@ -241,7 +245,7 @@ struct Checker {
     }
 
     static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted", "profile",
-                          "theme", "theme_cache_mb", "cues", "transitions", "apps", "profiles", "stream",
+                          "theme", "theme_cache_mb", "sound_budget_mb", "cues", "transitions", "apps", "profiles", "stream",
                           "dbus", "notifications"]
 
     mutating func read(_ root: TOMLTable) -> Config {
@@ -261,6 +265,7 @@ struct Checker {
             case "dbus": readBus(v, into: &c)
             case "notifications": readNotifications(v, into: &c)
             case "theme_cache_mb": c.themeCacheMB = number(v, key, ConfigLoader.themeCacheRange)
+            case "sound_budget_mb": c.soundBudgetMB = number(v, key, ConfigLoader.soundBudgetRange)
             case "latency_ms": c.latencyMs = int(v, key, ConfigLoader.latencyRange)
             case "voices": c.voices = int(v, key, ConfigLoader.voicesRange)
             case "idle_close_s": c.idleCloseS = number(v, key, ConfigLoader.idleCloseRange)

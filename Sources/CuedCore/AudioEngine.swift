@@ -121,6 +121,8 @@ public final class AudioEngine: @unchecked Sendable {
     /// Starts the audio thread.
     public func start() {
         guard !started.exchange(true, ordering: .relaxed) else { return }
+        // Sample memory whose last reference the audio thread drops is unmapped there.
+        SampleReclaimer.start()
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { arg in
@@ -189,6 +191,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     private func run() {
         raisePriority()
+        SampleReclaimer.markAudioThread()
         var deviceWoke = false  // the last sleep ended on the device's descriptors
         while !playback.exited {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)

@@ -7,13 +7,14 @@ import Glibc
 /// stereo, at the engine's sample rate. Immutable once loaded, so the audio
 /// thread can read it without locks.
 ///
-/// The samples live in memory from `malloc` that the cue owns and frees when
-/// the last reference goes (a voice still playing holds one). Decoding
-/// allocates them with `malloc` so that a failed allocation is an error the
-/// loader reports, not a trap as a Swift array's would be.
+/// Its samples are a `SoundBuffer`, which cues naming the same file share (decoded
+/// once, counted once against the budget); the buffer is freed when the last cue
+/// holding it goes (a voice still playing holds one).
 public final class Cue: @unchecked Sendable {  // immutable after init; `played` is atomic
     public let name: String
-    /// Interleaved stereo samples, full scale = 1.0.
+    /// The decoded samples, maybe shared with other cues.
+    public let sound: SoundBuffer
+    /// Interleaved stereo samples, full scale = 1.0 (`sound`'s).
     public let samples: UnsafeBufferPointer<Float>
     /// Where it was loaded from, for status and errors.
     public let source: String
@@ -22,37 +23,38 @@ public final class Cue: @unchecked Sendable {  // immutable after init; `played`
 
     public var frames: Int { samples.count / 2 }
 
-    /// Takes ownership of `buffer`, which must come from `malloc` (or be
-    /// empty with a nil base); it is freed when the cue is. `buffer.count` is
-    /// the number of samples (2 per frame).
-    public init(name: String, adopting buffer: UnsafeMutableBufferPointer<Float>, source: String = "") {
-        precondition(buffer.count % 2 == 0, "interleaved stereo has an even number of samples")
-        self.name = name; self.samples = UnsafeBufferPointer(buffer); self.source = source
+    public init(name: String, sound: SoundBuffer, source: String = "") {
+        self.name = name; self.sound = sound; self.samples = sound.samples; self.source = source
     }
 
-    /// A copy of `samples` (tests, synthesized cues). Traps if the memory
-    /// cannot be had, like any array; decoders use `init(adopting:)`.
+    /// A copy of `samples` (tests, synthesized cues), not counted against any budget.
+    /// Traps if the memory cannot be had, like any array; decoders use `init(sound:)`.
     public convenience init(name: String, stereo samples: [Float], source: String = "") {
-        guard let base = malloc(max(samples.count, 1) * MemoryLayout<Float>.stride)?.assumingMemoryBound(to: Float.self) else {
-            fatalError("cannot allocate \(samples.count) samples for cue '\(name)'")
-        }
-        let buffer = UnsafeMutableBufferPointer(start: base, count: samples.count)
-        _ = buffer.initialize(from: samples)
-        self.init(name: name, adopting: buffer, source: source)
+        precondition(samples.count % 2 == 0, "interleaved stereo has an even number of samples")
+        self.init(name: name, sound: SoundBuffer(copying: samples), source: source)
     }
 
-    deinit { free(UnsafeMutableRawPointer(mutating: samples.baseAddress)) }
+    /// The same samples under another name (a cue of the config naming a file another cue names).
+    public func named(_ other: String) -> Cue { Cue(name: other, sound: sound, source: source) }
 }
 
 /// The set of cues the daemon can play, by name. Replaced whole on reload.
 public struct CueBank: Sendable {
     public let cues: [String: Cue]
     public static let required = ["psst1", "psst2", "pop"]
+    /// Bytes of its samples, each shared buffer once (what it holds of the budget).
+    public let bytes: Int
 
     public init(_ cues: [Cue]) {
         var d: [String: Cue] = [:]
-        for c in cues { d[c.name] = c }
+        var seen = Set<ObjectIdentifier>()
+        var bytes = 0
+        for c in cues {
+            d[c.name] = c
+            if seen.insert(ObjectIdentifier(c.sound)).inserted { bytes += c.sound.bytes }
+        }
         self.cues = d
+        self.bytes = bytes
     }
 
     public subscript(name: String) -> Cue? { cues[name] }

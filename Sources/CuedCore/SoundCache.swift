@@ -53,8 +53,8 @@ public struct SoundCache<Key: Hashable & Sendable>: Sendable {
     /// Sounds kept.
     public var count: Int { nodes.count }
 
-    /// The sample bytes a cue takes here.
-    public static func size(of cue: Cue) -> Int { cue.samples.count * MemoryLayout<Float>.stride }
+    /// The bytes a cue takes here: its samples' memory, in whole pages (what the budget counts).
+    public static func size(of cue: Cue) -> Int { cue.sound.bytes }
 
     /// The cue for `key`, now the most recently used; nil if not kept.
     public mutating func get(_ key: Key) -> Cue? {
@@ -83,6 +83,14 @@ public struct SoundCache<Key: Hashable & Sendable>: Sendable {
         nodes[key] = Node(cue: cue, bytes: size, newer: nil, older: nil)
         pushNewest(key)
         bytes += size
+        return true
+    }
+
+    /// Forgets the least recently used sound; false if none is kept.
+    @discardableResult
+    public mutating func removeOldest() -> Bool {
+        guard let victim = oldest else { return false }
+        remove(victim)
         return true
     }
 

@@ -59,6 +59,23 @@ public struct Status: Sendable, Equatable {
         public init() {}
     }
 
+    /// The memory budget for decoded sound (config `sound_budget_mb`) and what holds it.
+    public struct Memory: Sendable, Equatable {
+        public var limitBytes = 0
+        public var usedBytes = 0
+        /// The config's cues (a file several cues name counted once).
+        public var cuesBytes = 0
+        /// The sound cache (theme sounds and played files).
+        public var cacheBytes = 0
+        /// Sounds only playing voices hold (a file dropped from the cache, a replaced config's cues).
+        public var playingBytes = 0
+        /// Decodes in flight (their buffers, and an estimate of the decoding libraries' state).
+        public var decodingBytes = 0
+        /// Requests and reloads refused because the budget had no room, since start.
+        public var refused = 0
+        public init() {}
+    }
+
     /// cued on the session bus (the D-Bus face).
     public struct Bus: Sendable, Equatable {
         /// off, absent (no session bus: retried) or connected.
@@ -113,6 +130,7 @@ public struct Status: Sendable, Equatable {
     public var apps: [String: App] = [:]
     public var latencyUs = Latency()
     public var theme = Theme()
+    public var memory = Memory()
     public var bus = Bus()
 
     public init() {}
@@ -133,6 +151,9 @@ public struct Status: Sendable, Equatable {
         case p50, p99, max, measures
         // theme
         case name, chain, cached, cacheBytes = "cache_bytes", cacheLimitBytes = "cache_limit_bytes"
+        // memory
+        case memory, limitBytes = "limit_bytes", usedBytes = "used_bytes", cuesBytes = "cues_bytes"
+        case playingBytes = "playing_bytes", decodingBytes = "decoding_bytes", refused
         // bus
         case bus, connection, feedback, notifications, live
     }
@@ -160,6 +181,10 @@ public struct Status: Sendable, Equatable {
         let themeJSON = obj([(.name, .string(theme.name)), (.chain, .array(theme.chain.map(JSON.string))),
                              (.cached, n(theme.cached)), (.cacheBytes, n(theme.cacheBytes)),
                              (.cacheLimitBytes, n(theme.cacheLimitBytes))])
+        let memoryJSON = obj([(.limitBytes, n(memory.limitBytes)), (.usedBytes, n(memory.usedBytes)),
+                              (.cuesBytes, n(memory.cuesBytes)), (.cacheBytes, n(memory.cacheBytes)),
+                              (.playingBytes, n(memory.playingBytes)), (.decodingBytes, n(memory.decodingBytes)),
+                              (.refused, n(memory.refused))])
         let busJSON = obj([(.connection, .string(bus.connection)), (.feedback, .string(bus.feedback)),
                            (.notifications, .string(bus.notifications)), (.live, n(bus.live)), (.error, s(bus.error))])
         return obj([
@@ -171,7 +196,7 @@ public struct Status: Sendable, Equatable {
             (.dropped, n(dropped)), (.clients, n(clients)),
             (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
-            (.bus, busJSON),
+            (.memory, memoryJSON), (.bus, busJSON),
         ])
     }
 
@@ -235,6 +260,14 @@ public struct Status: Sendable, Equatable {
         theme.cached = int(v(t, .cached)) ?? 0
         theme.cacheBytes = int(v(t, .cacheBytes)) ?? 0
         theme.cacheLimitBytes = int(v(t, .cacheLimitBytes)) ?? 0
+        let m = v(json, .memory)
+        memory.limitBytes = int(v(m, .limitBytes)) ?? 0
+        memory.usedBytes = int(v(m, .usedBytes)) ?? 0
+        memory.cuesBytes = int(v(m, .cuesBytes)) ?? 0
+        memory.cacheBytes = int(v(m, .cacheBytes)) ?? 0
+        memory.playingBytes = int(v(m, .playingBytes)) ?? 0
+        memory.decodingBytes = int(v(m, .decodingBytes)) ?? 0
+        memory.refused = int(v(m, .refused)) ?? 0
         let b = v(json, .bus)
         bus.connection = str(v(b, .connection)) ?? "off"
         bus.feedback = str(v(b, .feedback)) ?? "none"

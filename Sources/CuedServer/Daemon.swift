@@ -2,6 +2,7 @@ import CuedAudio
 import CuedConfig
 import CuedCore
 import CuedProtocol
+import CuedSystem
 import Logging
 import NIOCore
 import NIOPosix
@@ -46,8 +47,13 @@ public final class Daemon {
     private let saver: StateSaver?
     private let reloads: NIOThreadPool
     private let sounds: SoundLibrary
-    /// Re-reads the config and cues (blocking; run on `reloads`).
-    private let loadRuntime: @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String])
+    /// Re-reads the config and cues (blocking; run on `reloads`), taking the files of
+    /// `reuse` (the bank in force) that did not change as they are.
+    public typealias LoadRuntime = @Sendable (_ reuse: [FileIdentity: SoundBuffer], _ cancelled: @escaping @Sendable () -> Bool)
+        throws(LoadFailure) -> (Runtime, warnings: [String])
+    private let loadRuntime: LoadRuntime
+    /// The memory budget for decoded sound (status), if any.
+    private let budget: SoundBudget?
     /// Called when something `statusLine` shows changes, and around reloads (systemd's notify).
     let notify: @Sendable (_ fields: [String]) -> Void
     private lazy var reloader = Reloader(loop: loop) { [unowned self] in self.reloadOnce() }
@@ -74,8 +80,7 @@ public final class Daemon {
     public init(loop: any EventLoop, engine: AudioEngine, runtime: Runtime, saved: SavedState, muted: Bool,
                 saver: StateSaver?, reloads: NIOThreadPool, decoding: DecodeLane, sounds: SoundLibrary,
                 sessions: SessionRegistry = SessionRegistry(), limits: Limits = Limits(), stopping: StopFlag = StopFlag(),
-                logger: Logger,
-                loadRuntime: @escaping @Sendable (_ cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String]),
+                budget: SoundBudget? = nil, logger: Logger, loadRuntime: @escaping LoadRuntime,
                 notify: @escaping @Sendable ([String]) -> Void = { _ in }) {
         self.loop = loop
         self.engine = engine
@@ -90,6 +95,7 @@ public final class Daemon {
         self.stopping = stopping
         self.logger = logger
         self.loadRuntime = loadRuntime
+        self.budget = budget
         self.notify = notify
         player = PlayPolicy(loop: loop, engine: engine, sounds: sounds, decoding: decoding, stopping: stopping,
                             limits: limits, logger: logger)
@@ -328,7 +334,8 @@ public final class Daemon {
         let stopping = self.stopping
         let isCancelled: @Sendable () -> Bool = { stopping.load(ordering: .relaxed) }
         let done = loop.makePromise(of: Reply.self)
-        reloads.runIfActive(eventLoop: loop) { () throws -> (Runtime, [String]) in try load(isCancelled) }.assumeIsolated().whenComplete { result in
+        let reuse = runtime.sounds
+        reloads.runIfActive(eventLoop: loop) { () throws -> (Runtime, [String]) in try load(reuse, isCancelled) }.assumeIsolated().whenComplete { result in
             let reply: Reply
             switch result {
             case .success(let (new, warnings)): reply = self.apply(new, warnings: warnings)
@@ -345,8 +352,8 @@ public final class Daemon {
 
     private func apply(_ new: Runtime, warnings: [String]) -> Reply {
         for w in warnings { logger.warning("\(w)") }
-        let old = runtime
-        runtime = new
+        var old = new
+        swap(&old, &runtime)
         if let m = MuteState.mutedAfterReload(old: old.config, new: new.config) { setMuted(m) }
         if let p = ProfileState.profileAfterReload(old: old.config, new: new.config) { setProfile(p) }
         if new.settings.restartOnly() != old.settings.restartOnly() {
@@ -354,7 +361,23 @@ public final class Daemon {
         }
         sounds.reconfigure(theme: new.theme, cacheLimitBytes: new.settings.themeCacheBytes)
         logger.info("reloaded", metadata: ["cues": "\(new.bank.names.joined(separator: " "))", "config": "\(new.config.path ?? "none")"])
+        // The old cues are freed in the reload lane, not here: unmapping a bank of
+        // hundreds of MiB is not event-loop work. Then what malloc keeps of their small
+        // parts (names, tables) goes back to the system.
+        let retired = Retired(consume old)
+        reloads.submit { state in
+            retired.free()
+            if state == .active { MemoryTrim.now() }
+        }
         return .ok("reloaded")
+    }
+
+    /// A replaced runtime on its way to the reload lane, which frees it (`free`): whichever
+    /// of the loop and the lane lets go of this box last, the runtime is freed there.
+    private final class Retired: @unchecked Sendable {  // `runtime` is touched by `free` only, once handed over
+        private var runtime: Runtime?
+        init(_ runtime: consuming Runtime) { self.runtime = runtime }
+        func free() { runtime = nil }
     }
 
     // MARK: - Status
@@ -368,6 +391,23 @@ public final class Daemon {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
                      sinkWhy: engine.sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
                      evictedIdle: evictedIdle, sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, theme: sounds.status(), bus: desktop?.busStatus ?? Status.Bus()).status
+                     counts: player.counts.apps, theme: sounds.status(), memory: memoryStatus(),
+                     bus: desktop?.busStatus ?? Status.Bus()).status
+    }
+
+    /// The budget and what holds it: the cues, the cache, decodes in flight, and the
+    /// rest, sounds that only voices still hold (played files dropped from the cache,
+    /// a replaced config's cues still playing).
+    func memoryStatus() -> Status.Memory {
+        var m = Status.Memory()
+        guard let budget else { return m }
+        m.limitBytes = budget.limit
+        m.usedBytes = budget.used
+        m.cuesBytes = runtime.bank.bytes
+        m.cacheBytes = sounds.cachedBytes
+        m.decodingBytes = budget.decoding
+        m.playingBytes = max(0, m.usedBytes - m.cuesBytes - m.cacheBytes - m.decodingBytes)
+        m.refused = budget.refused
+        return m
     }
 }

@@ -36,14 +36,19 @@ private func lane_gettid() -> Int32
 /// - **A deadline**: a job not done `timeout` after it was asked for is answered
 ///   `timedOut` at once, and its work is told to stop (`Cancellation`, which the
 ///   decoder asks between chunks): a decode that is merely slow ends within a chunk
-///   and its worker goes back to its pool. A worker whose work has still not come
-///   back `cancelGrace` later (a read stuck in the kernel on a hung mount) is written
-///   off and no longer counts: a new one takes its place. At most `maxStuck` are
-///   written off at a time (both pools together); beyond that the lane refuses work
-///   at once (`stuck`) until one comes back (it then rejoins its pool if there is
-///   room). A written-off thread that never returns stays blocked in the kernel
-///   until cued exits (the process exits regardless: the waits of FUSE and NFS are
-///   killable).
+///   and its worker goes back to its pool.
+/// - **Blocked workers are written off, per owner**: a worker whose step has run
+///   `blockedAfter` while asleep most of that time (not on a CPU, not waiting for one:
+///   a read stuck in the kernel on a hung mount) is written off at once, and so is
+///   one whose work has not stopped `cancelGrace` after its deadline. It no longer
+///   counts against its pool (a new worker takes its place) but against its owner:
+///   an owner with `maxStuckPerOwner` workers written off has its new jobs refused at
+///   once (`stuck`) until one comes back; other owners' files and theme sounds are
+///   not touched. At most `maxStuck` are written off at a time (all owners): with the
+///   pools' sizes, a hard cap on threads; past it a blocked worker keeps its slot. A
+///   written-off thread that comes back rejoins its pool if there is room; one that
+///   never returns stays blocked in the kernel until cued exits (the process exits
+///   regardless: the waits of FUSE and NFS are killable).
 ///
 /// Thread-safe; results complete on the event loop given with each job.
 public final class DecodeLane: @unchecked Sendable {
@@ -54,12 +59,19 @@ public final class DecodeLane: @unchecked Sendable {
         /// The express pool (one step each: short unless stuck in the kernel).
         public var expressPerOwner = 1
         public var maxExpressWorkers = 4
-        public var maxStuck = 8
+        /// Workers written off one owner may have; beyond, that owner's jobs are refused at once.
+        public var maxStuckPerOwner = 2
+        /// Workers written off at most, all owners together.
+        public var maxStuck = 16
         /// Jobs one owner may have waiting, in both pools (beyond: refused at once).
         public var maxQueuedPerOwner = 64
         public var timeout: TimeAmount = .seconds(5)
         /// How long a cancelled job's work may take to stop before its worker is written off.
         public var cancelGrace: TimeAmount = .milliseconds(500)
+        /// A step running this long, asleep for three quarters of it or more, is taken as
+        /// blocked in the kernel. An express step is a header's read and at most 2^19
+        /// samples decoded (10–60 ms of CPU); a slow decode is CPU-bound: neither sleeps.
+        public var blockedAfter: TimeAmount = .milliseconds(100)
         /// A worker with nothing to do ends after this.
         public var idleSeconds: Int = 5
         /// Nice values of the workers, above cued's own (the event loop's, the state
@@ -68,13 +80,15 @@ public final class DecodeLane: @unchecked Sendable {
         /// preempt on wakeup: they are CPU-bound by nature).
         public var expressNice: Int32 = 2
         public var slowNice: Int32 = 10
+        /// The most threads the lane runs at once: both pools and those written off.
+        public var maxThreads: Int { maxWorkers + maxExpressWorkers + maxStuck }
         public init() {}
     }
 
     /// Why a job was not run to its end.
     public enum Refusal: Error, Sendable, Equatable {
         case timedOut(seconds: Double)
-        /// Too many workers are stuck (written off).
+        /// This owner has too many workers stuck (written off).
         case stuck
         /// This owner has too many jobs waiting.
         case queueFull
@@ -104,19 +118,26 @@ public final class DecodeLane: @unchecked Sendable {
 
     private final class Job: @unchecked Sendable {
         let owner: String
-        let refuse: @Sendable (Refusal) -> Void
+        let loop: any EventLoop
         let cancellation = Cancellation()
-        // Under the lane's lock:
-        var run: @Sendable (Cancellation) -> Ran
+        // Under the lane's lock. `run` and `refuse` hold the promise, so the result: both
+        // are let go once the job is answered (its deadline's timer outlives it otherwise).
+        var run: (@Sendable (Cancellation) -> Ran)?
+        var refuse: (@Sendable (Refusal) -> Void)?
+        var deadline: Scheduled<Void>?
         var stage: Stage
         /// Answered (done, or timed out).
         var finished = false
         var running = false
-        /// Its work did not stop in time after the deadline: its worker is written off.
+        /// Its work did not stop in time, or blocked: its worker is written off.
         var abandoned = false
-        init(owner: String, stage: Stage, run: @escaping @Sendable (Cancellation) -> Ran,
+        /// While running: when its step started (monotonic ns), and its worker's clock.
+        var startedAt: UInt64 = 0
+        var clock = ThreadClock()
+        var busyAtStart: UInt64 = 0
+        init(owner: String, loop: any EventLoop, stage: Stage, run: @escaping @Sendable (Cancellation) -> Ran,
              refuse: @escaping @Sendable (Refusal) -> Void) {
-            self.owner = owner; self.stage = stage; self.run = run; self.refuse = refuse
+            self.owner = owner; self.loop = loop; self.stage = stage; self.run = run; self.refuse = refuse
         }
     }
 
@@ -155,7 +176,12 @@ public final class DecodeLane: @unchecked Sendable {
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     // Under `mutex`:
     private let pools: [Pool]
+    /// Workers written off, in all and by owner.
     private var stuck = 0
+    private var stuckByOwner: [String: Int] = [:]
+    /// Jobs running now (for the watch over blocked workers), and whether it is scheduled.
+    private var active: [Job] = []
+    private var watching = false
     /// The nice value of the thread that made the lane: cued's own.
     private let baseNice: Int32
 
@@ -182,6 +208,9 @@ public final class DecodeLane: @unchecked Sendable {
 
     /// Express workers now.
     var expressWorkers: Int { locked { pools[0].workers } }
+
+    /// Workers written off of one owner.
+    func stuck(owner: String) -> Int { locked { stuckByOwner[owner] ?? 0 } }
 
     /// Runs `work` in the slow pool for `owner`, within its share and the deadline; completes on `loop`.
     public func submit<T: Sendable>(owner: String, on loop: any EventLoop,
@@ -215,9 +244,9 @@ public final class DecodeLane: @unchecked Sendable {
                                      _ make: (EventLoopPromise<Swift.Result<T, Refusal>>) -> @Sendable (Cancellation) -> Ran)
         -> EventLoopFuture<Swift.Result<T, Refusal>> {
         let promise = loop.makePromise(of: Swift.Result<T, Refusal>.self)
-        let job = Job(owner: owner, stage: stage, run: make(promise), refuse: { promise.succeed(.failure($0)) })
+        let job = Job(owner: owner, loop: loop, stage: stage, run: make(promise), refuse: { promise.succeed(.failure($0)) })
         let refused: Refusal? = locked {
-            if stuck >= limits.maxStuck { return .stuck }
+            if stuckByOwner[owner, default: 0] >= limits.maxStuckPerOwner { return .stuck }
             let waiting = pools[0].queue.lazy.filter { $0.owner == owner }.count + pools[1].queue.lazy.filter { $0.owner == owner }.count
             if waiting >= limits.maxQueuedPerOwner { return .queueFull }
             pools[stage.rawValue].queue.append(job)
@@ -230,33 +259,33 @@ public final class DecodeLane: @unchecked Sendable {
         }
         let seconds = Double(limits.timeout.nanoseconds) / 1e9
         let grace = limits.cancelGrace
-        loop.scheduleTask(in: limits.timeout) { [self] in
-            let late = locked { () -> Bool in
-                guard !job.finished else { return false }
-                job.finished = true
+        let deadline = loop.scheduleTask(in: limits.timeout) { [self] in
+            let refuse = locked { () -> (@Sendable (Refusal) -> Void)? in
+                guard !job.finished else { return nil }
                 if job.running {
                     // Told to stop; written off if it has not stopped after the grace.
                     job.cancellation.cancel()
                 } else {
                     pools[job.stage.rawValue].queue.removeAll { $0 === job }
                 }
-                return true
+                return finish(job)
             }
-            guard late else { return }
-            job.refuse(.timedOut(seconds: seconds))
+            guard let refuse else { return }
+            refuse(.timedOut(seconds: seconds))
             loop.scheduleTask(in: grace) { [self] in
                 locked {
                     guard job.running, !job.abandoned else { return }
                     // Its worker is stuck in the work (in the kernel): written off, replaced.
-                    let pool = pools[job.stage.rawValue]
-                    job.abandoned = true
-                    pool.release(job.owner)
-                    pool.workers -= 1
-                    stuck += 1
-                    dispatch(pool)
+                    writeOff(job)
                 }
             }
         }
+        let answered = locked { () -> Bool in
+            if job.finished { return true }
+            job.deadline = deadline
+            return false
+        }
+        if answered { deadline.cancel() }
         return promise.futureResult
     }
 
@@ -268,6 +297,16 @@ public final class DecodeLane: @unchecked Sendable {
         return body()
     }
 
+    /// Under the lock: the job is answered; lets go of what holds its promise, and
+    /// returns how to refuse it (for a deadline).
+    private func finish(_ job: Job) -> (@Sendable (Refusal) -> Void)? {
+        job.finished = true
+        let refuse = job.refuse
+        job.refuse = nil
+        job.run = nil
+        return refuse
+    }
+
     /// Under the lock: wakes an idle worker, or starts one, if a job can run.
     private func dispatch(_ pool: Pool) {
         guard pool.runnableIndex() != nil else { return }
@@ -277,6 +316,41 @@ public final class DecodeLane: @unchecked Sendable {
         } else if pool.workers < pool.maxWorkers {
             pool.workers += 1
             startWorker(pool)
+        }
+    }
+
+    /// Under the lock: `job`'s worker no longer counts against its pool (a new one may
+    /// start) but against its owner, if fewer than `maxStuck` are written off already.
+    private func writeOff(_ job: Job) {
+        guard stuck < limits.maxStuck else { return }
+        let pool = pools[job.stage.rawValue]
+        job.abandoned = true
+        pool.release(job.owner)
+        pool.workers -= 1
+        stuck += 1
+        stuckByOwner[job.owner, default: 0] += 1
+        dispatch(pool)
+    }
+
+    /// Under the lock, while a job runs: checks the running jobs every half of
+    /// `blockedAfter` (only while any runs: an idle lane has no timer).
+    private func watch(on loop: any EventLoop) {
+        guard !watching else { return }
+        watching = true
+        let half = TimeAmount.nanoseconds(max(1, limits.blockedAfter.nanoseconds / 2))
+        loop.scheduleTask(in: half) { [self] in
+            locked {
+                watching = false
+                let now = MonotonicClock.now()
+                let after = UInt64(max(0, limits.blockedAfter.nanoseconds))
+                for job in active where !job.abandoned && now &- job.startedAt >= after {
+                    // Asleep: the time it ran less what it spent on a CPU or waiting for one.
+                    let elapsed = now &- job.startedAt
+                    let busy = job.clock.busyNanoseconds().map { $0 &- job.busyAtStart } ?? 0
+                    if busy < elapsed / 4 { writeOff(job) }
+                }
+                if active.contains(where: { !$0.abandoned }) { watch(on: loop) }
+            }
         }
     }
 
@@ -312,6 +386,8 @@ public final class DecodeLane: @unchecked Sendable {
             _ = pthread_setschedparam(pthread_self(), 3 /* SCHED_BATCH */, &param)
         }
         _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lane_gettid()), min(19, baseNice + pool.nice))
+        let clock = ThreadClock.ofCurrentThread()
+        defer { clock.close() }
         pthread_mutex_lock(mutex)
         while true {
             guard let i = pool.runnableIndex() else {
@@ -326,29 +402,40 @@ public final class DecodeLane: @unchecked Sendable {
                 continue
             }
             let job = pool.queue.remove(at: i)
+            guard let run = job.run else { continue }  // answered (timed out) meanwhile
             job.running = true
             pool.running[job.owner, default: 0] += 1
-            let run = job.run
+            job.clock = clock
+            job.busyAtStart = clock.busyNanoseconds() ?? 0
+            job.startedAt = MonotonicClock.now()
+            active.append(job)
+            watch(on: job.loop)
             pthread_mutex_unlock(mutex)
             let ran = run(job.cancellation)
             pthread_mutex_lock(mutex)
             job.running = false
-            if job.abandoned {
-                // Written off while it ran: its answer was given. Back in the pool if there is room.
+            active.removeAll { $0 === job }
+            let wasWrittenOff = job.abandoned
+            if wasWrittenOff {
+                // It counts against its owner no more.
+                job.abandoned = false
                 stuck -= 1
-                guard pool.workers < pool.maxWorkers else {
-                    pthread_mutex_unlock(mutex)
-                    return
-                }
-                pool.workers += 1
+                stuckByOwner[job.owner, default: 1] -= 1
+                if stuckByOwner[job.owner] == 0 { stuckByOwner[job.owner] = nil }
             } else {
                 pool.release(job.owner)
             }
+            // Answered first (a worker written off as blocked may come back before its deadline).
             if !job.finished {
                 switch ran {
                 case .done(let complete):
-                    job.finished = true
+                    let deadline = job.deadline
+                    _ = finish(job)
+                    job.deadline = nil
+                    pthread_mutex_unlock(mutex)
                     complete()
+                    deadline?.cancel()
+                    pthread_mutex_lock(mutex)
                 case .slow(let next):
                     // Handed on: it waits in the slow pool, its deadline running on.
                     let slow = pools[Stage.slow.rawValue]
@@ -358,6 +445,14 @@ public final class DecodeLane: @unchecked Sendable {
                     dispatch(slow)
                 }
             }
+            if wasWrittenOff {
+                // Back in the pool if there is room.
+                guard pool.workers < pool.maxWorkers else {
+                    pthread_mutex_unlock(mutex)
+                    return
+                }
+                pool.workers += 1
+            }
             if pool.runnableIndex() != nil && pool.idle > pool.signalled {
                 pool.signalled += 1
                 pthread_cond_signal(pool.cond)
@@ -366,4 +461,37 @@ public final class DecodeLane: @unchecked Sendable {
         pool.workers -= 1
         pthread_mutex_unlock(mutex)
     }
+}
+
+/// How long a thread has been on a CPU or waiting for one (Linux's
+/// /proc/thread-self/schedstat: run time and run-queue wait): what a thread blocked
+/// in the kernel does not add to. Opened by the thread itself, readable from any.
+struct ThreadClock: @unchecked Sendable {
+    private var fd: Int32 = -1
+
+    static func ofCurrentThread() -> ThreadClock {
+        ThreadClock(fd: open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC))
+    }
+
+    /// nil where the kernel does not say (no schedstat): then a step running
+    /// `blockedAfter` is taken as blocked.
+    func busyNanoseconds() -> UInt64? {
+        guard fd >= 0 else { return nil }
+        var buf = [UInt8](repeating: 0, count: 96)
+        let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count, 0) }
+        guard n > 0 else { return nil }
+        var fields: [UInt64] = [0]
+        for b in buf[..<n] {
+            if b >= 0x30 && b <= 0x39 {
+                fields[fields.count - 1] = fields[fields.count - 1] &* 10 &+ UInt64(b - 0x30)
+            } else if fields.count == 2 {
+                break
+            } else {
+                fields.append(0)
+            }
+        }
+        return fields.count == 2 ? fields[0] &+ fields[1] : nil
+    }
+
+    func close() { if fd >= 0 { _ = Glibc.close(fd) } }
 }

@@ -202,7 +202,7 @@ final class PlayPolicy {
         case .timedOut(let s):
             return "timed out after \(Request.number(s)) s (a file system that does not answer, or a file too slow to decode)"
         case .stuck:
-            return "not tried: earlier files are stuck on a file system that does not answer; try again later"
+            return "not tried: this client's earlier files are stuck on a file system that does not answer; try again later"
         case .queueFull:
             return "too many sounds waiting to be decoded for this client"
         }

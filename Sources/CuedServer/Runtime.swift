@@ -2,6 +2,7 @@ import CuedAudio
 import CuedConfig
 import CuedCore
 import CuedProtocol
+import CuedSystem
 
 /// Everything a reload replaces in one swap: the cues, the config and the
 /// settings resolved from it. Voices already playing hold their own cue
@@ -14,10 +15,13 @@ public struct Runtime: Sendable {
     public var theme: SoundTheme
     /// feedbackd's theme, for the events of org.sigxcpu.Feedback (read at load).
     public var feedbackTheme: FeedbackTheme
+    /// The bank's decoded files by identity: the next reload takes those unchanged as they are.
+    public var sounds: [FileIdentity: SoundBuffer]
 
     public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings(), theme: SoundTheme,
-                feedbackTheme: FeedbackTheme = FeedbackTheme()) {
+                feedbackTheme: FeedbackTheme = FeedbackTheme(), sounds: [FileIdentity: SoundBuffer] = [:]) {
         self.bank = bank; self.config = config; self.settings = settings; self.theme = theme; self.feedbackTheme = feedbackTheme
+        self.sounds = sounds
     }
 
     /// The cue for a refresh transition: the config's remap ("" = silent), else the original design's.
@@ -63,16 +67,36 @@ public struct LoadFailure: Error, Sendable, CustomStringConvertible {
 public enum RuntimeLoader {
     /// Loads the cues the config and directories name and checks every
     /// reference (cue gains, transitions) against what loaded. Blocking.
+    /// The cues are charged to `budget`, whose limit becomes the settings' for the
+    /// load (and stays so if it succeeds: the old limit comes back if it fails); files
+    /// of `reuse` (the bank in force) that did not change are not decoded again.
     public static func load(config: Config, settings: Settings, environment: [String: String],
+                            budget: SoundBudget? = nil, reuse: [FileIdentity: SoundBuffer] = [:],
                             cancelled: @escaping @Sendable () -> Bool = { false }) throws(LoadFailure) -> (Runtime, warnings: [String]) {
+        let previous = budget?.limit
+        budget?.setLimit(settings.soundBudgetBytes)
+        do {
+            return try load(config: config, settings: settings, environment: environment, loader: CueLoader(budget: budget),
+                            reuse: reuse, cancelled: cancelled)
+        } catch {
+            if let previous { budget?.setLimit(previous) }
+            throw error
+        }
+    }
+
+    private static func load(config: Config, settings: Settings, environment: [String: String], loader: CueLoader,
+                             reuse: [FileIdentity: SoundBuffer],
+                             cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String]) {
         var files: [String: String] = [:]
         for (name, setting) in config.cues { if let f = setting.file { files[name] = f } }
         let directories = settings.sounds
         let result: CueBankLoader.Result
         do {
-            result = try CueBankLoader().load(directories: directories, files: files)
+            result = try CueBankLoader(loader: loader).load(directories: directories, files: files, reuse: reuse)
         } catch {
             switch error {
+            case .overBudget(let name, let e):
+                throw LoadFailure(file: e.path, reason: "cue '\(name)': " + e.reason)
             case .brokenConfigured(let name, let e):
                 let at = config.lines["cues.\(name).file"].map { "\(config.path ?? "config"):\($0)" } ?? (config.path ?? "config")
                 throw LoadFailure(file: e.path, reason: e.reason + " (cue '\(name)', \(at))")
@@ -95,7 +119,20 @@ public enum RuntimeLoader {
         // Read only when cued is to answer feedbackd's clients.
         let (feedbackTheme, fbWarnings) = config.dbus.enabled && config.dbus.feedback
             ? FeedbackTheme.load(name: config.dbus.feedbackTheme, environment: environment) : (FeedbackTheme(), [])
-        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme, feedbackTheme: feedbackTheme),
+        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme, feedbackTheme: feedbackTheme,
+                        sounds: result.sounds),
                 result.warnings + theme.warnings + fbWarnings)
     }
 }
+
+/// Gives what malloc keeps free inside its heaps back to the system (glibc's
+/// `malloc_trim`): after a reload freed a bank's names and tables, which are small
+/// allocations spread over the arenas (reloading from 10,000 cues to none left RSS
+/// at 33.4 MiB without it, 18.9 with it; idle is 17). It walks every arena under
+/// its lock, so it runs in the reload lane, never on the event loop.
+enum MemoryTrim {
+    static func now() { _ = cued_malloc_trim(0) }
+}
+
+@_silgen_name("malloc_trim")
+private func cued_malloc_trim(_ pad: Int) -> Int32

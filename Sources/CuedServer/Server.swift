@@ -36,21 +36,13 @@ public final class Server: Sendable {
 
         // Settings, then every cue: a bad config, a missing cue or a sink that
         // cannot work as configured ends cued at once (exit 78) with the fix.
-        let config: Config
-        do { config = try options.loadConfig() } catch {
-            throw StartupError("invalid config:\n" + error.description, exitCode: StartupError.configExit)
-        }
-        var startConfig = config
-        if options.muted != nil { startConfig.muted = nil }
-        let settings = options.effective(startConfig)
-        let runtime: Runtime
-        do {
-            let (rt, warnings) = try RuntimeLoader.load(config: startConfig, settings: settings, environment: env)
-            for w in warnings { logger.warning("\(w)") }
-            runtime = rt
-        } catch {
-            throw StartupError(error.description, exitCode: StartupError.configExit)
-        }
+        // One budget for every decoded sound: the cues, the cache, voices, decodes, a reload's overlap.
+        let budget = SoundBudget()
+        // The start's runtime is the daemon's once it is made, and this function's no
+        // more (it runs until cued stops: a reference kept here kept the first config's
+        // cues for good, whatever reloads replaced them).
+        var start: Runtime?
+        let (settings, config) = try loadStart(budget: budget, into: &start)
         // auto (the default) picks again at every open of the device; preflight picks once to say where.
         let sink = makeSink(settings)
         do { try sink.preflight() } catch {
@@ -66,6 +58,7 @@ public final class Server: Sendable {
             logger.error("cannot read the saved state; starting from defaults", metadata: ["error": "\(error)"])
         }
         let muted = options.muted ?? (FileSystem.entry(statePath) != .none ? saved.muted : nil) ?? config.muted ?? false
+        let cueNames = start!.bank.names.joined(separator: " ")
 
         let notifier = SystemdNotifier(environment: env)
         let activated = SocketActivation.inheritedSocket(environment: env)
@@ -100,16 +93,18 @@ public final class Server: Sendable {
         }
         let saver = StateSaver(path: statePath, pool: saves, loop: loop, logger: logger)
         let opts = options
-        let sounds = SoundLibrary(theme: runtime.theme, cacheLimitBytes: settings.themeCacheBytes)
+        let sounds = SoundLibrary(theme: start!.theme, cacheLimitBytes: settings.themeCacheBytes, budget: budget)
         let stopping = StopFlag()
         let sessionTTL = options.sessionTTLSeconds
         // Made on the loop, it stays there: other threads hold it only as a NIOLoopBound.
         deviceLog.picked(spec: sink.spec, why: sink.why)
-        let made = loop.submit { [logger, saved] in
-            let daemon = Daemon(loop: loop, engine: engine, runtime: runtime, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
+        let made = loop.submit { [logger, saved, start] in
+            let daemon = Daemon(loop: loop, engine: engine, runtime: start!, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
                                 sounds: sounds, sessions: SessionRegistry(ttlSeconds: sessionTTL), limits: limits, stopping: stopping,
-                                logger: logger,
-                                loadRuntime: { cancelled throws(LoadFailure) in try opts.loadRuntime(cancelled: cancelled) },
+                                budget: budget, logger: logger,
+                                loadRuntime: { reuse, cancelled throws(LoadFailure) in
+                                    try opts.loadRuntime(budget: budget, reuse: reuse, cancelled: cancelled)
+                                },
                                 notify: { notifier.notify($0) })
             daemonBox.value = daemon
             // The connection table and the scheduler live there too.
@@ -122,11 +117,12 @@ public final class Server: Sendable {
             try? group.syncShutdownGracefully()
             throw StartupError("cannot start the event loop: \(error)", exitCode: 1)
         }
+        start = nil
         // The flag's mute is saved with the rest of the saved state as it was.
         if options.muted != nil { var s = saved; s.muted = muted; saver.save(s) }
         engine.start()
         // Made now (its eventfd and socket watch are counted with the rest), started once cued listens.
-        let desktop = makeDesktopBus(config: config, daemon: daemon, loop: loop)
+        let desktop = makeDesktopBus(dbus: config.dbus, notifications: config.notifications, daemon: daemon, loop: loop)
 
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
@@ -176,7 +172,7 @@ public final class Server: Sendable {
         }
         // Said once cued is sure to run (a second instance or an unsafe socket
         // directory is refused above, and says only that).
-        logger.info("cues loaded", metadata: ["cues": "\(runtime.bank.names.joined(separator: " "))",
+        logger.info("cues loaded", metadata: ["cues": "\(cueNames)",
                                                 "dirs": "\(settings.sounds.joined(separator: ":"))",
                                                 "config": "\(config.path ?? "none")"])
         logger.info("cued \(CuedVersion.string) listening", metadata: [
@@ -208,16 +204,44 @@ public final class Server: Sendable {
              socketInode: socketInode, desktop: desktop)
     }
 
+    /// What the start keeps of the config file (not its cues: those are the runtime's).
+    struct StartConfig {
+        var path: String?
+        var muted: Bool?
+        var dbus: BusSetting
+        var notifications: NotificationSetting
+    }
+
+    /// Reads the config and loads every cue into `start`, charged to `budget`.
+    private func loadStart(budget: SoundBudget, into start: inout Runtime?) throws(StartupError) -> (Settings, StartConfig) {
+        var config: Config
+        do { config = try options.loadConfig() } catch {
+            throw StartupError("invalid config:\n" + error.description, exitCode: StartupError.configExit)
+        }
+        let kept = StartConfig(path: config.path, muted: config.muted, dbus: config.dbus, notifications: config.notifications)
+        if options.muted != nil { config.muted = nil }
+        let settings = options.effective(config)
+        do {
+            let (rt, warnings) = try RuntimeLoader.load(config: config, settings: settings, environment: options.environment, budget: budget)
+            for w in warnings { logger.warning("\(w)") }
+            start = rt
+        } catch {
+            throw StartupError(error.description, exitCode: StartupError.configExit)
+        }
+        return (settings, kept)
+    }
+
     /// The D-Bus face (`[dbus]`), to run on a thread of its own (`start`); nil when turned off.
-    func makeDesktopBus(config: Config, daemon: NIOLoopBound<Daemon>, loop: any EventLoop) -> DesktopBus? {
-        guard config.dbus.enabled else {
+    func makeDesktopBus(dbus: BusSetting, notifications: NotificationSetting, daemon: NIOLoopBound<Daemon>,
+                        loop: any EventLoop) -> DesktopBus? {
+        guard dbus.enabled else {
             logger.info("D-Bus: off ([dbus] enabled = false)")
             return nil
         }
         var o = DesktopBus.Options()
-        o.feedback = config.dbus.feedback
-        o.replace = config.dbus.replace
-        o.notifications = config.notifications.enabled
+        o.feedback = dbus.feedback
+        o.replace = dbus.replace
+        o.notifications = notifications.enabled
         o.socketPath = DesktopBus.socketPath(environment: options.environment)
         let bridge = BusBridge(loop: loop)
         let bus = DesktopBus(options: o, host: bridge, logger: logger)

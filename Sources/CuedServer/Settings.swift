@@ -19,6 +19,8 @@ public struct CommandLineOptions: Sendable {
     public var idleCloseSeconds: Double?
     public var soundDirectories: [String]?
     public var muted: Bool?
+    /// `--sound-budget-mb MB`.
+    public var soundBudgetMB: Double?
     /// `--force`: `wav:PATH` may replace a file that is already there.
     public var overwriteRecording = false
     public var sessionTTLSeconds = 300.0
@@ -60,13 +62,15 @@ public struct CommandLineOptions: Sendable {
         s.sounds = soundDirectories ?? c.sounds ?? defaultSoundDirectories
         s.theme = c.theme ?? "freedesktop"
         s.themeCacheBytes = Int((c.themeCacheMB ?? Settings.defaultThemeCacheMB) * 1_048_576)
+        s.soundBudgetBytes = Int((soundBudgetMB ?? c.soundBudgetMB ?? Settings.defaultSoundBudgetMB) * 1_048_576)
         s.stream = c.stream
         return s
     }
 
     /// Loads the config and every cue it and the directories name (blocking:
-    /// call it off the event loop).
-    public func loadRuntime(cancelled: @escaping @Sendable () -> Bool = { false }) throws(LoadFailure) -> (Runtime, warnings: [String]) {
+    /// call it off the event loop), charged to `budget` (see `RuntimeLoader.load`).
+    public func loadRuntime(budget: SoundBudget? = nil, reuse: [FileIdentity: SoundBuffer] = [:],
+                            cancelled: @escaping @Sendable () -> Bool = { false }) throws(LoadFailure) -> (Runtime, warnings: [String]) {
         var waited = 0
         while waited < reloadDelayMsForTesting {
             if cancelled() { throw .cancelled }
@@ -77,15 +81,17 @@ public struct CommandLineOptions: Sendable {
         do { config = try loadConfig() } catch { throw LoadFailure(error) }
         if muted != nil { config.muted = nil }  // the flag wins
         let settings = effective(config)
-        return try RuntimeLoader.load(config: config, settings: settings, environment: environment, cancelled: cancelled)
+        return try RuntimeLoader.load(config: config, settings: settings, environment: environment, budget: budget, reuse: reuse,
+                                      cancelled: cancelled)
     }
 
-    /// `--check-config PATH`: the file's syntax, keys and ranges, then the cues it names.
+    /// `--check-config PATH`: the file's syntax, keys and ranges, then the cues it names
+    /// (within the memory budget it sets).
     public func check(configPath path: String) -> Result<String, LoadFailure> {
         var o = self
         o.configPath = path
         do {
-            _ = try o.loadRuntime()
+            _ = try o.loadRuntime(budget: SoundBudget())
             return .success("\(path): ok")
         } catch {
             return .failure(error)
@@ -96,6 +102,8 @@ public struct CommandLineOptions: Sendable {
 /// The settings in force, resolved once from flags, config and defaults.
 public struct Settings: Sendable, Equatable {
     public static let defaultThemeCacheMB = 16.0
+    /// See `SoundBudget.defaultLimitBytes`.
+    public static let defaultSoundBudgetMB = Double(SoundBudget.defaultLimitBytes >> 20)
     public var sink = SinkSpec.auto
     /// nil: chosen for the device's kind.
     public var latencyMs: Int?
@@ -104,6 +112,8 @@ public struct Settings: Sendable, Equatable {
     public var sounds: [String] = []
     public var theme = "freedesktop"
     public var themeCacheBytes = 16 << 20
+    /// The memory budget for decoded sound (`SoundBudget`).
+    public var soundBudgetBytes = SoundBudget.defaultLimitBytes
     /// `[stream]`: overrides of the sound-server stream's properties.
     public var stream: [String: String] = [:]
 

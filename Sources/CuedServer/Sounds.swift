@@ -47,10 +47,25 @@ public final class SoundLibrary: Sendable {
     /// Theme misses remembered at most.
     public static let maxMisses = 1024
     private let state: NIOLockedValueBox<State>
-    private let loader = CueLoader()
+    private let loader: CueLoader
 
-    public init(theme: SoundTheme, cacheLimitBytes: Int) {
+    /// Decodes are charged to `budget`; when it has no room, the cache gives up its
+    /// least recently used sounds first.
+    public init(theme: SoundTheme, cacheLimitBytes: Int, budget: SoundBudget? = nil) {
         state = NIOLockedValueBox(State(theme: theme, cache: SoundCache(limitBytes: cacheLimitBytes)))
+        loader = CueLoader(budget: budget)
+        guard let budget else { return }
+        budget.setRelief { [weak self] needed in self?.giveUp(needed, of: budget) }
+    }
+
+    /// Drops cached sounds, least recently used first, until `needed` bytes went back
+    /// to `budget` or none is left (a sound a voice still plays gives nothing back
+    /// until it ends).
+    func giveUp(_ needed: Int, of budget: SoundBudget) {
+        let before = budget.used
+        state.withLockedValue { s in
+            while before - budget.used < needed, s.cache.removeOldest() {}
+        }
     }
 
     private var theme: SoundTheme { state.withLockedValue { $0.theme } }
@@ -172,6 +187,9 @@ public final class SoundLibrary: Sendable {
             s.missSet = []
         }
     }
+
+    /// Bytes of the sounds cached now.
+    public var cachedBytes: Int { state.withLockedValue { $0.cache.bytes } }
 
     public func status() -> Status.Theme {
         state.withLockedValue { s in

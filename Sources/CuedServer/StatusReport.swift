@@ -42,6 +42,7 @@ struct StatusReport {
     var sessions = 0
     var counts: [String: Status.App] = [:]
     var theme = Status.Theme()
+    var memory = Status.Memory()
     var bus = Status.Bus()
 
     /// One line for systemd's STATUS=: cues, sink state, mute, and the profile unless it is `full`.
@@ -119,6 +120,7 @@ struct StatusReport {
             out.latencyUs.max = Int(l.max)
         }
         out.theme = theme
+        out.memory = memory
         out.bus = bus
         return out
     }

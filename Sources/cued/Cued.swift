@@ -47,6 +47,8 @@ let help = """
       --max-clients N         connections at once, 1…100000; at the limit the longest idle one is
                               closed, else the new one gets `err busy` (default 256)
       --sounds DIR            a directory of cues; repeatable; replaces the default list
+      --sound-budget-mb MB    memory for all decoded sound (cues, cache, playing, decoding), 1…65536;
+                              past it a sound is refused with why (default 64)
       --muted, --unmuted      start muted or unmuted (overrides the saved state)
       --log-level L           trace, debug, info, notice, warning, error or critical (default info)
       -h, --help              this help
@@ -78,13 +80,14 @@ while let arg = args.popFirst() {
         guard let n = T(v), range.contains(n) else { usageError("\(name) must be \(range.lowerBound)…\(range.upperBound), got '\(v)'") }
         return n
     }
-    func seconds(_ range: ClosedRange<Double>) -> Double {
+    func decimal(_ range: ClosedRange<Double>, _ what: String) -> Double {
         let v = value()
         guard let n = RequestParser.decimal(Substring(v)), range.contains(n) else {
-            usageError("\(name) must be a number of seconds in \(Request.number(range.lowerBound))…\(Request.number(range.upperBound)), got '\(v)'")
+            usageError("\(name) must be a number of \(what) in \(Request.number(range.lowerBound))…\(Request.number(range.upperBound)), got '\(v)'")
         }
         return n
     }
+    func seconds(_ range: ClosedRange<Double>) -> Double { decimal(range, "seconds") }
     switch name {
     case "-h", "--help": print(help); exit(0)
     case "--version": print("cued \(CuedVersion.string)"); exit(0)
@@ -102,6 +105,7 @@ while let arg = args.popFirst() {
     case "--rate-limit": options.limits.playsPerSecond = seconds(0...1_000_000)
     case "--max-clients": options.limits.maxClients = number(1...100_000)
     case "--sounds": options.soundDirectories = (options.soundDirectories ?? []) + [value()]
+    case "--sound-budget-mb": options.soundBudgetMB = decimal(ConfigLoader.soundBudgetRange, "MiB")
     case "--force": options.overwriteRecording = true
     case "--muted": options.muted = true
     case "--unmuted": options.muted = false

@@ -111,4 +111,25 @@ import Testing
         #expect(r.lines.prefix(2) == ["!!  XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)",
                                       "    fix: export CUED_SOCKET=/home/u/.cued.sock (where `make run` puts cued's socket then), or pass --socket PATH"])
     }
+
+    /// The memory budget for decoded sound: shown; refusals are a problem with the fix,
+    /// which does not change whether a cue is heard.
+    @Test func theMemoryBudgetIsShownAndItsRefusalsAreAProblem() {
+        var s = status("alsa:default", state: "idle")
+        s.memory.limitBytes = 64 << 20
+        s.memory.usedBytes = 20 << 20
+        s.memory.cacheBytes = 16 << 20
+        s.memory.cuesBytes = 4 << 20
+        let fine = doctor(s, files: ["/run/user/1/pipewire-0"])
+        #expect(fine.lines.contains("--  memory for decoded sound: 20.0 of 64.0 MiB (cues 4.0, cache 16.0, playing 0.0, decoding 0.0), 0 refused"),
+                "\(fine.lines)")
+        s.memory.refused = 3
+        let refused = doctor(s, files: ["/run/user/1/pipewire-0"])
+        #expect(refused.exitCode == 0)
+        let i = refused.lines.firstIndex { $0.hasPrefix("!!  3 sounds or reloads were refused: over the memory budget for decoded sound") }
+        #expect(i != nil, "\(refused.lines)")
+        if let i { #expect(refused.lines[i + 1].hasPrefix("    fix: raise sound_budget_mb in cued.toml and cuectl reload")) }
+        // An older cued says nothing of a budget: nothing is shown.
+        #expect(!doctor(status("alsa:default"), files: []).lines.contains { $0.contains("memory") })
+    }
 }

@@ -132,6 +132,85 @@ import TestSupport
     }
 }
 
+/// Decoded sound and the memory budget: a file decoded once however many cues name it,
+/// a reload's unchanged files not decoded again, and what does not fit refused with why.
+@Suite struct CueBudgetTests {
+    let dir = TempDir()
+
+    func wav(_ name: String, frames: Int, channels: Int = 1, value: Int16 = 1000) throws -> String {
+        let path = dir.file(name)
+        try WAV.write(path, int16: [Int16](repeating: value, count: frames * channels), sampleRate: 48_000, channels: channels)
+        return path
+    }
+
+    func required() throws -> String {
+        let d = dir.file("req")
+        try FileManager.default.createDirectory(atPath: d, withIntermediateDirectories: true)
+        for n in ["psst1", "psst2", "pop"] {
+            try WAV.write(d + "/" + n + ".wav", int16: [Int16](repeating: 500, count: 480), sampleRate: 48_000, channels: 1)
+        }
+        return d
+    }
+
+    /// 300 cues naming one 1 s file: one decode, one buffer, counted once.
+    @Test func aFileNamedByManyCuesIsDecodedOnce() throws {
+        let one = try wav("one.wav", frames: 48_000)
+        let budget = SoundBudget(limitBytes: 8 << 20)
+        var files: [String: String] = [:]
+        for i in 0..<300 { files["c\(i)"] = one }
+        let r = try CueBankLoader(loader: CueLoader(budget: budget)).load(directories: [try required()], files: files)
+        let sounds = Set((0..<300).map { ObjectIdentifier(r.bank["c\($0)"]!.sound) })
+        #expect(sounds.count == 1)
+        #expect(r.bank["c7"]!.name == "c7" && r.bank["c7"]!.frames == 48_000)
+        let page = SampleMemory.pageSize
+        let decoded = r.bank["c0"]!.sound.bytes
+        #expect(decoded == (48_000 * 8 + page - 1) / page * page && r.bank.bytes == decoded + 3 * page)  // 384,000 B in whole pages
+        #expect(budget.used == r.bank.bytes && budget.decoding == 0)
+    }
+
+    /// A reload takes the files that did not change as they are: no new decode, no overlap.
+    @Test func aReloadDecodesOnlyWhatChanged() throws {
+        let a = try wav("a.wav", frames: 48_000), b = try wav("b.wav", frames: 24_000)
+        let budget = SoundBudget(limitBytes: 8 << 20)
+        let loader = CueBankLoader(loader: CueLoader(budget: budget))
+        let req = try required()
+        let first = try loader.load(directories: [req], files: ["a": a, "b": b])
+        let used = budget.used
+        // b changes (a new mtime and size), a does not.
+        _ = try wav("b.wav", frames: 12_000)
+        let second = try loader.load(directories: [req], files: ["a": a, "b": b], reuse: first.sounds)
+        #expect(second.bank["a"]!.sound === first.bank["a"]!.sound)
+        #expect(second.bank["b"]!.sound !== first.bank["b"]!.sound && second.bank["b"]!.frames == 12_000)
+        #expect(budget.used == used + second.bank["b"]!.sound.bytes)  // the old and the new b, side by side
+    }
+
+    /// Past the budget a decode is refused with what it needs, the budget, and how to raise it;
+    /// a bank load fails whole for it, even for a file of a directory it would skip otherwise.
+    @Test func whatDoesNotFitIsRefusedWithHowToRaiseTheBudget() throws {
+        let long = try wav("long.wav", frames: 480_000)  // 10 s: 3.84 MB decoded
+        let budget = SoundBudget(limitBytes: 2 << 20)
+        do {
+            _ = try CueLoader(budget: budget).load(path: long, name: "long")
+            Issue.record("decoded over the budget")
+        } catch {
+            #expect(error.overBudget && error.path == long)
+            #expect(error.reason.contains("over the memory budget for decoded sound: it needs 3.7 MiB"), "\(error.reason)")
+            #expect(error.reason.contains("sound_budget_mb") && error.reason.contains("--sound-budget-mb"), "\(error.reason)")
+        }
+        #expect(budget.used == 0 && budget.refused == 1)
+        let req = try required()
+        try FileManager.default.copyItem(atPath: long, toPath: req + "/extra.wav")
+        do {
+            _ = try CueBankLoader(loader: CueLoader(budget: budget)).load(directories: [req])
+            Issue.record("a bank over the budget loaded")
+        } catch {
+            guard case .overBudget(let name, _) = error else { Issue.record("\(error)"); return }
+            #expect(name == "extra")
+        }
+        #expect(budget.used == 0)
+    }
+}
+
 @Suite struct WAVSinkTests {
     @Test func writesEveryFrameAndPaces() throws {
         let dir = TempDir()

@@ -61,7 +61,7 @@ final class DaemonHarness: Sendable {
             let d = Daemon(loop: loop, engine: engine, runtime: Self.runtime(config, extraCues: extraCues), saved: saved, muted: muted, saver: saver,
                            reloads: reloads, decoding: DecodeLane(), sounds: SoundLibrary(theme: Self.noTheme, cacheLimitBytes: 1 << 20),
                            limits: limits, stopping: stopping, logger: Self.quiet,
-                           loadRuntime: { _ throws(LoadFailure) in
+                           loadRuntime: { _, _ throws(LoadFailure) in
                                loads.withLock { $0 += 1 }
                                return (Self.runtime(nextConfig.withLock { $0 }), warnings: [])
                            })

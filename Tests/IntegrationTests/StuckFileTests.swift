@@ -1,4 +1,5 @@
 import CuedClient
+import CuedProtocol
 import Foundation
 import Testing
 import TestSupport
@@ -12,32 +13,32 @@ enum HungMount {
         if !FileManager.default.fileExists(atPath: "/usr/lib/python3/dist-packages/fusepy.py") { return "python3-fusepy is not installed" }
         return nil
     }
+
+    /// The hung file system, mounted at `path` (DIR/mnt) by its server.
+    final class Mounted {
+        let path: String
+        let server: Subprocess
+        init(in dir: TempDir) throws {
+            path = dir.file("mnt")
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+            server = try Subprocess("/usr/bin/python3", [StuckFileTests.script, path], stderr: dir.file("hungfs.log"))
+            #expect(eventually { FileManager.default.fileExists(atPath: path + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        }
+        /// Its server dies (every read still waiting is answered, with an error) and the mount goes.
+        func unmount() {
+            kill(server.pid, SIGKILL)
+            _ = server.wait(timeout: 10)
+            _ = try? runProcess("/bin/umount", ["-l", path], timeout: 10)
+        }
+    }
 }
 
 @Suite(.serialized, .timeLimit(.minutes(2)),
        .enabled(if: HungMount.unavailableReason == nil, Comment(rawValue: HungMount.unavailableReason ?? "")))
 struct StuckFileTests {
 
-    /// One file, `hang.wav`, whose every read waits forever.
-    static let script = """
-        import errno, stat, sys, threading, time
-        from fusepy import FUSE, FuseOSError, Operations
-        class Hung(Operations):
-            def getattr(self, path, fh=None):
-                t = time.time()
-                if path == '/':
-                    return dict(st_mode=stat.S_IFDIR | 0o755, st_nlink=2, st_ctime=t, st_mtime=t, st_atime=t)
-                if path == '/hang.wav':
-                    return dict(st_mode=stat.S_IFREG | 0o644, st_nlink=1, st_size=48044, st_ctime=t, st_mtime=t, st_atime=t)
-                raise FuseOSError(errno.ENOENT)
-            def readdir(self, path, fh):
-                return ['.', '..', 'hang.wav']
-            def open(self, path, flags):
-                return 0
-            def read(self, path, size, offset, fh):
-                threading.Event().wait()
-        FUSE(Hung(), sys.argv[1], foreground=True, nothreads=False)
-        """
+    /// Files named `hang*.wav` (`hang.wav` listed) whose every read waits forever.
+    static let script = TestPaths.repoRoot.appendingPathComponent("bench/hungfs.py").path
 
     /// Two clients ask for a file on the hung mount: each is answered `err bad-file … timed
     /// out` at the deadline, and meanwhile every other client's request is answered (ping,
@@ -45,17 +46,10 @@ struct StuckFileTests {
     /// runs cued's whole stop while the mount hangs.
     @Test func aHungMountTimesOutItsFilesAndNeverStallsOthers() throws {
         let dir = TempDir()
-        let mount = dir.file("mnt")
-        try FileManager.default.createDirectory(atPath: mount, withIntermediateDirectories: true)
-        try Self.script.write(toFile: dir.file("hungfs.py"), atomically: true, encoding: .utf8)
-        let fs = try Subprocess("/usr/bin/python3", [dir.file("hungfs.py"), mount], stderr: dir.file("hungfs.log"))
+        let hung = try HungMount.Mounted(in: dir)
+        let mount = hung.path, fs = hung.server
         // The file system goes first: its death answers every read still waiting (with an error).
-        defer {
-            kill(fs.pid, SIGKILL)
-            _ = fs.wait(timeout: 10)
-            _ = try? runProcess("/bin/umount", ["-l", mount], timeout: 10)
-        }
-        #expect(eventually { FileManager.default.fileExists(atPath: mount + "/hang.wav") }, "\(dir.file("hungfs.log"))")
+        defer { hung.unmount() }
         let normal = dir.file("ok.wav")
         try WAV.write(normal, int16: [Int16](repeating: 1000, count: 9_600), sampleRate: 48_000, channels: 2)
 
@@ -87,5 +81,63 @@ struct StuckFileTests {
         #expect(eventually(timeout: 20) { d.readStderr().contains("info cued: stopped") }, "\(d.readStderr())")
         kill(fs.pid, SIGKILL)
         _ = d.expectStopsByItself()
+    }
+
+    /// Issue 29, problem 4: four apps keep asking for files on the hung mount. Another app's
+    /// local file and uncached theme sound are answered at once all the while (they waited
+    /// 4.5 s for the deadline that wrote the stuck decoders off, and once 8 were stuck every
+    /// app's files were refused: "earlier files are stuck"); a stuck app's own third file is
+    /// refused at once.
+    @Test func fourAppsStuckOnAHungMountTakeNoOtherAppsFiles() throws {
+        let dir = TempDir()
+        let hung = try HungMount.Mounted(in: dir)
+        let mount = hung.path, fs = hung.server
+        defer { hung.unmount() }
+        let local = try (0..<2).map { i -> String in
+            let path = dir.file("local\(i).wav")
+            try WAV.write(path, int16: Fixture.samples(seed: UInt64(50 + i), frames: 9_600), sampleRate: 48_000, channels: 1)
+            return path
+        }
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_DATA_DIRS": "/usr/share"])
+        // Each app asks on connections of its own (a connection's next request waits for its reply).
+        func ask(_ k: Int, _ file: String) throws -> CueClient {
+            let c = try d.client()
+            #expect(try c.request("app stuck\(k)") == "ok stuck\(k)")
+            try c.send(Array("play-file \(mount)/\(file)\n".utf8))
+            return c
+        }
+        var stuck = try (0..<4).map { k in try ask(k, "hang\(k)-a.wav") }
+        usleep(400_000)  // the four express decoders are asleep in the kernel
+        let other = try d.client()
+        #expect(try other.request("app other") == "ok other")
+        func timed(_ line: String) throws -> (String, Double) {
+            let t = Date()
+            let r = try other.request(line)
+            return (r, Date().timeIntervalSince(t))
+        }
+        var (r, s) = try timed("play-file \(FilePath.encode(local[0]))")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        (r, s) = try timed("play bell")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        // They keep asking: a second file each is stuck too, and a third (from another
+        // connection of the same app) refused at once.
+        stuck += try (0..<4).map { k in try ask(k, "hang\(k)-b.wav") }
+        usleep(400_000)
+        (r, s) = try timed("play-file \(FilePath.encode(local[1]))")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        (r, s) = try timed("play message-new-instant")
+        #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
+        for k in 0..<4 {
+            let again = try d.client()
+            #expect(try again.request("app stuck\(k)") == "ok stuck\(k)")
+            let t = Date()
+            let refused = try again.request("play-file \(mount)/hang\(k)-c.wav")
+            #expect(refused.hasPrefix("err bad-file \(mount)/hang\(k)-c.wav: not tried: this client's earlier files are stuck"),
+                    "\(refused)")
+            #expect(Date().timeIntervalSince(t) < 1.5)
+        }
+        withExtendedLifetime(stuck) {}
+        kill(fs.pid, SIGKILL)  // the mount goes: the stuck reads return, and cued stops as usual
+        #expect(d.stop() == 0)
     }
 }
