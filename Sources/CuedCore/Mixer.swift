@@ -70,6 +70,9 @@ public final class Mixer {
     let interpolator = Interpolator()
     /// Turns the mix down where it would pass full scale, instead of clipping it.
     public private(set) var limiter: PeakLimiter
+    /// The same for frames mixed again after a rewind: they were limited when first mixed,
+    /// so each pass over them starts from unity and turns down only what the new voice adds.
+    private var remixLimiter: PeakLimiter
     /// Off only in tests of the raw sum and of the conversion's clipping.
     let limiting: Bool
     /// Fade at the end of a time-limited loop: 4 ms.
@@ -112,12 +115,14 @@ public final class Mixer {
         ownerKeys = Array(repeating: 0, count: maxVoices)
         ownerCounts = Array(repeating: 0, count: maxVoices)
         limiter = PeakLimiter(maxFrames: maxFrames, attackFrames: rate / 1000, releaseFrames: rate / 20)
+        remixLimiter = PeakLimiter(maxFrames: maxFrames, attackFrames: rate / 1000, releaseFrames: rate / 20)
         self.limiting = limiting
     }
 
     deinit {
         mix.deallocate()
         limiter.deallocate()
+        remixLimiter.deallocate()
     }
 
     /// Voices playing, not counting stolen ones fading out.
@@ -154,12 +159,13 @@ public final class Mixer {
         endedCount = 0
         if let slot, frames > 0 {
             renderVoice(&voices[slot], frames: frames, into: rendered)
-            // Those frames were limited as they were first mixed; what the new voice adds is
-            // limited from the gain reached then (a small step at worst, never a clip).
+            // Those frames were limited as they were first mixed; only what the new voice
+            // adds past full scale is turned down now (never a clip).
+            remixLimiter.reset()
             var done = 0
             while limiting && done < frames {
                 let n = min(maxFrames, frames - done)
-                limiter.process(rendered + done * 2, frames: n)
+                remixLimiter.process(rendered + done * 2, frames: n)
                 done += n
             }
         }

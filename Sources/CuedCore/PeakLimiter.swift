@@ -26,6 +26,9 @@ public struct PeakLimiter {
     /// Where a limited frame peaks: −0.001 dBFS.
     public static let ceiling: Float = 0.9999
 
+    /// Back to unity gain (for a pass over frames limited before).
+    public mutating func reset() { gain = 1 }
+
     /// The mixer frees it (a struct cannot have a deinit).
     public func deallocate() { envelope.deallocate() }
 

@@ -60,7 +60,7 @@ import Glibc
     }
 
     @Test func restartKeepsRecentVoicesFromTheirFirstFrameAndDropsOlderOnes() {
-        let m = Mixer(maxVoices: 4, maxFrames: 4)
+        let m = Mixer(maxVoices: 4, maxFrames: 4, limiting: false)
         let ramp = Cue(name: "ramp", stereo: (0..<8).flatMap { [Float($0), Float($0)] })
         m.start(ramp, id: 1, gain: 1, requestTime: 1_000)
         m.start(cue("old", frames: 100), id: 2, gain: 1, requestTime: 10)
@@ -73,7 +73,7 @@ import Glibc
     }
 
     @Test func aLoopedVoiceRepeatsItsCueBackToBack() {
-        let m = Mixer(maxVoices: 1, maxFrames: 8)
+        let m = Mixer(maxVoices: 1, maxFrames: 8, limiting: false)
         let ramp = Cue(name: "ramp", stereo: (1...3).flatMap { [Float($0), Float($0)] })
         m.start(ramp, id: 1, gain: 1, loop: .times(3))
         m.render(frames: 8)
@@ -85,7 +85,7 @@ import Glibc
     }
 
     @Test func anEmptyCueNeverLoopsForever() {
-        let m = Mixer(maxVoices: 1, maxFrames: 8)
+        let m = Mixer(maxVoices: 1, maxFrames: 8, limiting: false)
         m.start(Cue(name: "empty", stereo: []), id: 1, gain: 1, loop: .forever)
         m.render(frames: 8)
         #expect(m.endedCount == 1 && m.ended[0] == Mixer.Ended(id: 1, reason: .played, lastFrame: -1))
