@@ -24,6 +24,7 @@
  * Plain C: libc, pthreads and libcanberra.so.0's exported helpers. */
 
 #define _GNU_SOURCE
+#include <dlfcn.h>
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
@@ -115,6 +116,7 @@ struct private {
         int wakefd;
         pthread_t thread;
         bool thread_started, stopping;
+        bool destroyed_here;          /* destroyed from a callback: the thread frees all as it ends */
 
         /* The drivers cued stands in for, opened when first needed. */
         pthread_mutex_t fb_lock;
@@ -586,6 +588,15 @@ static bool cued_usable(struct private *p) {
         return !(p->count && now_ns() - p->ring[p->head].sent_ns > STUCK_NS);
 }
 
+/* Takes the lock if cued is to be sent the call (see cued_usable); else leaves it free. */
+static bool lock_if_usable(struct private *p) {
+        pthread_mutex_lock(&p->lock);
+        if (cued_usable(p))
+                return true;
+        pthread_mutex_unlock(&p->lock);
+        return false;
+}
+
 /* ---- Replies (reader thread, p->lock held) -------------------------------- */
 
 /* The callback's code for a voice's end reason (protocol v1's end lines). */
@@ -793,20 +804,21 @@ static void call_closure(ca_context *sub, uint32_t id, int code, void *userdata)
         free(k);
 }
 
-/* The i-th fallback driver, opened the first time it is needed (fb_lock held). */
+/* The i-th fallback driver, opened the first time it is needed; NULL if it does not open. */
 static ca_context *fallback_context(struct private *p, int i) {
-        if (p->fb[i])
-                return p->fb[i];
         ca_context *sub = NULL;
-        if (ca_context_create(&sub) < 0)
-                return NULL;
-        if (ca_context_set_driver(sub, p->fb_names[i]) < 0 || (p->props && ca_context_change_props_full(sub, p->props) < 0)
-            || ca_context_change_device(sub, p->device[0] ? p->device : NULL) < 0 || ca_context_open(sub) < 0) {
-                ca_context_destroy(sub);
-                return NULL;
+        pthread_mutex_lock(&p->fb_lock);
+        if (!(sub = p->fb[i]) && ca_context_create(&sub) == CA_SUCCESS) {
+                if (ca_context_set_driver(sub, p->fb_names[i]) < 0 || (p->props && ca_context_change_props_full(sub, p->props) < 0)
+                    || ca_context_change_device(sub, p->device[0] ? p->device : NULL) < 0 || ca_context_open(sub) < 0) {
+                        ca_context_destroy(sub);
+                        sub = NULL;
+                } else {
+                        debug("fallback opened", p->fb_names[i]);
+                        p->fb[i] = sub;
+                }
         }
-        debug("fallback opened", p->fb_names[i]);
-        p->fb[i] = sub;
+        pthread_mutex_unlock(&p->fb_lock);
         return sub;
 }
 
@@ -816,9 +828,7 @@ static int fallback_play(struct private *p, uint32_t id, ca_proplist *pl, ca_fin
         bool first = true;
         debug("cued absent; playing through the fallback", NULL);
         for (int i = 0; i < p->fb_count; i++) {
-                pthread_mutex_lock(&p->fb_lock);
                 ca_context *sub = fallback_context(p, i);
-                pthread_mutex_unlock(&p->fb_lock);
                 if (!sub)
                         continue;
                 struct closure *k = NULL;
@@ -843,22 +853,22 @@ static int fallback_play(struct private *p, uint32_t id, ca_proplist *pl, ca_fin
 static int fallback_cache(struct private *p, ca_proplist *pl) {
         int ret = CA_ERROR_NODRIVER;
         for (int i = 0; i < p->fb_count; i++) {
-                pthread_mutex_lock(&p->fb_lock);
                 ca_context *sub = fallback_context(p, i);
-                pthread_mutex_unlock(&p->fb_lock);
-                if (!sub)
-                        continue;
-                if ((ret = ca_context_cache_full(sub, pl)) == CA_SUCCESS)
+                if (sub && (ret = ca_context_cache_full(sub, pl)) == CA_SUCCESS)
                         break;
         }
         return ret;
 }
 
-static ca_context *opened_fallback(struct private *p, int i) {
+/* The fallback drivers opened so far (they stay until the context is destroyed). */
+static int opened_fallbacks(struct private *p, ca_context *out[MAX_FALLBACKS]) {
+        int n = 0;
         pthread_mutex_lock(&p->fb_lock);
-        ca_context *sub = p->fb[i];
+        for (int i = 0; i < p->fb_count; i++)
+                if (p->fb[i])
+                        out[n++] = p->fb[i];
         pthread_mutex_unlock(&p->fb_lock);
-        return sub;
+        return n;
 }
 
 /* The names after "cued" in CANBERRA_DRIVER ("cued,alsa"), else libcanberra's own order. */
@@ -892,6 +902,8 @@ static void fallback_names(struct private *p, const char *driver) {
 }
 
 /* ---- The reader thread -------------------------------------------------------- */
+
+static void free_private(struct private *p);
 
 /* Callbacks of ended plays, and replays, outside the lock (a callback may take its
  * own locks, or another thread of the app may be in a call waiting for ours). */
@@ -980,13 +992,25 @@ static void *reader(void *arg) {
                 finish(p, pl, CA_ERROR_DESTROYED);
         }
         run_deliveries(p);
+        bool self = p->destroyed_here;
         pthread_mutex_unlock(&p->lock);
+        if (self)
+                free_private(p);
         return NULL;
 }
 
 /* ---- libcanberra's entry points ---------------------------------------------------- */
 
 EXPORT int cued_driver_destroy(ca_context *c);
+
+/* Keeps this module loaded for the life of the process: a context destroyed from its own
+ * callback leaves the thread running this code for a moment after libcanberra has
+ * closed the module. */
+static void pin_module(void) {
+        Dl_info info;
+        if (dladdr((void *) cued_driver_destroy, &info) && info.dli_fname)
+                dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE);
+}
 
 EXPORT int cued_driver_open(ca_context *c) {
         struct private *p;
@@ -1000,6 +1024,8 @@ EXPORT int cued_driver_open(ca_context *c) {
                 return CA_ERROR_NODRIVER;
         if (c->private)
                 return CA_ERROR_STATE;
+        static pthread_once_t pinned = PTHREAD_ONCE_INIT;
+        pthread_once(&pinned, pin_module);
         if (!(p = calloc(1, sizeof *p)))
                 return CA_ERROR_OOM;
         p->context = c;
@@ -1050,6 +1076,18 @@ EXPORT int cued_driver_destroy(ca_context *c) {
         struct private *p;
         if (!c || !(p = PRIVATE(c)))
                 return CA_ERROR_STATE;
+        c->private = NULL;
+        if (p->thread_started && pthread_equal(pthread_self(), p->thread)) {
+                /* From a callback, on the thread itself: it cannot wait for itself. It ends
+                 * once the callback returns, and frees what is left (its code stays loaded:
+                 * the module is pinned at the first open). */
+                pthread_mutex_lock(&p->lock);
+                p->stopping = true;
+                p->destroyed_here = true;
+                pthread_mutex_unlock(&p->lock);
+                pthread_detach(p->thread);
+                return CA_SUCCESS;
+        }
         if (p->thread_started) {
                 pthread_mutex_lock(&p->lock);
                 p->stopping = true;
@@ -1061,6 +1099,12 @@ EXPORT int cued_driver_destroy(ca_context *c) {
                 disconnect(p, NULL);
                 pthread_mutex_unlock(&p->lock);
         }
+        free_private(p);
+        return CA_SUCCESS;
+}
+
+/* What is left once the thread has ended: ended plays, the fallback's contexts, the rest. */
+static void free_private(struct private *p) {
         for (struct play *pl = p->done, *n; pl; pl = n) {
                 n = pl->next;
                 free_play(pl);
@@ -1076,8 +1120,6 @@ EXPORT int cued_driver_destroy(ca_context *c) {
         pthread_mutex_destroy(&p->lock);
         pthread_mutex_destroy(&p->fb_lock);
         free(p);
-        c->private = NULL;
-        return CA_SUCCESS;
 }
 
 EXPORT int cued_driver_change_device(ca_context *c, const char *device) {
@@ -1088,11 +1130,9 @@ EXPORT int cued_driver_change_device(ca_context *c, const char *device) {
         pthread_mutex_lock(&p->fb_lock);
         snprintf(p->device, sizeof p->device, "%s", device ? device : "");
         pthread_mutex_unlock(&p->fb_lock);
-        for (int i = 0; i < p->fb_count; i++) {
-                ca_context *sub = opened_fallback(p, i);
-                if (sub)
-                        ca_context_change_device(sub, device);
-        }
+        ca_context *subs[MAX_FALLBACKS];
+        for (int i = 0, n = opened_fallbacks(p, subs); i < n; i++)
+                ca_context_change_device(subs[i], device);
         return CA_SUCCESS;
 }
 
@@ -1114,11 +1154,9 @@ EXPORT int cued_driver_change_props(ca_context *c, ca_proplist *changed, ca_prop
         pthread_mutex_lock(&p->lock);
         snprintf(p->context_app, sizeof p->context_app, "%s", app);
         pthread_mutex_unlock(&p->lock);
-        for (int i = 0; i < p->fb_count; i++) {
-                ca_context *sub = opened_fallback(p, i);
-                if (sub)
-                        ca_context_change_props_full(sub, changed);
-        }
+        ca_context *subs[MAX_FALLBACKS];
+        for (int i = 0, n = opened_fallbacks(p, subs); i < n; i++)
+                ca_context_change_props_full(subs[i], changed);
         return CA_SUCCESS;
 }
 
@@ -1134,11 +1172,8 @@ EXPORT int cued_driver_play(ca_context *c, uint32_t id, ca_proplist *proplist, c
                 return v;
 
         uint64_t deadline = now_ns() + CALL_BUDGET_NS;
-        pthread_mutex_lock(&p->lock);
-        if (!cued_usable(p)) {
-                pthread_mutex_unlock(&p->lock);
+        if (!lock_if_usable(p))
                 return fallback_play(p, id, proplist, cb, userdata);
-        }
         if (p->nplays >= MAX_PLAYS) {
                 pthread_mutex_unlock(&p->lock);
                 return CA_ERROR_NOTAVAILABLE;
@@ -1215,11 +1250,9 @@ EXPORT int cued_driver_cancel(ca_context *c, uint32_t id) {
                 n = p->active;
         }
         pthread_mutex_unlock(&p->lock);
-        for (int i = 0; i < p->fb_count; i++) {
-                ca_context *sub = opened_fallback(p, i);
-                if (sub)
-                        ca_context_cancel(sub, id);
-        }
+        ca_context *subs[MAX_FALLBACKS];
+        for (int i = 0, n = opened_fallbacks(p, subs); i < n; i++)
+                ca_context_cancel(subs[i], id);
         return CA_SUCCESS;
 }
 
@@ -1232,11 +1265,8 @@ EXPORT int cued_driver_cache(ca_context *c, ca_proplist *proplist) {
         if (v < 0)
                 return v;
         uint64_t deadline = now_ns() + CALL_BUDGET_NS;
-        pthread_mutex_lock(&p->lock);
-        if (!cued_usable(p)) {
-                pthread_mutex_unlock(&p->lock);
+        if (!lock_if_usable(p))
                 return fallback_cache(p, proplist);
-        }
         struct waiter *w = calloc(1, sizeof *w);
         if (!w) {
                 pthread_mutex_unlock(&p->lock);
@@ -1269,10 +1299,10 @@ EXPORT int cued_driver_playing(ca_context *c, uint32_t id, int *playing) {
                 if (pl->ca_id == id)
                         *playing = 1;
         pthread_mutex_unlock(&p->lock);
-        for (int i = 0; i < p->fb_count && !*playing; i++) {
-                ca_context *sub = opened_fallback(p, i);
+        ca_context *subs[MAX_FALLBACKS];
+        for (int i = 0, n = opened_fallbacks(p, subs); i < n && !*playing; i++) {
                 int x = 0;
-                if (sub && ca_context_playing(sub, id, &x) == CA_SUCCESS && x)
+                if (ca_context_playing(subs[i], id, &x) == CA_SUCCESS && x)
                         *playing = 1;
         }
         return CA_SUCCESS;

@@ -103,6 +103,8 @@ final class CanberraSandbox: @unchecked Sendable {
     static func environment(_ base: [String: String], driver: String? = "cued") -> [String: String] {
         var env = base
         env["CANBERRA_DRIVER"] = driver
+        // Freed memory overwritten (glibc): a use after free in the plug-in shows as a crash or a hang.
+        env["GLIBC_TUNABLES"] = "glibc.malloc.perturb=165"
         env.removeValue(forKey: "CANBERRA_DEVICE")
         return env
     }

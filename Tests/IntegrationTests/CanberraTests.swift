@@ -222,6 +222,10 @@ struct CanberraTests {
             ["play", 8, ["event.id": "cuedtest-bell", "canberra.volume": String(repeating: "9", count: 5000)]],
             ["play", 6, ["event.id": "cuedtest-bell", "application.name": String(repeating: "é", count: 300)]],
             ["play", 7, ["event.id": ["hex": "62656c6c"]]],
+            // An app that destroys a context from that context's callback (on the driver's thread).
+            ["fds"],
+            ["destroy_in_callback", 9, ["event.id": "cuedtest-bell"]],
+            ["fds"],
             ["wait_callbacks", 2, 10],
             ["sleep", 0.2],
         ], env: CanberraSandbox.environment(d.environment))
@@ -234,6 +238,12 @@ struct CanberraTests {
         #expect(run.ret(6) == CA.success && run.codes(6) == [CA.success], "\(run)")
         #expect(run.ret(7) == CA.invalid && run.ret(8) == CA.invalid, "an event id without its NUL is no string; 5,000 digits no volume: \(run)")
         #expect(run.calls.allSatisfy { $0.ms < 50 }, "\(run.calls.map { "\($0.op) \($0.id ?? 0): \($0.ms) ms" })")
+        #expect(run.calls.first { $0.op == "destroy_in_callback" }?.ret == CA.success
+                && run.callbacks.filter { $0.context == 99 }.map(\.code) == [CA.success], "\(run)")
+        // …and its thread, connection and descriptors are gone once the callback returned.
+        let around = run.calls.filter { $0.op == "fds" }
+        #expect(around.count == 2 && around[0].tasks == around[1].tasks && around[0].fds == around[1].fds,
+                "threads and descriptors before and after: \(around.map { ($0.tasks ?? -1, $0.fds ?? -1) })")
         #expect(try d.request("ping") == "ok pong")
 
         // A cued that stops answering (SIGSTOP): a play is sent and the call returns after its few
