@@ -23,6 +23,13 @@ thread).
                                        wait for their callbacks (5 s) and destroy them
     ["destroy"]                        ca_context_destroy (callbacks still due come now)
     ["fds"]                            record the process's open descriptors and threads
+    ["destroy_in_callback", ID, {props}]  another context, whose play's callback destroys it (on the
+                                       driver's own thread), then waits for that (5 s)
+
+  canberra_client.py --serve PROPS-JSON   for `make bench`: one context, a play of PROPS for each
+                                          line `p ID` read (`q` ends): prints `P ID T0 RET` (T0 the
+                                          monotonic ns just before ca_context_play_full) and, per
+                                          callback, `C ID CODE`
 """
 import ctypes
 import json
@@ -85,43 +92,36 @@ def timed(f):
     return r, (time.monotonic() - t) * 1000
 
 
+def play(ctx, op, cid, props, cb):
+    """One ca_context_play_full, timed: what the call returned and how long it took."""
+    p = proplist(props)
+    r, ms = timed(lambda: ca.ca_context_play_full(ctx, cid, p, cb, None))
+    ca.ca_proplist_destroy(p)
+    return {"op": op, "id": cid, "ret": r, "ms": ms, "t": time.monotonic()}
+
+
 def main():
     steps = json.loads(sys.argv[1])
     ctx = context()
     calls = []
-    plays = 0
     for step in steps:
         op = step[0]
-        if op == "props":
+        if op in ("props", "cache"):
             p = proplist(step[1])
-            r, ms = timed(lambda: ca.ca_context_change_props_full(ctx, p))
+            f = ca.ca_context_change_props_full if op == "props" else ca.ca_context_cache_full
+            r, ms = timed(lambda: f(ctx, p))
             ca.ca_proplist_destroy(p)
             calls.append({"op": op, "ret": r, "ms": ms})
         elif op == "open":
             r, ms = timed(lambda: ca.ca_context_open(ctx))
             calls.append({"op": op, "ret": r, "ms": ms})
         elif op in ("play", "play_nocb"):
-            p = proplist(step[2])
-            if op == "play":
-                r, ms = timed(lambda: ca.ca_context_play_full(ctx, step[1], p, FINISH, None))
-            else:
-                r, ms = timed(lambda: ca.ca_context_play_full(ctx, step[1], p, CB(), None))
-            ca.ca_proplist_destroy(p)
-            plays += 1
-            calls.append({"op": op, "id": step[1], "ret": r, "ms": ms, "t": time.monotonic()})
+            calls.append(play(ctx, op, step[1], step[2], FINISH if op == "play" else CB()))
         elif op == "burst":
             n, first, props, gap = step[1], step[2], step[3], step[4]
             for i in range(n):
-                p = proplist(props)
-                r, ms = timed(lambda: ca.ca_context_play_full(ctx, first + i, p, FINISH, None))
-                ca.ca_proplist_destroy(p)
-                calls.append({"op": "play", "id": first + i, "ret": r, "ms": ms, "t": time.monotonic()})
+                calls.append(play(ctx, "play", first + i, props, FINISH))
                 time.sleep(gap)
-        elif op == "cache":
-            p = proplist(step[1])
-            r, ms = timed(lambda: ca.ca_context_cache_full(ctx, p))
-            ca.ca_proplist_destroy(p)
-            calls.append({"op": op, "ret": r, "ms": ms})
         elif op == "cancel":
             r, ms = timed(lambda: ca.ca_context_cancel(ctx, step[1]))
             calls.append({"op": op, "id": step[1], "ret": r, "ms": ms})
@@ -161,6 +161,25 @@ def main():
             for c in many:
                 ca.ca_context_destroy(c)
             calls.append({"op": op, "rets": rets, "ms": ms, "ret": min(rets)})
+        elif op == "destroy_in_callback":
+            other = context()
+            gone = threading.Event()
+
+            def destroy(c, cid, code, userdata):
+                on_finish(c, cid, code, 99)
+                ca.ca_context_destroy(other)
+                gone.set()
+
+            keep = CB(destroy)
+            p = proplist(step[2])
+            r = ca.ca_context_play_full(other, step[1], p, keep, None)
+            ca.ca_proplist_destroy(p)
+            calls.append({"op": op, "id": step[1], "ret": r, "ms": 0})
+            if r == 0:
+                gone.wait(5)
+                time.sleep(0.2)  # the driver's thread ends after the callback
+            else:
+                ca.ca_context_destroy(other)
         elif op == "fds":
             calls.append({"op": op, "fds": len(os.listdir("/proc/self/fd")), "tasks": len(os.listdir("/proc/self/task"))})
         elif op == "destroy":
@@ -176,5 +195,35 @@ def main():
     print(json.dumps({"calls": calls, "callbacks": cbs, "threads": threading.active_count()}))
 
 
+def serve(props):
+    """One long-lived context for the bench: a play per `p ID` line, timed by the caller."""
+    ctx = context()
+    out_lock = threading.Lock()
+
+    def say(line):
+        with out_lock:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    def done(c, cid, code, userdata):
+        say("C %d %d" % (cid, code))
+
+    cb = CB(done)
+    p = proplist(props)
+    for line in sys.stdin:
+        f = line.split()
+        if not f or f[0] == "q":
+            break
+        cid = int(f[1])
+        t0 = time.monotonic_ns()
+        r = ca.ca_context_play_full(ctx, cid, p, cb, None)
+        say("P %d %d %d %d" % (cid, t0, r, time.monotonic_ns() - t0))
+    ca.ca_proplist_destroy(p)
+    ca.ca_context_destroy(ctx)
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1] == "--serve":
+        serve(json.loads(sys.argv[2]))
+    else:
+        main()
