@@ -12,11 +12,15 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test. libpipewire-0.3-dev: the
 # native PipeWire sink. libsystemd-dev: sd-bus for
 # the D-Bus face; feedbackd (fbcli), libfeedback with python3-gi, notify-send and gdbus: its real clients.
+# gcc and libcanberra-dev (canberra.h): the libcanberra plug-in; its real clients: canberra-gtk-play
+# (gnome-session-canberra) under Xvfb, GSound (gir1.2-gsound-1.0), and libcanberra's pulse driver
+# (libcanberra-pulse), which the plug-in falls back to.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpipewire-0.3-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
              fuse3 python3-fusepy dpkg-dev lintian \
-             libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin
+             libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin \
+             gcc libcanberra-dev libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.
@@ -38,7 +42,7 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps pkgconfig bench-deps build run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units uninstall clean
+.PHONY: deps pkgconfig bench-deps build canberra run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -81,6 +85,19 @@ bench: bench-deps build
 
 build: deps pkgconfig
 	$(RELEASE)
+	@$(MAKE) --no-print-directory canberra
+
+# libcanberra-cued.so, libcanberra's driver for cued (canberra/): plain C built by the C
+# compiler, not SwiftPM. It is loaded into other people's programs (GNOME Shell, GTK apps),
+# so it must carry no Swift runtime and export only libcanberra's eight entry points
+# (-fvisibility=hidden), and SwiftPM builds C only into Swift products. Warnings are errors.
+CANBERRA_SO     := .build/canberra/libcanberra-cued.so
+CANBERRA_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -pthread -Wall -Wextra -Wshadow -Wformat=2 -Werror
+canberra: deps $(CANBERRA_SO)
+$(CANBERRA_SO): canberra/cued-driver.c canberra/canberra-private.h
+	@mkdir -p .build/canberra
+	$(CC) $(CANBERRA_CFLAGS) $$(pkg-config --cflags libcanberra) -shared -Wl,--no-undefined -Wl,-z,defs -Wl,-z,relro -Wl,-z,now \
+	  -o '$@' canberra/cued-driver.c $$(pkg-config --libs libcanberra)
 
 FUZZ_INPUTS ?= 10000000
 # The differential TOML run (cued's parser vs Python's tomllib) is slower: 1 million.
@@ -218,6 +235,7 @@ deb: build
 deb-package:
 	@set -e; stage='$(DEB_DIR)/debian/cued'; rm -rf '$(DEB_DIR)/debian' '$(DEB)'; \
 	$(MAKE) --no-print-directory -s install-files DESTDIR="$$stage" $(DEB_DIRS) >/dev/null; \
+	$(MAKE) --no-print-directory -s install-canberra DESTDIR="$$stage" GENERATORDIR=/usr/lib/systemd/user-environment-generators >/dev/null; \
 	gzip -9n "$$stage"/usr/share/man/man1/* "$$stage"/usr/share/man/man5/*; \
 	doc="$$stage/usr/share/doc/cued"; install -d "$$doc" "$$stage/usr/share/lintian/overrides"; \
 	{ cat packaging/deb/copyright.in; sed 's/^/ /; s/^ $$/ ./' LICENSE; } > "$$doc/copyright"; \
@@ -225,10 +243,10 @@ deb-package:
 	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@MAINTAINER@/$(DEB_MAINTAINER)/' -e "s/@DATE@/$$(LC_ALL=C date -R -u -d @$$epoch)/" \
 	  packaging/deb/changelog | gzip -9n > "$$doc/changelog.gz"; \
 	install -m 0644 packaging/deb/lintian-overrides "$$stage/usr/share/lintian/overrides/cued"; \
-	chmod -R u=rwX,go=rX "$$stage"; chmod 0755 "$$stage"/usr/bin/*; \
+	chmod -R u=rwX,go=rX "$$stage"; chmod 0755 "$$stage"/usr/bin/* "$$stage"/usr/lib/systemd/user-environment-generators/*; \
 	mkdir -m 0755 "$$stage/DEBIAN"; \
 	printf 'Source: cued\n\nPackage: cued\nArchitecture: any\n' > '$(DEB_DIR)/debian/control'; \
-	dynamic=$$(cd '$(DEB_DIR)' && for b in debian/cued/usr/bin/*; do readelf -d "$$b" | grep -q NEEDED && echo "$$b"; done); \
+	dynamic=$$(cd '$(DEB_DIR)' && for b in debian/cued/usr/bin/* debian/cued/usr/lib/*/libcanberra-*/*.so; do readelf -d "$$b" | grep -q NEEDED && echo "$$b"; done); \
 	depends=$$(cd '$(DEB_DIR)' && dpkg-shlibdeps -O $$dynamic | sed -n 's/^shlibs:Depends=//p'); \
 	sed -e 's/@VERSION@/$(VERSION)/' -e 's/@ARCH@/$(DEB_ARCH)/' -e 's/@MAINTAINER@/$(DEB_MAINTAINER)/' \
 	  -e "s/@SIZE@/$$(du -sk --exclude=DEBIAN "$$stage" | cut -f1)/" -e "s/@DEPENDS@/$$depends/" \
@@ -236,6 +254,21 @@ deb-package:
 	(cd "$$stage" && find usr -type f | LC_ALL=C sort | xargs md5sum) > "$$stage/DEBIAN/md5sums"; \
 	chmod 0644 "$$stage"/DEBIAN/*; \
 	dpkg-deb --root-owner-group -Zxz --build "$$stage" '$(DEB)' >/dev/null
+
+# libcanberra loads drivers from one directory, compiled into it and root's
+# (/usr/lib/x86_64-linux-gnu/libcanberra-0.30 on Debian 12): `make install` into a home
+# prefix cannot reach it. As root this puts the plug-in there, and the login hook that
+# sets CANBERRA_DRIVER=cued for users who turn it on (`cuectl canberra on`) among systemd's
+# user environment generators. The package installs both itself.
+CANBERRA_DIR  ?= $(shell pkg-config --variable=libdir libcanberra 2>/dev/null)/libcanberra-$(shell pkg-config --modversion libcanberra 2>/dev/null)
+GENERATORDIR  ?= /usr/local/lib/systemd/user-environment-generators
+install-canberra: canberra
+	install -d '$(DESTDIR)$(CANBERRA_DIR)' '$(DESTDIR)$(GENERATORDIR)'
+	install -m 0644 -s --strip-program='$(STRIP)' '$(CANBERRA_SO)' '$(DESTDIR)$(CANBERRA_DIR)/libcanberra-cued.so'
+	sed 's|@PLUGINDIR@|$(CANBERRA_DIR)|' canberra/60-cued-canberra.in > '$(DESTDIR)$(GENERATORDIR)/60-cued-canberra'
+	chmod 0755 '$(DESTDIR)$(GENERATORDIR)/60-cued-canberra'
+uninstall-canberra:
+	rm -f '$(DESTDIR)$(CANBERRA_DIR)/libcanberra-cued.so' '$(DESTDIR)$(GENERATORDIR)/60-cued-canberra'
 
 # Stops the units only where they are installed and systemctl can reach a user manager.
 uninstall:

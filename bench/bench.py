@@ -10,9 +10,10 @@ whose first sample is non-zero.
 
 Environment: BENCH_TRIALS (default 200), BENCH_IDLE_S (60), BENCH_QUICK=1 (small runs).
 BENCH_ONLY=SECTION runs one section and prints it (alsa, alsa-cued, idle, throughput, eventloop,
-footprint, memory, mixer, pipewire, desktop, follow); BENCH_ONLY=desktop (feedbackd against cued, and
-a notification sound; BENCH_DESKTOP_TRIALS, default 100) and BENCH_ONLY=follow (the desktop's audio
-changing under cued; BENCH_FOLLOW_TRIALS, default 10) also replace their section in BENCHMARKS.md.
+footprint, memory, mixer, pipewire, desktop, follow, canberra); BENCH_ONLY=desktop (feedbackd against cued,
+and a notification sound; BENCH_DESKTOP_TRIALS, default 100), BENCH_ONLY=follow (the desktop's audio
+changing under cued; BENCH_FOLLOW_TRIALS, default 10) and BENCH_ONLY=canberra (libcanberra's pulse driver
+against cued's plug-in; BENCH_CANBERRA_TRIALS, default 100 a row) also replace their section in BENCHMARKS.md.
 """
 import asyncio
 import json
@@ -34,6 +35,7 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import pipewire_bench  # noqa: E402
 import desktop_bench  # noqa: E402
+import canberra_bench  # noqa: E402
 import follow_bench  # noqa: E402
 from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
@@ -702,6 +704,10 @@ def desktop_trials():
     return int(os.environ["BENCH_DESKTOP_TRIALS"]) if "BENCH_DESKTOP_TRIALS" in os.environ else None
 
 
+def canberra_trials():
+    return int(os.environ["BENCH_CANBERRA_TRIALS"]) if "BENCH_CANBERRA_TRIALS" in os.environ else None
+
+
 def follow_trials():
     return int(os.environ["BENCH_FOLLOW_TRIALS"]) if "BENCH_FOLLOW_TRIALS" in os.environ else None
 
@@ -734,6 +740,12 @@ def main():
         print("\n".join(md))
         desktop_bench.update(os.path.join(ROOT, "BENCHMARKS.md"), md)
         return
+    if only == "canberra":  # libcanberra's pulse driver against cued's plug-in: printed, and its section replaced
+        res = canberra_bench.run(trials=canberra_trials(), quick=QUICK)
+        md = canberra_bench.report(res)
+        print("\n".join(md))
+        canberra_bench.update(os.path.join(ROOT, "BENCHMARKS.md"), md)
+        return
     if only == "follow":  # the desktop's audio changing under cued: printed, and its section replaced
         res = follow_bench.run(trials=follow_trials(), quick=QUICK)
         md = follow_bench.report(res)
@@ -759,6 +771,7 @@ def main():
     pw = pipewire_bench.run(quick=QUICK)
     fo = follow_bench.run(trials=follow_trials(), quick=QUICK)
     dk = desktop_bench.run(trials=desktop_trials(), quick=QUICK)
+    cb = canberra_bench.run(trials=canberra_trials(), quick=QUICK)
     theme = lat.pop("_theme", {})
     plotted = plot(lat, os.path.join(ROOT, "docs", "latency.png"))
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted, daemon_bench.targets(ev, fp))
@@ -766,6 +779,7 @@ def main():
     md += [""] + pipewire_bench.report(pw)
     md += [""] + follow_bench.report(fo)
     md += [""] + desktop_bench.report(dk)
+    md += [""] + canberra_bench.report(cb)
     notes = os.path.join(ROOT, "bench", "NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

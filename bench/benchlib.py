@@ -333,3 +333,49 @@ def mount_hung(name):
         kill_all(fs)
         raise RuntimeError("the FUSE file system did not come up: %s" % open(log_path).read()[-200:])
     return mnt, fs
+
+
+def replace_section(path, heading, md):
+    """Replaces the section `heading` in a BENCHMARKS.md (or puts it before bench/NOTES.md's copy at
+    the end, where bench.py puts it), and refreshes that copy of the notes."""
+    text = open(path).read() if os.path.exists(path) else ""
+    notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "NOTES.md")
+    notes = open(notes_path).read().rstrip() + "\n" if os.path.exists(notes_path) else ""
+    notes_head = notes.split("\n", 1)[0] if notes else None
+    section = "\n".join(md) + "\n"
+    if heading in text:
+        head, rest = text.split(heading, 1)
+        nxt = rest.find("\n## ")
+        text = head + section + ("\n" + rest[nxt + 1:] if nxt >= 0 else "")
+    elif notes_head and ("\n" + notes_head + "\n") in text:
+        i = text.index("\n" + notes_head + "\n") + 1
+        text = text[:i] + section + "\n" + text[i:]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    if notes_head and ("\n" + notes_head + "\n") in text:
+        text = text[:text.index("\n" + notes_head + "\n") + 1] + notes
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def targets_table(issue, targets):
+    """A section's targets as markdown rows: (target, what was measured, met) each."""
+    md = ["", "| target (issue %s) | measured | |" % issue, "|---|---|---|"]
+    for t, m, ok in targets:
+        md.append("| %s | %s | %s |" % (t, m, "**met**" if ok else "**not met**"))
+    return md
+
+
+def skipped(section, missing, hint):
+    """A section that cannot run here: logged, and its result says what is missing."""
+    log("%s section skipped: missing" % section, " ".join(missing))
+    return {"skipped": "missing " + " ".join(missing) + " (" + hint + ")"}
+
+
+def not_measured(heading, res):
+    """A section's whole report when it did not run (skipped, or failed), else None."""
+    if "skipped" in res:
+        return [heading, "", "Not measured: " + res["skipped"] + "."]
+    if "failed" in res:
+        return [heading, "", "Not measured: " + res["failed"]]
+    return None

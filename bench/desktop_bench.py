@@ -35,8 +35,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, cued_status, loadavg, log, pct, release_dir, square, wait_answering
-from pipewire_bench import RATE, Recorder, Stack, build_recorder
+from benchlib import Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped, square, targets_table, wait_answering
+from pipewire_bench import RATE, Recorder, build_recorder, private_stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
@@ -211,13 +211,11 @@ def run(trials=None, quick=False):
     except Exception:  # noqa: BLE001
         missing.append("python3-gi")
     if missing:
-        log("desktop section skipped: missing", " ".join(missing))
-        return {"skipped": "missing " + " ".join(missing) + " (make deps installs feedbackd, sound-theme-freedesktop, python3-gi)"}
+        return skipped("desktop", missing, "make deps installs feedbackd, sound-theme-freedesktop, python3-gi")
     trials = trials or (20 if quick else 100)
     warmup = 3
     rng = random.Random(21)
-    tmp = tempfile.mkdtemp(prefix="cued-desktop.")
-    stack = Stack(tmp, no_activation=True)
+    tmp, stack = private_stack("cued-desktop.")
     res = {"trials": trials, "warmup": warmup, "gap_s": GAP_S, "lat": {}, "load": {"start": loadavg()}, "notes": []}
     try:
         return measure_all(stack, tmp, res, trials, warmup, rng)
@@ -372,10 +370,8 @@ def ended_summary(bus, tags):
 
 
 def report(res):
-    if "skipped" in res:
-        return [HEADING, "", "Not measured: " + res["skipped"] + "."]
-    if "failed" in res:
-        return [HEADING, "", "Not measured: " + res["failed"]]
+    if not_measured(HEADING, res):
+        return not_measured(HEADING, res)
     lat = res["lat"]
     def node_latency(key, cls="Stream/Output/Audio"):
         st = [x for x in (res.get("streams") or {}).get(key) or [] if x.get("media.class") == cls] or [{}]
@@ -463,33 +459,12 @@ def report(res):
     targets.append(("0 misses for cued (feedback and notifications)", "%d (feedbackd: %d)" % (
         lat.get("cued", ([], 0))[1] + lat.get(nk, ([], 0))[1], lat.get("feedbackd", ([], 0))[1]),
         lat.get("cued", ([], 0))[1] + lat.get(nk, ([], 0))[1] == 0))
-    md += ["", "| target (issue 21) | measured | |", "|---|---|---|"]
-    for t, m, ok in targets:
-        md.append("| %s | %s | %s |" % (t, m, "**met**" if ok else "**not met**"))
-    return md
+    return md + targets_table(21, targets)
 
 
 def update(path, md):
-    """Replaces this section in a BENCHMARKS.md (or puts it before bench/NOTES.md's copy at the
-    end, where bench.py puts it), and refreshes that copy of the notes."""
-    text = open(path).read() if os.path.exists(path) else ""
-    notes_path = os.path.join(ROOT, "bench", "NOTES.md")
-    notes = open(notes_path).read().rstrip() + "\n" if os.path.exists(notes_path) else ""
-    notes_head = notes.split("\n", 1)[0] if notes else None
-    section = "\n".join(md) + "\n"
-    if HEADING in text:
-        head, rest = text.split(HEADING, 1)
-        nxt = rest.find("\n## ")
-        text = head + section + ("\n" + rest[nxt + 1:] if nxt >= 0 else "")
-    elif notes_head and ("\n" + notes_head + "\n") in text:
-        i = text.index("\n" + notes_head + "\n") + 1
-        text = text[:i] + section + "\n" + text[i:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    if notes_head and ("\n" + notes_head + "\n") in text:
-        text = text[:text.index("\n" + notes_head + "\n") + 1] + notes
-    with open(path, "w") as f:
-        f.write(text)
+    """Replaces this section in a BENCHMARKS.md (see benchlib.replace_section)."""
+    replace_section(path, HEADING, md)
 
 
 def row(name, v, misses):

@@ -173,6 +173,12 @@ class Stack:
                 p.wait()
 
 
+def private_stack(prefix):
+    """A temp directory and a private PipeWire in it whose session bus activates nothing."""
+    tmp = tempfile.mkdtemp(prefix=prefix)
+    return tmp, Stack(tmp, no_activation=True)
+
+
 def build_recorder():
     """Compiles bench/pw_onset.c into .build/bench (when the source is newer); returns its path."""
     src = os.path.join(ROOT, "bench", "pw_onset.c")

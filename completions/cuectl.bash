@@ -11,7 +11,7 @@ _cuectl_cues() {
 
 _cuectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="ping play play-file stop state drag drop threshold session mute unmute profile reload cues status config doctor run shell-init"
+    local commands="ping play play-file stop state drag drop threshold session mute unmute profile reload cues preload status config canberra doctor run shell-init"
     local i word verb= socket= operands=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}
@@ -34,7 +34,9 @@ _cuectl() {
     if [[ $cur == -* ]]; then
         local options="--socket --session --app --help --version"
         case $verb in
-            play|play-file) options+=" --gain --wait --id --loop --priority --important" ;;
+            play) options+=" --gain --wait --id --loop --priority --important --theme=" ;;
+            play-file) options+=" --gain --wait --id --loop --priority --important" ;;
+            preload) options+=" --theme=" ;;
             state) options+=" --quiet" ;;
             cues) options+=" --theme" ;;
             status) options+=" --json" ;;
@@ -45,7 +47,7 @@ _cuectl() {
     fi
     case $verb in
         "") COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-        play) ((operands == 0)) && COMPREPLY=($(compgen -W "$(_cuectl_cues "$socket" theme)" -- "$cur")) ;;
+        play|preload) ((operands == 0)) && COMPREPLY=($(compgen -W "$(_cuectl_cues "$socket" theme)" -- "$cur")) ;;
         play-file) ((operands == 0)) && COMPREPLY=($(compgen -f -- "$cur")) ;;
         stop) ((operands == 0)) && COMPREPLY=($(compgen -W "all $(_cuectl_cues "$socket")" -- "$cur")) ;;
         state) ((operands == 0)) && COMPREPLY=($(compgen -W "pull release loading idle" -- "$cur")) ;;
@@ -58,6 +60,7 @@ _cuectl() {
             if ((operands == 0)); then COMPREPLY=($(compgen -W "check" -- "$cur"))
             elif ((operands == 1)); then COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         shell-init) ((operands == 0)) && COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")) ;;
+        canberra) ((operands == 0)) && COMPREPLY=($(compgen -W "on off" -- "$cur")) ;;
         run) COMPREPLY=($(compgen -c -- "$cur")) ;;
     esac
 }

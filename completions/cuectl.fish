@@ -1,7 +1,7 @@
 # fish completion for cuectl(1). Cue names come from the running cued
 # (`cuectl cues`, at most half a second); without a daemon, none are offered.
 
-set -l commands ping play play-file stop state drag drop threshold session mute unmute profile reload cues status config doctor run shell-init
+set -l commands ping play play-file stop state drag drop threshold session mute unmute profile reload cues preload status config canberra doctor run shell-init
 
 function __cuectl_cues
     set -l socket
@@ -52,8 +52,10 @@ for entry in \
     "profile:show or set the profile (full, quiet, silent), or one app's" \
     'reload:re-read the config and cues' \
     'cues:list the loaded cues' \
+    'preload:decode a theme sound ahead of its first play' \
     'status:daemon, device and latency figures' \
     'config:validate a config file' \
+    "canberra:libcanberra's event sounds through cued (on, off), or whether they are" \
     'doctor:a first-run check, with a fix for each problem' \
     'run:run a command with psst2, then pop or fail' \
     "shell-init:print a snippet for your shell's rc file"
@@ -61,7 +63,9 @@ for entry in \
     complete -c cuectl -n "not __fish_seen_subcommand_from $commands" -a $kv[1] -d $kv[2]
 end
 
-complete -c cuectl -n "__fish_seen_subcommand_from play" -a "(__cuectl_cues theme)" -d cue
+complete -c cuectl -n "__fish_seen_subcommand_from play preload" -a "(__cuectl_cues theme)" -d cue
+complete -c cuectl -n "__fish_seen_subcommand_from play preload" -l theme -x -d 'that sound theme: NAME or NAME:PROFILE'
+complete -c cuectl -n "__fish_seen_subcommand_from canberra" -a "on off"
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l gain -x -d 'gain in dB, -60 to 12'
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l wait -d 'return once it has sounded'
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l id -d "print the voice's id"

@@ -24,6 +24,8 @@ public struct Invocation: Equatable, Sendable {
         case configCheck(path: String?)
         /// `doctor`: a first-run check (`Doctor`).
         case doctor
+        /// `canberra [on|off]`: libcanberra's sounds through cued, or back; nil: say which.
+        case canberra(Bool?)
         /// `run -- COMMAND ARGS…`
         case run([String])
         case shellInit(Shell)
@@ -53,7 +55,7 @@ public enum CommandParser {
     public static func parse(_ args: [String], cwd: String) throws(UsageError) -> Invocation {
         var inv = Invocation(action: .help)
         var words: [String] = []
-        var gain: String?, loop: String?, priority: String?
+        var gain: String?, loop: String?, priority: String?, themeName: String?
         var wait = false, quiet = false, json = false, theme = false, wantsID = false, important = false
         var command: [String]?
         var rest = args[...]
@@ -84,6 +86,8 @@ public enum CommandParser {
             // `--loop` alone: until stopped; `--loop=N` or `--loop=2.5s` (one word: a bare
             // `--loop 3` would take the cue's place).
             if arg.hasPrefix("--loop=") { loop = String(arg.dropFirst(7)); continue }
+            // `--theme=NAME[:PROFILE]` (play, preload) is one word: bare `--theme` is cues' switch.
+            if arg.hasPrefix("--theme=") { themeName = String(arg.dropFirst(8)); continue }
             switch arg {
             case "--loop": loop = ""
             case "--id": wantsID = true
@@ -112,7 +116,8 @@ public enum CommandParser {
         func only(_ allowed: Set<String>) throws(UsageError) {
             let given: [(String, Bool)] = [("--gain", gain != nil), ("--wait", wait), ("--quiet", quiet),
                                            ("--json", json), ("--theme", theme), ("--loop", loop != nil),
-                                           ("--priority", priority != nil), ("--id", wantsID), ("--important", important)]
+                                           ("--priority", priority != nil), ("--id", wantsID), ("--important", important),
+                                           ("--theme=", themeName != nil)]
             for (flag, set) in given where set && !allowed.contains(flag) {
                 throw UsageError("\(flag) does not go with \(verb)")
             }
@@ -146,6 +151,16 @@ public enum CommandParser {
             guard operands.first == "check", operands.count <= 2 else { throw UsageError("usage: cuectl config check [PATH]") }
             inv.action = .configCheck(path: operands.count == 2 ? operands[1] : nil)
             return inv
+        case "canberra":
+            try only([])
+            try count(0...1, "canberra [on|off]")
+            switch operands.first {
+            case nil: inv.action = .canberra(nil)
+            case "on": inv.action = .canberra(true)
+            case "off": inv.action = .canberra(false)
+            default: throw UsageError("usage: cuectl canberra [on|off]")
+            }
+            return inv
         case "help":
             inv.action = .help
             return inv
@@ -163,8 +178,12 @@ public enum CommandParser {
             _ = try label(operands[0], "cue name")
             line = ["play", operands[0]]
             render = .play(what: operands[0])
+        case "preload":
+            try only(["--theme="]); try count(1...1, "preload CUE [--theme=NAME[:PROFILE]]")
+            _ = try label(operands[0], "cue name")
+            line = ["preload", operands[0]]
         case "play-file":
-            try only(playOptions); try count(1...1, "play-file PATH \(playUsage)")
+            try only(fileOptions); try count(1...1, "play-file PATH \(fileUsage)")
             let path = absolute(operands[0], cwd: cwd)
             line = ["play-file", FilePath.encode(path)]
             render = .play(what: path)
@@ -224,6 +243,7 @@ public enum CommandParser {
         }
         if let priority { line.append("priority=" + priority) }
         if important { line.append("important") }
+        if let themeName { line.append("theme=" + themeName) }
 
         // Each word must stay one word on the wire.
         for w in line.dropFirst() where w.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
@@ -241,8 +261,10 @@ public enum CommandParser {
         return inv
     }
 
-    static let playOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority", "--important"]
-    static let playUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"
+    static let fileOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority", "--important"]
+    static let fileUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"
+    static let playOptions = fileOptions.union(["--theme="])
+    static let playUsage = fileUsage + " [--theme=NAME[:PROFILE]]"
 
     /// The one label rule (`Label`), refused with its own words: never rewritten.
     static func label(_ s: String, _ what: String) throws(UsageError) -> String {

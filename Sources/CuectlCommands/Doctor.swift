@@ -14,8 +14,9 @@ public enum Doctor {
     /// `status`: cued's, or nil with `noDaemon` (why it did not answer);
     /// `soundCard`: whether /dev/snd has a playback device.
     /// `socket`: nil when no path could be made (neither --socket, CUED_SOCKET nor XDG_RUNTIME_DIR).
+    /// `canberra`: libcanberra's routing through cued (`CanberraRouting`), if looked at.
     public static func report(status: Status?, noDaemon: String?, socket: String?, environment: [String: String],
-                              soundCard: Bool, exists: (String) -> Bool) -> Report {
+                              soundCard: Bool, exists: (String) -> Bool, canberra: CanberraRouting.Facts? = nil) -> Report {
         var r = Report()
         func ok(_ s: String) { r.lines.append("ok  " + s) }
         func info(_ s: String) { r.lines.append("--  " + s) }
@@ -110,6 +111,7 @@ public enum Doctor {
                 heard = false
             }
         }
+        if let f = canberra { canberraLines(f, ok: ok, info: info, problem: problem) }
         if let units {
             info("units installed in \(units)" + (enabled ? ", cued.socket enabled" : "; enable with: systemctl --user enable --now cued.socket"))
         } else {
@@ -117,6 +119,32 @@ public enum Doctor {
         }
         r.exitCode = status == nil ? ExitCode.noDaemon : heard ? 0 : 1
         return r
+    }
+
+    /// libcanberra's event sounds: through cued or not, and a session left silent by a
+    /// CANBERRA_DRIVER=cued whose plug-in is gone.
+    static func canberraLines(_ f: CanberraRouting.Facts, ok: (String) -> Void, info: (String) -> Void,
+                              problem: (String, String) -> Void) {
+        guard f.pluginDirectory != nil else { return }  // no libcanberra here: nothing plays through it
+        if CanberraRouting.silencing(f) {
+            problem("CANBERRA_DRIVER=cued but cued's plug-in is not in \(f.pluginDirectory!): every libcanberra sound of this session is silent",
+                    "cuectl canberra off and unset CANBERRA_DRIVER (then log in again), or install the plug-in (the cued package, or sudo make install-canberra)")
+            return
+        }
+        guard f.on else {
+            info("libcanberra's sounds (GNOME Shell, KDE and GTK apps, feedbackd) do not go through cued; to make them: cuectl canberra on")
+            return
+        }
+        if let (what, fix) = CanberraRouting.missing(f) {
+            problem("libcanberra through cued is on, but " + what + ": its sounds go their own way", fix)
+            return
+        }
+        let apps = f.apps.map { $0.isEmpty ? "; no app has played through it yet" : "; apps through it: " + $0.joined(separator: ", ") } ?? ""
+        var session = ""
+        if case .some(let v) = f.managerValue, !CanberraRouting.isCued(v) {
+            session = " (from your next login: your session does not set CANBERRA_DRIVER=cued yet)"
+        }
+        ok("libcanberra's sounds go through cued" + session + apps)
     }
 
     /// Whether `text` contains `part` (this module does without the regex library's `contains`).

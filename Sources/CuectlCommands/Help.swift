@@ -11,6 +11,7 @@ public enum CuectlHelp {
         commands:
           ping                      check that cued answers
           play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]
+               [--theme=NAME[:PROFILE]]
                                     play a cue, else a sound of the desktop's sound theme (bell,
                                     message-new-instant…); gain -60…12 dB; --wait: return only once
                                     it has sounded (exit 1 if it could not); --id: print the voice's
@@ -18,9 +19,13 @@ public enum CuectlHelp {
                                     on after cuectl exits, but with --wait); --priority:
                                     -100…100, the lowest is taken first when all voices are busy;
                                     --important: through the quiet and silent profiles, for the
-                                    apps the config's [profiles] important_apps lists
+                                    apps the config's [profiles] important_apps lists; --theme:
+                                    that sound theme (and output profile) instead of the config's
           play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P] [--important]
                                     play a sound file (relative to the current directory)
+          preload CUE [--theme=NAME[:PROFILE]]
+                                    decode a theme sound ahead, so its first play is as quick as
+                                    the next (returns once it is ready)
           stop [CUE|all|id ID]      fade out what this app started (only CUE, or everything, or
                                     the voice ID); prints how many voices stopped
           state pull|release|loading|idle [--quiet]
@@ -42,6 +47,9 @@ public enum CuectlHelp {
           cues [--theme]            the loaded cues (--theme: the sound theme's names)
           status [--json]           daemon, device and latency figures
           config check [PATH]       validate a config file without a daemon (exit 78 if bad)
+          canberra [on|off]         libcanberra's event sounds (GNOME Shell, KDE and GTK apps,
+                                    feedbackd) through cued, or back; alone: whether they are, and
+                                    which apps play through it
           doctor                    a first-run check: is cued running, where its sound goes, the
                                     sound server, theme, config and units, a fix for each problem
                                     (exit 0 only if a cue would be heard or recorded)
@@ -64,7 +72,8 @@ public enum CuectlHelp {
 
     /// Every command and option the help names, for checks of the man page and completions.
     public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold",
-                                  "session", "mute", "unmute", "profile", "reload", "cues", "status", "config", "doctor", "run", "shell-init"]
+                                  "session", "mute", "unmute", "profile", "reload", "cues", "preload", "status", "config", "canberra", "doctor",
+                                  "run", "shell-init"]
     public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority", "--important",
                                  "--quiet", "--theme", "--json", "--help", "--version"]
 }

@@ -42,6 +42,7 @@ public enum ReplyTimeout {
             case .forever: return Int(Int32.max)  // until something stops it
             }
         case .reload: return reloadMilliseconds
+        case .preload: return waitedMilliseconds  // a decode, up to its 5 s deadline, behind others of the same app
         default: return defaultMilliseconds
         }
     }

@@ -41,6 +41,7 @@ public enum StatusTable {
             if a.dropped > 0 { d += ", dropped \(a.dropped)" }
             if a.muted { d += ", muted" }
             if let p = a.profile { d += ", profile \(p.rawValue)" }
+            if !a.via.isEmpty { d += ", via " + a.via.joined(separator: ", ") }
             rows.append((i == 0 ? "apps" : "", d))
         }
         let t = s.theme

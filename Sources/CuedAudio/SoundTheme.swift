@@ -83,10 +83,20 @@ public struct SoundTheme: Sendable {
     /// `name`: the configured theme (default `freedesktop`). `environment`:
     /// `XDG_DATA_HOME`, `XDG_DATA_DIRS`, `HOME`, and `LC_ALL`/`LC_MESSAGES`/`LANG`.
     public init(name: String = SoundTheme.defaultName, environment: [String: String], profile: String = "stereo") {
+        self.init(name: name, baseDirectories: Self.baseDirectories(environment), locales: Self.locales(environment), profile: profile)
+    }
+
+    /// Another theme (or output profile) searched in the same directories and locale as
+    /// `base`: a theme a request names (`play NAME theme=OTHER`).
+    public init(name: String, like base: SoundTheme, profile: String = "stereo") {
+        self.init(name: name, baseDirectories: base.baseDirectories, locales: base.locales, profile: profile)
+    }
+
+    init(name: String, baseDirectories: [String], locales: [String], profile: String) {
         self.name = name
         self.profile = profile
-        baseDirectories = Self.baseDirectories(environment)
-        locales = Self.locales(environment)
+        self.baseDirectories = baseDirectories
+        self.locales = locales
         var warnings: [String] = []
         var themes: [Theme] = []
         var seen: Set<String> = []

@@ -43,8 +43,9 @@ public enum Request: Equatable, Sendable {
     case threshold(Double)
     case mute
     case unmute
-    /// Declares the connection's app (a label for per-app mute and counts).
-    case app(String)
+    /// Declares the connection's app (a label for per-app mute and counts); `via`: the
+    /// bridge its cues come through (`libcanberra`), shown in `status`.
+    case app(String, via: String? = nil)
     case muteApp(String)
     case unmuteApp(String)
     /// The global profile: nil asks, else sets it.
@@ -55,6 +56,8 @@ public enum Request: Equatable, Sendable {
     case reload
     /// The loaded cues; `theme`: the sound theme's names instead.
     case cues(theme: Bool)
+    /// Decodes a sound of the theme (or a named one) ahead, into the cache, without playing it.
+    case preload(cue: String, theme: ThemeChoice?)
     case status
     /// `status wait`: the status once cued's audio thread has taken every request queued
     /// before it (a cue just queued has started or its output failed), at most 3 s later.
@@ -70,7 +73,19 @@ extension Request {
     }
 }
 
-/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [detach] [priority=P] [important]`.
+/// A sound theme named by a request (`theme=NAME[:PROFILE]`): where a theme sound is
+/// looked up instead of the config's theme, as libcanberra's `canberra.xdg-theme.name`
+/// and `….output-profile` say.
+public struct ThemeChoice: Equatable, Hashable, Sendable {
+    public var name: String
+    /// The output profile whose directories come first (nil: `stereo`).
+    public var profile: String?
+    public init(name: String, profile: String? = nil) { self.name = name; self.profile = profile }
+    /// `NAME` or `NAME:PROFILE`, as on the wire.
+    public var word: String { profile.map { "\(name):\($0)" } ?? name }
+}
+
+/// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [detach] [priority=P] [important] [theme=NAME[:PROFILE]]`.
 public struct PlayOptions: Equatable, Sendable {
     /// Added to the cue's, the app's and the master gain.
     public var gainDB: Double = 0
@@ -88,6 +103,8 @@ public struct PlayOptions: Equatable, Sendable {
     /// Passes the `silent` and `quiet` profiles, if the app is one the config's
     /// `[profiles] important_apps` lists (for any other app it is ignored).
     public var important = false
+    /// The theme a theme sound is looked up in (nil: the config's).
+    public var theme: ThemeChoice?
 
     public enum Loop: Equatable, Sendable {
         case once
@@ -104,9 +121,9 @@ public struct PlayOptions: Equatable, Sendable {
     public static let maxLoopSeconds = 3_600.0
 
     public init(gainDB: Double = 0, wait: Bool = false, wantsID: Bool = false, loop: Loop = .once, detach: Bool = false,
-                priority: Int = 0, important: Bool = false) {
+                priority: Int = 0, important: Bool = false, theme: ThemeChoice? = nil) {
         self.gainDB = gainDB; self.wait = wait; self.wantsID = wantsID; self.loop = loop; self.detach = detach
-        self.priority = priority; self.important = important
+        self.priority = priority; self.important = important; self.theme = theme
     }
 }
 
@@ -194,8 +211,11 @@ struct Verb: Sendable {
 
 public enum RequestParser {
     static let verbs: [Verb] = [
-        Verb(name: "app", minArgs: 1, maxArgs: 1, usage: "app NAME") { args throws(ProtocolError) in
-            .app(try label(args[0], what: "app name"))
+        Verb(name: "app", minArgs: 1, maxArgs: 2, usage: "app NAME [via=KIND]") { args throws(ProtocolError) in
+            let name = try label(args[0], what: "app name")
+            guard args.count == 2 else { return .app(name) }
+            guard args[1].hasPrefix("via=") else { throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))'; usage: app NAME [via=KIND]") }
+            return .app(name, via: try label(args[1].dropFirst(4), what: "via"))
         },
         Verb(name: "cues", minArgs: 0, maxArgs: 1, usage: "cues [theme]") { args throws(ProtocolError) in
             guard let a = args.first else { return .cues(theme: false) }
@@ -217,13 +237,23 @@ public enum RequestParser {
             }
         },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
-        Verb(name: "play", minArgs: 1, maxArgs: 7, usage: "play CUE \(playUsage)") { args throws(ProtocolError) in
+        Verb(name: "play", minArgs: 1, maxArgs: 9, usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]") { args throws(ProtocolError) in
             let cue = try label(args[0], what: "cue name")
-            return .play(cue: cue, options: try playOptions(args.dropFirst(), usage: "play CUE \(playUsage)"))
+            return .play(cue: cue, options: try playOptions(args.dropFirst(), usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]"))
         },
-        Verb(name: "play-file", minArgs: 1, maxArgs: 7, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
+        Verb(name: "play-file", minArgs: 1, maxArgs: 8, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
             let path = try filePath(args[0])
-            return .playFile(path: path, options: try playOptions(args.dropFirst(), usage: "play-file PATH \(playUsage)"))
+            let options = try playOptions(args.dropFirst(), usage: "play-file PATH \(playUsage)")
+            guard options.theme == nil else { throw ProtocolError(.badArgument, "a file is no theme's: theme= goes with play and preload") }
+            return .playFile(path: path, options: options)
+        },
+        Verb(name: "preload", minArgs: 1, maxArgs: 2, usage: "preload CUE [theme=NAME[:PROFILE]]") { args throws(ProtocolError) in
+            let cue = try label(args[0], what: "cue name")
+            guard args.count == 2 else { return .preload(cue: cue, theme: nil) }
+            guard args[1].hasPrefix("theme=") else {
+                throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))'; usage: preload CUE [theme=NAME[:PROFILE]]")
+            }
+            return .preload(cue: cue, theme: try themeChoice(args[1].dropFirst(6)))
         },
         Verb(name: "profile", minArgs: 0, maxArgs: 3, usage: profileUsage) { args throws(ProtocolError) in try profile(args) },
         Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
@@ -303,7 +333,7 @@ public enum RequestParser {
         var seen = Set<Substring>()
         for (i, a) in args.enumerated() {
             let key = a.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? a
-            guard ["wait", "id", "loop", "detach", "priority", "important"].contains(key) else {
+            guard ["wait", "id", "loop", "detach", "priority", "important", "theme"].contains(key) else {
                 guard i == 0 else {
                     throw ProtocolError(.badArgument, decimal(a) != nil ? "the gain comes right after the sound; usage: \(usage)"
                                                                       : "unknown option '\(a.prefix(32))'; usage: \(usage)")
@@ -327,6 +357,7 @@ public enum RequestParser {
             case "important" where a == key: o.important = true
             case "detach" where a == key: o.detach = true
             case "loop": o.loop = try loop(value)
+            case "theme" where a != key: o.theme = try themeChoice(value)
             case "priority" where a != key:
                 guard let p = Int(value), PlayOptions.priorityRange.contains(p), value.utf8.count <= 4 else {
                     throw ProtocolError(.badArgument, "priority '\(value.prefix(16))' is not a whole number in -100...100")
@@ -351,6 +382,13 @@ public enum RequestParser {
             return .times(n)
         }
         throw ProtocolError(.badArgument, "loop '\(v.prefix(16))' is not a count (1...1000) or seconds (e.g. 2.5s, at most 3600s)")
+    }
+
+    /// `NAME` or `NAME:PROFILE`, both labels.
+    static func themeChoice(_ v: Substring) throws(ProtocolError) -> ThemeChoice {
+        let parts = v.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)
+        let name = try label(parts[0], what: "theme")
+        return ThemeChoice(name: name, profile: parts.count == 2 ? try label(parts[1], what: "theme output profile") : nil)
     }
 
     /// A voice id: 1 to 2^53 in plain digits.
@@ -505,13 +543,14 @@ extension Request {
         case .threshold(let p): return "threshold \(Self.number(p))"
         case .mute: return "mute"
         case .unmute: return "unmute"
-        case .app(let name): return "app \(name)"
+        case .app(let name, let via): return "app \(name)" + (via.map { " via=\($0)" } ?? "")
         case .muteApp(let name): return "mute app \(name)"
         case .unmuteApp(let name): return "unmute app \(name)"
         case .profile(let p): return "profile" + (p.map { " " + $0.rawValue } ?? "")
         case .profileApp(let name, let choice): return "profile app \(name)" + (choice.map { " " + $0.word } ?? "")
         case .reload: return "reload"
         case .cues(let theme): return theme ? "cues theme" : "cues"
+        case .preload(let cue, let theme): return "preload \(cue)" + (theme.map { " theme=\($0.word)" } ?? "")
         case .status: return "status"
         case .statusWait: return "status wait"
         }
@@ -533,6 +572,7 @@ extension PlayOptions {
         if detach { s += " detach" }
         if priority != 0 { s += " priority=\(priority)" }
         if important { s += " important" }
+        if let theme { s += " theme=\(theme.word)" }
         return s
     }
 }

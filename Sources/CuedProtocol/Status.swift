@@ -34,8 +34,10 @@ public struct Status: Sendable, Equatable {
         public var muted = false
         /// Its own profile (run-time, else the config's); nil where neither sets one.
         public var profile: Profile?
-        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false, profile: Profile? = nil) {
-            self.played = played; self.dropped = dropped; self.muted = muted; self.profile = profile
+        /// The bridges its cues came through (`app NAME via=KIND`: `libcanberra`), sorted.
+        public var via: [String] = []
+        public init(played: Int = 0, dropped: Int = 0, muted: Bool = false, profile: Profile? = nil, via: [String] = []) {
+            self.played = played; self.dropped = dropped; self.muted = muted; self.profile = profile; self.via = via
         }
     }
 
@@ -146,7 +148,7 @@ public struct Status: Sendable, Equatable {
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
         // cue, app
-        case frames
+        case frames, via
         // latency
         case p50, p99, max, measures
         // theme
@@ -174,7 +176,7 @@ public struct Status: Sendable, Equatable {
         let appsJSON = JSON.object(apps.keys.sorted().map { name in
             let a = apps[name]!
             return (name, obj([(.played, n(a.played)), (.dropped, n(a.dropped)), (.muted, .bool(a.muted)),
-                               (.profile, s(a.profile?.rawValue))]))
+                               (.profile, s(a.profile?.rawValue)), (.via, .array(a.via.map(JSON.string)))]))
         })
         let latencyJSON = obj([(.p50, n(latencyUs.p50)), (.p99, n(latencyUs.p99)), (.max, n(latencyUs.max)),
                                (.measures, .string(Latency.measures))])
@@ -247,8 +249,10 @@ public struct Status: Sendable, Equatable {
         evictedIdle = int(v(json, .evictedIdle)) ?? 0
         sessions = int(v(json, .sessions)) ?? 0
         for (name, a) in pairs(v(json, .apps)) {
+            var via: [String] = []
+            if case .array(let items)? = v(a, .via) { via = items.compactMap { str($0) } }
             apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false,
-                             profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)))
+                             profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)), via: via)
         }
         let l = v(json, .latencyUs)
         latencyUs.p50 = int(v(l, .p50))

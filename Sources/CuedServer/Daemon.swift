@@ -112,6 +112,8 @@ public final class Daemon {
         public var privateSession = RefreshSession()
         public var sessionName: String?
         public var app: String?
+        /// The bridge the app's cues come through (`app NAME via=KIND`).
+        public var via: String?
         /// Cues this connection may still start (nil: no limit).
         public var plays: TokenBucket?
         /// State changes this connection may still make (nil: no limit).
@@ -160,7 +162,7 @@ public final class Daemon {
         case .drop: return .now(refresh(&c, at) { $0.drop() })
         case .threshold(let points): return threshold(points, &c, at)
         case .session(let name): return session(name, &c, at)
-        case .app(let name): return app(name, &c)
+        case .app(let name, let via): return app(name, via: via, &c)
         case .mute: return change(&c, at) { mute() }
         case .unmute: return change(&c, at) { unmute() }
         case .muteApp(let name): return change(&c, at) { .now(setAppMuted(name, true)) }
@@ -171,6 +173,7 @@ public final class Daemon {
         case .profileApp(let name, let choice?): return change(&c, at) { .now(setAppProfile(name, choice)) }
         case .reload: return change(&c, at) { .later(reload()) }
         case .cues(let theme): return cues(theme: theme, &c)
+        case .preload(let name, let theme): return preload(name, theme: theme, &c, at)
         case .status: return .now(.ok(status().json.encoded))
         case .statusWait: return player.afterQueued { [self] in .ok(status().json.encoded) }
         }
@@ -225,9 +228,16 @@ public final class Daemon {
         return .now(.ok("\(conn.sessionName ?? "-") \(s.state.rawValue) \(Request.number(s.threshold))"))
     }
 
-    private func app(_ name: String, _ conn: inout ConnectionState) -> Response {
+    private func app(_ name: String, via: String?, _ conn: inout ConnectionState) -> Response {
         conn.app = name
+        conn.via = via
         return .now(.ok(name))
+    }
+
+    /// A bank cue is decoded already; a theme sound is decoded into the cache now.
+    private func preload(_ name: String, theme: ThemeChoice?, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
+        if runtime.bank[name] != nil { return .now(.ok(nil)) }
+        return player.preloadThemeSound(name, theme: theme, &conn, at, bankNames: runtime.bank.names)
     }
 
     private func mute() -> Response {

@@ -6,10 +6,11 @@ import NIOCore
 /// Who asked for a voice, as the audio thread needs it.
 struct Asker {
     var app: String?
+    var via: String?
     var owner: String
     var connection: UInt64
     var events: Bool
-    init(_ c: Daemon.ConnectionState) { app = c.app; owner = c.owner; connection = c.id; events = c.events }
+    init(_ c: Daemon.ConnectionState) { app = c.app; via = c.via; owner = c.owner; connection = c.id; events = c.events }
 }
 
 /// Playing: admission (mute and profile, then the connection's rate limit), the audio
@@ -73,7 +74,7 @@ final class PlayPolicy {
     }
 
     /// A token for one more cue on this connection, or the reply refusing it.
-    private func allowPlay(_ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
+    func allowPlay(_ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
         guard conn.plays != nil, !conn.plays!.take(now: now) else { return nil }
         rateLimited += 1
         return .err(.rateLimited, "more than \(Request.number(limits.playsPerSecond)) cues a second on this connection")
@@ -106,20 +107,40 @@ final class PlayPolicy {
         let now = MonotonicClock.now()
         var options = options
         if let refused = admit(admission, &options, &conn, now) { return .now(refused) }
-        if let cue = sounds.cachedThemeSound(name) {
+        if let cue = sounds.cachedThemeSound(name, theme: options.theme) {
             return submit(cue, name: name, options, Asker(conn), requestTime: now, gain: gain)
         }
+        return whenLoaded(lookUp(name, theme: options.theme, owner: conn.owner, bankNames: bankNames), name: name, options, conn, gain: gain)
+    }
+
+    /// `preload NAME`: the theme sound decoded into the cache (found in the decoding lane,
+    /// as a play would), answered once it is there. Costs a play of the rate limit.
+    func preloadThemeSound(_ name: String, theme: ThemeChoice?, _ conn: inout Daemon.ConnectionState, _ now: UInt64,
+                           bankNames: [String]) -> Response {
+        if let refused = allowPlay(&conn, now) { return .now(refused) }
+        if sounds.cachedThemeSound(name, theme: theme) != nil { return .now(.ok(nil)) }
+        return .later(lookUp(name, theme: theme, owner: conn.owner, bankNames: bankNames).map { result in
+            switch result {
+            case .cue: return .ok(nil)
+            case .disabled: return .ok("disabled")
+            case .notFound: return .err(.unknownCue, "no sound named '\(name)'")
+            case .failed(let reply): return reply
+            }
+        })
+    }
+
+    /// A theme sound found and decoded in the decoding lane, within the client's share.
+    private func lookUp(_ name: String, theme: ThemeChoice?, owner: String, bankNames: [String]) -> EventLoopFuture<SoundLookup> {
         let sounds = self.sounds
-        let lookup = decode(owner: conn.owner, what: "theme sound '\(name)'") { c in
-            switch sounds.themeSoundExpress(name, cancelled: { c.isCancelled }) {
+        return decode(owner: owner, what: "theme sound '\(name)'") { c in
+            switch sounds.themeSoundExpress(name, theme: theme, cancelled: { c.isCancelled }) {
             case .done(let lookup): return .done(lookup)
-            case .slow: return .slow { c in sounds.themeSound(name, cancelled: { c.isCancelled }) }
+            case .slow: return .slow { c in sounds.themeSound(name, theme: theme, cancelled: { c.isCancelled }) }
             }
         }.map { result -> SoundLookup in
             guard case .notFound = result else { return result }
             return .failed(.err(.unknownCue, "no cue or theme sound named '\(name)' (cues: \(bankNames.joined(separator: " ")); theme sounds: `cues theme`, or cuectl cues --theme)"))
         }
-        return whenLoaded(lookup, name: name, options, conn, gain: gain)
     }
 
     func playFile(_ path: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
@@ -175,7 +196,7 @@ final class PlayPolicy {
             engine.stats.played.subtract(1, ordering: .relaxed)
             return .now(.err(.internal, "audio queue is full; try again"))
         }
-        if let app = asker.app { counts.played(app) }
+        if let app = asker.app { counts.played(app, via: asker.via) }
         if loops != .once && !options.detach && eventLines[asker.connection] != nil { loopingConnections.insert(asker.connection) }
         guard options.wait else { return .now(.ok(options.wantsID ? "\(id)" : nil)) }
         let promise = loop.makePromise(of: Reply.self)

@@ -37,6 +37,20 @@ public final class SoundLibrary: Sendable {
         /// not searched again until the next reload. Bounded: the oldest go.
         var misses: [String] = []
         var missSet: Set<String> = []
+        /// Themes requests named (`theme=NAME[:PROFILE]`) other than the config's, built
+        /// (their index files read) in the decoding lane when first named; the least
+        /// recently named goes first beyond `maxNamedThemes`.
+        var named: [(choice: ThemeChoice, theme: SoundTheme)] = []
+
+        /// The config's theme if `choice` names it (or nothing), with the name its sounds
+        /// are cached and missed under; else the named theme if built, under `NAME:PROFILE`.
+        func resolve(_ choice: ThemeChoice?) -> (theme: SoundTheme?, key: String) {
+            guard let choice, choice.name != theme.name || (choice.profile ?? "stereo") != theme.profile else {
+                return (theme, theme.name)
+            }
+            let key = choice.name + ":" + (choice.profile ?? "stereo")
+            return (named.first { $0.choice == choice }?.theme, key)
+        }
 
         mutating func noteMiss(_ name: String) {
             guard missSet.insert(name).inserted else { return }
@@ -46,6 +60,8 @@ public final class SoundLibrary: Sendable {
     }
     /// Theme misses remembered at most.
     public static let maxMisses = 1024
+    /// Themes named by requests kept at most (each a few directory names).
+    public static let maxNamedThemes = 8
     private let state: NIOLockedValueBox<State>
     private let loader: CueLoader
 
@@ -70,9 +86,32 @@ public final class SoundLibrary: Sendable {
 
     private var theme: SoundTheme { state.withLockedValue { $0.theme } }
 
-    /// A theme sound decoded before, if it is still cached (memory only).
-    public func cachedThemeSound(_ name: String) -> Cue? {
-        state.withLockedValue { s in s.cache.get(.theme(theme: s.theme.name, sound: name, generation: s.generation)) }
+    /// A theme sound decoded before, if it is still cached (memory only): of the config's
+    /// theme, or of the one a request names.
+    public func cachedThemeSound(_ name: String, theme choice: ThemeChoice? = nil) -> Cue? {
+        state.withLockedValue { s in s.cache.get(.theme(theme: s.resolve(choice).key, sound: name, generation: s.generation)) }
+    }
+
+    /// The theme a request names, built from its index files if it is new (blocking: the decoding lane).
+    private func theme(for choice: ThemeChoice?) -> (theme: SoundTheme, key: String, generation: Int) {
+        let (found, key, base, generation) = state.withLockedValue { s in
+            let r = s.resolve(choice)
+            return (r.theme, r.key, s.theme, s.generation)
+        }
+        if let found, choice == nil || key == base.name { return (found, key, generation) }
+        if let found {
+            state.withLockedValue { s in
+                if let i = s.named.firstIndex(where: { $0.choice == choice }) { s.named.append(s.named.remove(at: i)) }
+            }
+            return (found, key, generation)
+        }
+        let built = SoundTheme(name: choice!.name, like: base, profile: choice!.profile ?? "stereo")
+        state.withLockedValue { s in
+            guard s.generation == generation, !s.named.contains(where: { $0.choice == choice }) else { return }
+            s.named.append((choice!, built))
+            if s.named.count > Self.maxNamedThemes { s.named.removeFirst() }
+        }
+        return (built, key, generation)
     }
 
     /// What an express look-up found: the answer, or that the sound is too long
@@ -88,9 +127,9 @@ public final class SoundLibrary: Sendable {
     /// goes to the slow pool. Bounded by what a file decodes to, not its size on disk.
     public static let expressSamples = 1 << 19
 
-    /// Finds `name` in the theme and decodes it (blocking).
-    public func themeSound(_ name: String, cancelled: () -> Bool = { false }) -> SoundLookup {
-        switch themeSound(name, maxSamples: nil, cancelled: cancelled) {
+    /// Finds `name` in the theme (the config's, or the one a request names) and decodes it (blocking).
+    public func themeSound(_ name: String, theme choice: ThemeChoice? = nil, cancelled: () -> Bool = { false }) -> SoundLookup {
+        switch themeSound(name, choice: choice, maxSamples: nil, cancelled: cancelled) {
         case .done(let lookup): return lookup
         case .slow: return .notFound  // not reached: without a bound every sound is decoded
         }
@@ -98,21 +137,23 @@ public final class SoundLibrary: Sendable {
 
     /// The express step for a theme sound: from the cache, or the theme's
     /// misses, or decoded if the header says it is small; else `.slow`.
-    public func themeSoundExpress(_ name: String, cancelled: () -> Bool = { false }) -> Express {
-        themeSound(name, maxSamples: Self.expressSamples, cancelled: cancelled)
+    public func themeSoundExpress(_ name: String, theme choice: ThemeChoice? = nil, cancelled: () -> Bool = { false }) -> Express {
+        themeSound(name, choice: choice, maxSamples: Self.expressSamples, cancelled: cancelled)
     }
 
-    private func themeSound(_ name: String, maxSamples: Int?, cancelled: () -> Bool) -> Express {
-        let (theme, generation) = state.withLockedValue { ($0.theme, $0.generation) }
-        let key = SoundKey.theme(theme: theme.name, sound: name, generation: generation)
+    private func themeSound(_ name: String, choice: ThemeChoice?, maxSamples: Int?, cancelled: () -> Bool) -> Express {
+        let (theme, themeKey, generation) = self.theme(for: choice)
+        let key = SoundKey.theme(theme: themeKey, sound: name, generation: generation)
+        // A named theme's misses apart from the config theme's ("/" is in no sound name).
+        let missKey = themeKey == theme.name ? name : themeKey + "/" + name
         let known = state.withLockedValue { s -> SoundLookup? in
             if let cue = s.cache.get(key) { return .cue(cue) }
-            return s.generation == generation && s.missSet.contains(name) ? .notFound : nil
+            return s.generation == generation && s.missSet.contains(missKey) ? .notFound : nil
         }
         if let known { return .done(known) }
         switch theme.lookup(name) {
         case .notFound:
-            state.withLockedValue { s in if s.generation == generation { s.noteMiss(name) } }
+            state.withLockedValue { s in if s.generation == generation { s.noteMiss(missKey) } }
             return .done(.notFound)
         case .disabled: return .done(.disabled)
         case .file(let path):
@@ -185,6 +226,7 @@ public final class SoundLibrary: Sendable {
             s.cache.setLimits(bytes: cacheLimitBytes)
             s.misses = []
             s.missSet = []
+            s.named = []  // rebuilt from their index files when next named
         }
     }
 

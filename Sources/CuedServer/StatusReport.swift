@@ -9,9 +9,15 @@ import Glibc
 struct AppCounts {
     private(set) var apps: [String: Status.App] = [:]
 
-    mutating func played(_ app: String) {
+    /// Bridges remembered per app at most (`via` comes from clients too).
+    static let maxVia = 4
+
+    mutating func played(_ app: String, via: String? = nil) {
         guard apps[app] != nil || apps.count < StatusReport.maxApps else { return }
         apps[app, default: Status.App()].played += 1
+        if let via, !apps[app]!.via.contains(via), apps[app]!.via.count < Self.maxVia {
+            apps[app]!.via = (apps[app]!.via + [via]).sorted()
+        }
     }
 
     /// A voice counted as played that never sounded (only for an app counted already).

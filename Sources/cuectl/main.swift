@@ -96,9 +96,14 @@ case .shellInit(let shell):
     print(ShellInit.snippet(shell, cuectl: executablePath() ?? "cuectl", socket: socket, app: invocation.app), terminator: "")
     exit(0)
 
+case .canberra(let on):
+    var env: [String: String] = [:]
+    for key in ["HOME", "XDG_CONFIG_HOME", "CANBERRA_DRIVER"] { env[key] = environment(key) }
+    Canberra.run(on, environment: env, socket: try? socketPath().get())
+
 case .doctor:
     var env: [String: String] = [:]
-    for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR"] { env[key] = environment(key) }
+    for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "CANBERRA_DRIVER"] { env[key] = environment(key) }
     var status: Status?
     var why: String?
     var path: String?
@@ -124,7 +129,7 @@ case .doctor:
         closedir(dir)
     }
     let report = Doctor.report(status: status, noDaemon: why, socket: path, environment: env, soundCard: card,
-                               exists: { access($0, F_OK) == 0 })
+                               exists: { access($0, F_OK) == 0 }, canberra: Canberra.facts(environment: env, status: status))
     print(report.lines.joined(separator: "\n"))
     exit(report.exitCode)
 

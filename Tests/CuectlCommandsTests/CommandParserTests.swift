@@ -60,6 +60,10 @@ import Testing
         (["profile", "app", "mutt", "default"], "profile app mutt default"),
         (["play", "alarm", "--important", "--wait"], "play alarm wait important"),
         (["play-file", "/x/a.ogg", "--important"], "play-file /x/a.ogg important"),
+        (["play", "bell", "--theme=Yaru"], "play bell theme=Yaru"),
+        (["play", "bell", "--theme=freedesktop:5.1", "--gain", "-3", "--id"], "play bell -3 id theme=freedesktop:5.1"),
+        (["preload", "bell"], "preload bell"),
+        (["preload", "--theme=ocean", "bell"], "preload bell theme=ocean"),
     ])
     func requestLines(args: [String], expected: String) throws {
         #expect(try line(args) == expected)
@@ -89,6 +93,20 @@ import Testing
         #expect(try parse(["shell-init", "fish"]).action == .shellInit(.fish))
         #expect(try parse(["config", "check"]).action == .configCheck(path: nil))
         #expect(try parse(["config", "check", "x.toml"]).action == .configCheck(path: "x.toml"))
+    }
+
+    @Test func canberraSwitchesOrAsks() throws {
+        #expect(try parse(["canberra"]).action == .canberra(nil))
+        #expect(try parse(["canberra", "on"]).action == .canberra(true))
+        #expect(try parse(["canberra", "off"]).action == .canberra(false))
+        #expect(usage(["canberra", "maybe"]) == "usage: cuectl canberra [on|off]")
+        #expect(usage(["canberra", "on", "now"]) == "usage: cuectl canberra [on|off]")
+        #expect(usage(["canberra", "--wait"]) == "--wait does not go with canberra")
+        // `--theme=NAME` goes with play and preload; bare `--theme` is cues' switch.
+        #expect(usage(["play-file", "/a.wav", "--theme=x"]) == "--theme= does not go with play-file")
+        #expect(usage(["cues", "--theme=x"]) == "--theme= does not go with cues")
+        #expect(usage(["preload", "bell", "--wait"]) == "--wait does not go with preload")
+        #expect(usage(["play", "bell", "--theme=a/b"]) == Label.problem("a/b", what: "theme"))
     }
 
     @Test func runTakesEverythingAfterItsOptions() throws {
@@ -125,8 +143,8 @@ import Testing
             ([], "no command given"),
             (["--app", "x"], "no command given, only options"),
             (["dance"], "unknown command 'dance'"),
-            (["play"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"),
-            (["play", "a", "b"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"),
+            (["play"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important] [--theme=NAME[:PROFILE]]"),
+            (["play", "a", "b"], "usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important] [--theme=NAME[:PROFILE]]"),
             (["play", "pop", "--gain"], "--gain needs a value"),
             (["play", "pop", "--gain", "loud"], "gain 'loud' is not a number of dB"),
             (["play", "pop", "--gain", "20"], "gain 20 dB is outside -60...12"),

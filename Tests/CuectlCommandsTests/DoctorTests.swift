@@ -132,4 +132,74 @@ import Testing
         // An older cued says nothing of a budget: nothing is shown.
         #expect(!doctor(status("alsa:default"), files: []).lines.contains { $0.contains("memory") })
     }
+
+    // MARK: libcanberra
+
+    func facts(on: Bool = true, plugin: Bool = true, hook: Bool = true, shell: String? = nil, manager: String?? = .some("cued"),
+               apps: [String]? = []) -> CanberraRouting.Facts {
+        var f = CanberraRouting.Facts()
+        f.on = on
+        f.pluginDirectory = "/usr/lib/x86_64-linux-gnu/libcanberra-0.30"
+        f.pluginInstalled = plugin
+        f.generator = hook ? "/usr/lib/systemd/user-environment-generators/60-cued-canberra" : nil
+        f.shellValue = shell
+        f.managerValue = manager
+        f.apps = apps
+        return f
+    }
+
+    func lines(_ f: CanberraRouting.Facts) -> [String] {
+        Doctor.report(status: status("pipewire"), noDaemon: nil, socket: "/s", environment: env, soundCard: false,
+                      exists: { _ in false }, canberra: f).lines.filter { $0.contains("libcanberra") || $0.contains("CANBERRA") || $0.hasPrefix("    fix: cuectl canberra") || $0.contains("plug-in") }
+    }
+
+    @Test func libcanberraThroughCuedOnOffAndBroken() {
+        #expect(lines(facts(apps: ["Mutter", "feedbackd"])) == ["ok  libcanberra's sounds go through cued; apps through it: Mutter, feedbackd"])
+        #expect(lines(facts(manager: .some(nil))) == ["ok  libcanberra's sounds go through cued (from your next login: your session does not set CANBERRA_DRIVER=cued yet); no app has played through it yet"])
+        #expect(lines(facts(on: false, manager: .some(nil))) == ["--  libcanberra's sounds (GNOME Shell, KDE and GTK apps, feedbackd) do not go through cued; to make them: cuectl canberra on"])
+        let missing = lines(facts(plugin: false, manager: .some(nil)))
+        #expect(missing.first == "!!  libcanberra through cued is on, but cued's plug-in is not in /usr/lib/x86_64-linux-gnu/libcanberra-0.30, the one directory libcanberra loads drivers from: its sounds go their own way", "\(missing)")
+        // The session names cued's driver and libcanberra cannot load it: silence, said first.
+        let silent = lines(facts(on: false, plugin: false, shell: "cued", manager: .some(nil)))
+        #expect(silent == ["!!  CANBERRA_DRIVER=cued but cued's plug-in is not in /usr/lib/x86_64-linux-gnu/libcanberra-0.30: every libcanberra sound of this session is silent",
+                           "    fix: cuectl canberra off and unset CANBERRA_DRIVER (then log in again), or install the plug-in (the cued package, or sudo make install-canberra)"], "\(silent)")
+        // No libcanberra on the machine: nothing to say.
+        var none = facts()
+        none.pluginDirectory = nil
+        #expect(lines(none).isEmpty)
+        // The findings about libcanberra never change whether a cue of cued's would be heard.
+        let r = Doctor.report(status: status("pipewire"), noDaemon: nil, socket: "/s", environment: env, soundCard: false,
+                              exists: { _ in false }, canberra: facts(on: false, plugin: false, shell: "cued"))
+        #expect(r.exitCode == 0)
+    }
+
+    @Test func canberraReportAndSwitch() {
+        let f = facts(shell: "cued", apps: ["Mutter"])
+        #expect(CanberraRouting.report(f) == [
+            "libcanberra through cued: on",
+            "plug-in: /usr/lib/x86_64-linux-gnu/libcanberra-0.30/libcanberra-cued.so installed",
+            "login hook: /usr/lib/systemd/user-environment-generators/60-cued-canberra",
+            "this shell: CANBERRA_DRIVER=cued",
+            "your session (systemd --user): CANBERRA_DRIVER=cued",
+            "apps through it: Mutter",
+        ])
+        #expect(CanberraRouting.missing(f) == nil)
+        #expect(CanberraRouting.missing(facts(hook: false))?.problem.hasPrefix("the login hook 60-cued-canberra is not in") == true)
+        #expect(CanberraRouting.report(facts(plugin: false, shell: "cued", manager: nil)).last
+                == "warning: CANBERRA_DRIVER=cued without the plug-in: libcanberra's sounds are silent; cuectl canberra off, and unset CANBERRA_DRIVER")
+        #expect(CanberraRouting.switched(true, managerChanged: false)[0].contains("after your next login"))
+        #expect(CanberraRouting.switchPath(environment: ["HOME": "/home/u"]) == "/home/u/.config/cued/libcanberra")
+        #expect(CanberraRouting.switchPath(environment: ["HOME": "/home/u", "XDG_CONFIG_HOME": "/c"]) == "/c/cued/libcanberra")
+        #expect(CanberraRouting.isCued("cued") && CanberraRouting.isCued("cued,alsa") && !CanberraRouting.isCued("cuedx") && !CanberraRouting.isCued(nil))
+    }
+
+    /// The plug-in directory is the one compiled into libcanberra: read from its bytes.
+    @Test func pluginDirectoryIsReadFromTheLibrary() {
+        func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+        let lib = [0x7F, 0x45] + bytes("junk\0/usr/lib/x86_64-linux-gnu/libcanberra-0.30/libcanberra-%s\0more") + [0xFF]
+        #expect(CanberraRouting.pluginDirectory(inLibrary: lib) == "/usr/lib/x86_64-linux-gnu/libcanberra-0.30")
+        #expect(CanberraRouting.pluginDirectory(inLibrary: bytes("x\0relative/libcanberra-%s\0")) == nil)
+        #expect(CanberraRouting.pluginDirectory(inLibrary: []) == nil)
+        #expect(CanberraRouting.libraryCandidates(machine: "x86_64").first == "/usr/lib/x86_64-linux-gnu/libcanberra.so.0")
+    }
 }

@@ -58,6 +58,12 @@ import Testing
         ("play alarm important", .play(cue: "alarm", options: PlayOptions(important: true))),
         ("play alarm -3 important id loop=2 priority=9", .play(cue: "alarm", options: PlayOptions(gainDB: -3, wantsID: true, loop: .times(2), priority: 9, important: true))),
         ("play-file /tmp/a.ogg important wait", .playFile(path: "/tmp/a.ogg", options: PlayOptions(wait: true, important: true))),
+        ("play bell theme=Yaru", .play(cue: "bell", options: PlayOptions(theme: ThemeChoice(name: "Yaru")))),
+        ("play bell -6 id theme=freedesktop:5.1", .play(cue: "bell", options: PlayOptions(gainDB: -6, wantsID: true, theme: ThemeChoice(name: "freedesktop", profile: "5.1")))),
+        ("preload bell", .preload(cue: "bell", theme: nil)),
+        ("preload bell theme=ocean:stereo", .preload(cue: "bell", theme: ThemeChoice(name: "ocean", profile: "stereo"))),
+        ("app mutt", .app("mutt")),
+        ("app org.gnome.Shell via=libcanberra", .app("org.gnome.Shell", via: "libcanberra")),
     ])
     func parsesEveryVerb(line: String, expected: Request) throws {
         #expect(try RequestParser.parse(line) == expected)
@@ -149,6 +155,21 @@ import Testing
         ("play pop important=1", .badArgument),
         ("play pop important important", .badArgument),
         ("play pop important -3", .badArgument),
+        ("play bell theme=", .badArgument),
+        ("play bell theme=a/b", .badArgument),
+        ("play bell theme=a:", .badArgument),
+        ("play bell theme=a:b:c", .badArgument),
+        ("play bell theme=a theme=b", .badArgument),
+        ("play bell theme", .badArgument),
+        ("play-file /tmp/a.wav theme=ocean", .badArgument),
+        ("preload", .badArgument),
+        ("preload a/b", .badArgument),
+        ("preload bell ocean", .badArgument),
+        ("preload bell theme=ocean id", .badArgument),
+        ("app a via", .badArgument),
+        ("app a via=", .badArgument),
+        ("app a via=a/b", .badArgument),
+        ("app a b", .badArgument),
     ])
     func rejectsBadRequests(line: String, code: ErrorCode) {
         #expect(throws: ProtocolError.self) { try RequestParser.parse(line) }
@@ -199,7 +220,10 @@ import Testing
                               .playFile(path: "/x", options: PlayOptions(loop: .forever, priority: 100)),
                               .stop(.id(9)), .stop(.cue("id")), .events(true), .events(false),
                               .profile(nil), .profile(.silent), .profileApp("a", nil), .profileApp("a", .profile(.full)), .profileApp("a", .default),
-                              .play(cue: "r", options: PlayOptions(gainDB: -1, wait: true, loop: .forever, priority: 3, important: true))]
+                              .play(cue: "r", options: PlayOptions(gainDB: -1, wait: true, loop: .forever, priority: 3, important: true)),
+                              .play(cue: "bell", options: PlayOptions(wantsID: true, theme: ThemeChoice(name: "t", profile: "5.1"))),
+                              .preload(cue: "bell", theme: nil), .preload(cue: "bell", theme: ThemeChoice(name: "t")),
+                              .app("a"), .app("a", via: "libcanberra")]
         for r in all { #expect(try RequestParser.parse(r.line) == r) }
     }
 
@@ -351,7 +375,8 @@ import Testing
         s.sink.channels = 2; s.sink.format = "S16_LE"; s.sink.periodFrames = 240; s.sink.bufferFrames = 480
         s.sink.delayUs = 5000; s.sink.error = "x"
         s.cues = ["pop": .init(frames: 10, played: 2)]
-        s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true, profile: .quiet), "feedr": .init(played: 1)]
+        s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true, profile: .quiet), "feedr": .init(played: 1),
+                  "Mutter": .init(played: 2, via: ["libcanberra"])]
         s.profile = .silent
         s.played = 5; s.voicesActive = 1; s.voicesStolen = 2; s.clippedSamples = 3; s.xruns = 4; s.stalls = 6; s.devicesLost = 13; s.audioThread = "realtime"
         s.dropped = 7; s.clients = 8; s.rateLimited = 9; s.refusedBusy = 10; s.evictedIdle = 11; s.sessions = 12
@@ -365,7 +390,7 @@ import Testing
 
     @Test func fieldPathsCoverNestedKeys() {
         let paths = Status.fieldPaths
-        for p in ["version", "profile", "apps.NAME.profile", "sink.state", "sink.device_delay_us", "devices_lost", "audio_thread", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
+        for p in ["version", "profile", "apps.NAME.profile", "apps.NAME.via", "sink.state", "sink.device_delay_us", "devices_lost", "audio_thread", "cues.NAME.played", "apps.NAME.dropped", "latency_us.measures",
                   "theme.cache_bytes", "stalls", "evicted_idle"] {
             #expect(paths.contains(p), "\(p)")
         }

@@ -134,7 +134,7 @@ final class Locked<T: Sendable>: Sendable {
                      "state pull", "drag 70", "drop", "threshold 50", "session", "session work", "app tests",
                      "mute", "unmute", "mute app other", "unmute app other",
                      "profile", "profile quiet", "profile app other silent", "profile app other", "profile app other default", "profile full",
-                     "reload", "cues", "cues theme", "status", "status wait"]
+                     "reload", "cues", "cues theme", "preload pop", "status", "status wait"]
         let profileReplies = ["profile": "full", "profile quiet": "quiet", "profile app other silent": "other silent",
                               "profile app other": "other silent", "profile app other default": "other quiet", "profile full": "full"]
         var seen: Set<String> = []
@@ -193,6 +193,8 @@ final class Locked<T: Sendable>: Sendable {
                 verb = "reload"; #expect(reply == .ok("reloaded"))
             case .cues(let theme):
                 verb = "cues"; #expect(reply == .ok(theme ? "" : "pop psst1 psst2"))
+            case .preload:
+                verb = "preload"; #expect(reply == .ok(nil))  // a bank cue: decoded already
             case .status:
                 verb = "status"
                 guard case .ok(let json?) = reply, let status = Status.parse(json) else { Issue.record("status: \(reply)"); continue }
@@ -205,7 +207,7 @@ final class Locked<T: Sendable>: Sendable {
             }
             seen.insert(verb)
         }
-        #expect(seen.count == 21)
+        #expect(seen.count == 22)
         // Only `reload` reloads (no state change falls through to it).
         #expect(h.loads.value == 1)
     }

@@ -1,5 +1,6 @@
 import CuedClient
 import CuedProtocol
+import CuectlCommands
 import Foundation
 import Testing
 import TestSupport
@@ -51,7 +52,7 @@ struct DebTests {
         // Fields: Depends computed from what the binaries link.
         let fields = try runProcess("/usr/bin/dpkg-deb", ["-f", deb, "Package", "Version", "Architecture", "Depends", "Installed-Size"]).out
         #expect(fields.contains("Package: cued\n") && fields.contains("Version: \(CuedVersion.string)\n"), "\(fields)")
-        for lib in ["libasound2 (>=", "libsndfile1 (>=", "libsamplerate0 (>=", "libc6 (>="] {
+        for lib in ["libasound2 (>=", "libsndfile1 (>=", "libsamplerate0 (>=", "libc6 (>=", "libcanberra0 (>="] {
             #expect(fields.contains(lib), "Depends lacks \(lib): \(fields)")
         }
         let size = Int(fields.split(separator: "\n").first { $0.hasPrefix("Installed-Size: ") }?.split(separator: " ").last ?? "") ?? 0
@@ -65,7 +66,9 @@ struct DebTests {
                      "./usr/share/man/man1/cued.1.gz", "./usr/share/man/man1/cuectl.1.gz", "./usr/share/man/man5/cued.toml.5.gz",
                      "./usr/share/bash-completion/completions/cuectl", "./usr/share/zsh/vendor-completions/_cuectl",
                      "./usr/share/fish/vendor_completions.d/cuectl.fish",
-                     "./usr/share/doc/cued/copyright", "./usr/share/doc/cued/changelog.gz", "./usr/share/lintian/overrides/cued"] {
+                     "./usr/share/doc/cued/copyright", "./usr/share/doc/cued/changelog.gz", "./usr/share/lintian/overrides/cued",
+                     "./usr/lib/systemd/user-environment-generators/60-cued-canberra"]
+            + (CanberraSandbox.systemDirectory.map { ["." + $0 + "/libcanberra-cued.so"] } ?? []) {
             #expect(contents.contains(" " + path + "\n"), "\(path) not in the package")
         }
         #expect(!contents.contains("/home/") && !contents.contains(".local"), "\(contents)")
@@ -106,6 +109,31 @@ struct DebTests {
         #expect(try runProcess(cuectl, ["--socket", sock, "cues"], env: env).out == "fail pop psst1 psst2\n")
         let play = try runProcess(cuectl, ["--socket", sock, "play", "pop", "--wait"], env: env)
         #expect(play.status == 0, "\(play.err)")
+
+        // libcanberra plays through the installed plug-in: the package's libcanberra directory
+        // stands for the system's (a mount namespace of the client's own), and the login hook
+        // sets CANBERRA_DRIVER=cued there only for a user who turned it on.
+        if CanberraSandbox.unavailableReason == nil, let system = CanberraSandbox.systemDirectory {
+            let sandbox = try CanberraSandbox(plugin: root + system + "/" + CanberraRouting.pluginFile)
+            var cenv = CanberraSandbox.environment(env)
+            cenv["CUED_SOCKET"] = sock
+            let run = try sandbox.client([["props", ["application.name": "Packaged"]], ["play", 1, ["event.id": "bell"]],
+                                          ["wait_callbacks", 1, 10]], env: cenv)
+            #expect(run.ret(1) == 0 && run.codes(1) == [0], "\(run)")
+            let app = try CueClient(path: sock, timeoutSeconds: 5).request("status")
+            #expect(app.contains(#""Packaged":{"played":1"#) && app.contains(#""via":["libcanberra"]"#), "\(app)")
+            let hook = root + "/usr/lib/systemd/user-environment-generators/60-cued-canberra"
+            var henv = ["HOME": dir.file("home"), "PATH": "/usr/bin:/bin"]
+            #expect(try sandbox.run([hook], env: henv).out == "", "off: nothing")
+            try FileManager.default.createDirectory(atPath: dir.file("home/.config/cued"), withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: dir.file("home/.config/cued/libcanberra"), contents: nil)
+            #expect(try sandbox.run([hook], env: henv).out == "CANBERRA_DRIVER=cued\n", "on, with the plug-in in place")
+            henv["CANBERRA_DRIVER"] = "pulse"
+            #expect(try sandbox.run([hook], env: henv).out == "", "a driver the user chose is left alone")
+            henv.removeValue(forKey: "CANBERRA_DRIVER")
+            let bare = try CanberraSandbox(plugin: nil)
+            #expect(try bare.run([hook], env: henv).out == "", "on, but no plug-in where libcanberra looks: nothing, so nothing goes silent")
+        }
         #expect(cued.stop() == 0)
 
         // Purged: every file and directory it brought is gone; dpkg's own database is all that is left.

@@ -24,7 +24,7 @@ import TestSupport
             // What an unquoted "…/a checkout/…" would reach: `rm -rf …/a` among others.
             try fm.createDirectory(atPath: dir.file("a"), withIntermediateDirectories: true)
             try fm.copyItem(atPath: TestPaths.repoRoot.path + "/Makefile", toPath: root + "/Makefile")
-            for sub in ["Sounds", "docs", "completions", "systemd", "dbus"] {
+            for sub in ["Sounds", "docs", "completions", "systemd", "dbus", "canberra"] {
                 try fm.createSymbolicLink(atPath: root + "/" + sub, withDestinationPath: TestPaths.repoRoot.path + "/" + sub)
             }
             // The release build install copies (stripped by `true`), and a cuesynth that writes nothing.
@@ -87,6 +87,8 @@ import TestSupport
         #expect(builds.contains { $0.has("--build-tests") })
         for call in builds { #expect(call.has("--no-color-diagnostics"), "\(call.args)") }
         for call in builds where call.has("release") { #expect(call.has("--static-swift-stdlib"), "\(call.args)") }
+        // The libcanberra plug-in is built with the rest (by the C compiler, not SwiftPM).
+        #expect(FileManager.default.fileExists(atPath: s.root + "/.build/canberra/libcanberra-cued.so"))
     }
 
     /// make test: the debug build with the tests, the release build installed into

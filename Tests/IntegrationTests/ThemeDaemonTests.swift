@@ -47,6 +47,31 @@ import TestSupport
         #expect(try capture(d).contains { $0 != 0 })
     }
 
+    /// `theme=NAME` looks a sound up in that theme for one request (the config's stays the
+    /// default), cached apart; `preload` decodes one ahead, answered once it is in the cache.
+    @Test func aThemeNamedPerRequestAndPreloadedAhead() throws {
+        let bell = Fixture.samples(seed: 42, frames: 2_400)
+        let d = try DaemonHarness(args: Self.wavSink, extraEnv: ["XDG_DATA_DIRS": "/usr/share"])
+        try makeTheme(d, bell: bell)
+        #expect(try d.request("preload bell theme=ocean") == "ok")
+        #expect(try status(d).theme.cached == 1)
+        #expect(try d.request("preload dialog-warning theme=ocean") == "ok disabled")
+        #expect(try d.request("play dialog-warning theme=ocean") == "ok disabled")
+        #expect(try d.request("preload dialog-warning") == "ok")  // freedesktop's own: the default theme is still the config's
+        #expect(try d.request("preload no-such-sound-anywhere theme=ocean").hasPrefix("err unknown-cue"))
+        #expect(try d.request("preload pop") == "ok")  // a cue of the bank: decoded already
+        #expect(try status(d).theme.cached == 2)  // ocean's bell, freedesktop's dialog-warning
+        // Preloaded: the play finds it decoded (answered at once, not after a decode), and it is ocean's bell.
+        let c = try d.client()
+        #expect(try c.request("play bell theme=ocean") == "ok")
+        #expect(eventually { DesktopBusTests.find(bell, in: (try? DesktopBusTests.left(d)) ?? []) != nil })
+        #expect(try status(d).theme.cached == 2)
+        // The themes a request names are bounded; a theme of another output profile is another.
+        for i in 0..<12 { _ = try d.request("preload bell theme=t\(i):stereo") }
+        #expect(try d.request("play bell theme=ocean:5.1") == "ok")
+        #expect(try d.request("stop all").hasPrefix("ok"))
+    }
+
     @Test func aConfiguredThemeWithInheritanceAndDisabledSounds() throws {
         let bell = Fixture.samples(seed: 41, frames: 2_400)
         let d = try DaemonHarness(args: Self.wavSink, extraEnv: ["XDG_DATA_DIRS": "/usr/share"],
