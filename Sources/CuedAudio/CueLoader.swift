@@ -448,38 +448,58 @@ public struct CueBankLoader: Sendable {
     public var loader: CueLoader
     public init(loader: CueLoader = CueLoader()) { self.loader = loader }
 
-    /// `files` names cues explicitly (name → path); they override the
-    /// directories, and unlike files found there, one that fails is an error.
-    /// `reuse`: files decoded before (the bank in force), taken as they are if unchanged.
-    public func load(directories: [String], files: [String: String] = [:],
+    /// `files` names cues explicitly (name → paths: one, or its variants); they override the
+    /// directories, and unlike files found there, one that fails is an error. In a
+    /// directory, `NAME-2.wav`, `NAME-3.wav`… beside `NAME.wav` are NAME's variants (a
+    /// later directory's NAME replaces the whole set). `reuse`: files decoded before (the
+    /// bank in force), taken as they are if unchanged.
+    public func load(directories: [String], files: [String: [String]] = [:],
                      reuse: [FileIdentity: SoundBuffer] = [:]) throws(Failure) -> Result {
-        var chosen: [String: (path: String, dir: Int)] = [:]  // name → path; later directories win
+        var chosen: [String: (paths: [String], dir: Int)] = [:]  // name → its variants' paths; later directories win
         for (i, dir) in directories.enumerated() {
+            var here: [String: [Int: String]] = [:]  // name → variant number → path
             for entry in Self.listFiles(dir) where !entry.hasPrefix(".") && Self.isAudioName(entry) {
                 let name = Self.baseName(entry)
                 guard !name.isEmpty else { continue }
-                chosen[name] = (dir + "/" + entry, i)
+                here[name, default: [:]][1] = dir + "/" + entry
             }
+            for name in here.keys.sorted() {
+                guard let (base, n) = Self.variantOf(name), here[base] != nil, let path = here[name]?[1] else { continue }
+                here[base]![n] = path
+                here[name] = nil
+            }
+            for (name, set) in here { chosen[name] = (set.keys.sorted().map { set[$0]! }, i) }
         }
-        for (name, path) in files { chosen[name] = (path, -1) }
-        var cues: [Cue] = []
+        for (name, paths) in files where !paths.isEmpty { chosen[name] = (paths, -1) }
+        var variants: [String: [Cue]] = [:]
         var sounds: [FileIdentity: SoundBuffer] = [:]
         var skipped = [[String]](repeating: [], count: directories.count)
         for (name, found) in chosen.sorted(by: { $0.key < $1.key }) {
-            do throws(SndFileError) {
-                cues.append(try load(name: name, path: found.path, decoded: &sounds, reuse: reuse))
-            } catch {
-                if error.overBudget { throw .overBudget(name: name, error) }
-                if files[name] != nil { throw .brokenConfigured(name: name, error) }
-                if CueBank.required.contains(name) { throw .brokenRequired(error) }
-                skipped[found.dir].append("skipped \(error)")
+            for (k, path) in found.paths.enumerated() {
+                do throws(SndFileError) {
+                    variants[name, default: []].append(try load(name: name, path: path, decoded: &sounds, reuse: reuse))
+                } catch {
+                    if error.overBudget { throw .overBudget(name: name, error) }
+                    if files[name] != nil { throw .brokenConfigured(name: name, error) }
+                    if k == 0 && CueBank.required.contains(name) { throw .brokenRequired(error) }
+                    skipped[found.dir].append("skipped \(error)")
+                }
             }
         }
-        for name in CueBank.required where !cues.contains(where: { $0.name == name }) {
+        for name in CueBank.required where variants[name]?.isEmpty ?? true {
             throw .missingRequired(name, searched: directories)
         }
         let warnings = zip(directories, skipped).compactMap { dir, lines in Self.skipWarning(dir: dir, lines) }
-        return Result(bank: CueBank(cues), warnings: warnings, sounds: sounds)
+        return Result(bank: CueBank(variants: variants), warnings: warnings, sounds: sounds)
+    }
+
+    /// `pop-2` → (`pop`, 2): a variant's name, numbered from 2 (at most 64).
+    static func variantOf(_ name: String) -> (base: String, number: Int)? {
+        guard let dash = name.lastIndex(of: "-") else { return nil }
+        let digits = name[name.index(after: dash)...]
+        guard !digits.isEmpty, digits.count <= 2, digits.allSatisfy(\.isASCII), let n = Int(digits), (2...64).contains(n),
+              !digits.hasPrefix("0"), dash != name.startIndex else { return nil }
+        return (String(name[..<dash]), n)
     }
 
     /// One cue: the file's samples decoded by this load or the last, else decoded now.

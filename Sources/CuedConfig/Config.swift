@@ -1,12 +1,37 @@
 import CuedProtocol
 import CuedSystem
 
-/// `[cues.NAME]`: where a cue comes from and how loud it is.
+/// `[cues.NAME]`: where a cue comes from, how loud it is, and how it varies and is
+/// limited from play to play (its design: see `CueDesign`).
 public struct CueSetting: Sendable, Equatable {
     /// A file of any format libsndfile reads; relative paths are relative to the config file.
     public var file: String?
+    /// The cue's variants, as files (instead of `file`, and of `NAME-2.wav`… in the directories).
+    public var files: [String]?
     public var gainDB: Double = 0
+    public var order: VariantOrder?
+    public var pitchJitterCents: Double = 0
+    public var gainJitterDB: Double = 0
+    public var maxVoices: Int?
+    public var steal: VoiceSteal = .oldest
+    public var cooldownMs: Double = 0
+    public var cooldown: CooldownMode = .drop
     public init(file: String? = nil, gainDB: Double = 0) { self.file = file; self.gainDB = gainDB }
+
+    static let keys = ["file", "files", "gain_db", "order", "pitch_jitter_cents", "gain_jitter_db", "max_voices", "steal",
+                       "cooldown_ms", "cooldown"]
+}
+
+/// `[pull]`: a pull you can hear, off by default: below the release threshold, a soft
+/// tick each `detent_points` of pull, rising `detent_pitch_cents` towards the threshold.
+public struct PullSetting: Sendable, Equatable {
+    public var detentPoints: Double = 0
+    public var detentCue = "tick"
+    public var detentGainDB: Double = -12
+    public var detentPitchCents: Double = 0
+    public init() {}
+
+    static let keys = ["detent_points", "detent_cue", "detent_gain_db", "detent_pitch_cents"]
 }
 
 /// `[apps.NAME]`: one client app's mute, gain and profile.
@@ -68,6 +93,7 @@ public struct Config: Sendable, Equatable {
     /// A transition's cue; "" makes it silent.
     public var transitions: [Transition: String] = [:]
     public var apps: [String: AppSetting] = [:]
+    public var pull = PullSetting()
     /// The freedesktop sound theme `play NAME` falls back to (nil: freedesktop).
     public var theme: String?
     /// Decoded theme sounds and files kept in memory, MiB.
@@ -89,7 +115,7 @@ public struct Config: Sendable, Equatable {
     public static func == (a: Config, b: Config) -> Bool {
         a.path == b.path && a.sink == b.sink && a.latencyMs == b.latencyMs && a.voices == b.voices
             && a.idleCloseS == b.idleCloseS && a.masterGainDB == b.masterGainDB && a.sounds == b.sounds
-            && a.muted == b.muted && a.profile == b.profile && a.profiles == b.profiles && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps
+            && a.muted == b.muted && a.profile == b.profile && a.profiles == b.profiles && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps && a.pull == b.pull
             && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.soundBudgetMB == b.soundBudgetMB && a.stream == b.stream
             && a.dbus == b.dbus && a.notifications == b.notifications
     }
@@ -246,7 +272,7 @@ struct Checker {
 
     static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted", "profile",
                           "theme", "theme_cache_mb", "sound_budget_mb", "cues", "transitions", "apps", "profiles", "stream",
-                          "dbus", "notifications"]
+                          "dbus", "notifications", "pull"]
 
     mutating func read(_ root: TOMLTable) -> Config {
         var c = Config()
@@ -307,10 +333,19 @@ struct Checker {
                         lines[fk] = f.line
                         switch field {
                         case "file": s.file = string(f, fk).map(expand)
+                        case "files": s.files = files(f, fk)
                         case "gain_db": s.gainDB = number(f, fk, ConfigLoader.gainRange) ?? 0
-                        default: unknown(fk, f, expected: ["file", "gain_db"])
+                        case "order": s.order = word(f, fk, VariantOrder.self)
+                        case "pitch_jitter_cents": s.pitchJitterCents = number(f, fk, 0...1_200) ?? 0
+                        case "gain_jitter_db": s.gainJitterDB = number(f, fk, 0...24) ?? 0
+                        case "max_voices": s.maxVoices = int(f, fk, 1...256)
+                        case "steal": s.steal = word(f, fk, VoiceSteal.self) ?? .oldest
+                        case "cooldown_ms": s.cooldownMs = number(f, fk, 0...60_000) ?? 0
+                        case "cooldown": s.cooldown = word(f, fk, CooldownMode.self) ?? .drop
+                        default: unknown(fk, f, expected: CueSetting.keys)
                         }
                     }
+                    if s.file != nil && s.files != nil { fail("\(k).files", ct["files"]!, "give file or files, not both") }
                     c.cues[name] = s
                 }
             case "transitions":
@@ -346,11 +381,55 @@ struct Checker {
                     }
                     c.apps[name] = s
                 }
+            case "pull": c.pull = pull(v, key)
             default:
                 unknown(key, v, expected: Self.topKeys)
             }
         }
         return c
+    }
+
+    /// `files = ["a.wav", …]`: a cue's variants, 1 to 64 paths.
+    mutating func files(_ v: TOMLNode, _ key: String) -> [String]? {
+        guard case .array(let a) = v.value else { fail(key, v, "expected an array of file paths, found \(v.value.typeName)"); return nil }
+        guard (1...64).contains(a.count) else { fail(key, v, "expected 1...64 files, got \(a.count)"); return nil }
+        var out: [String] = []
+        for (i, item) in a.enumerated() {
+            guard let p = string(item, "\(key)[\(i)]") else { return nil }
+            out.append(expand(p))
+        }
+        return out
+    }
+
+    /// One of an enum's words (`order = "shuffle"`).
+    mutating func word<W: RawRepresentable & CaseIterable>(_ v: TOMLNode, _ key: String, _: W.Type) -> W? where W.RawValue == String {
+        guard let s = string(v, key) else { return nil }
+        guard let w = W(rawValue: s) else {
+            fail(key, v, "expected \(W.allCases.map(\.rawValue).joined(separator: ", ")), got '\(s.prefix(32))'")
+            return nil
+        }
+        return w
+    }
+
+    /// `[pull]`: detent ticks while pulling.
+    mutating func pull(_ v: TOMLNode, _ key: String) -> PullSetting {
+        var p = PullSetting()
+        guard let t = table(v, key) else { return p }
+        for field in t.keys.sorted() {
+            let fk = "\(key).\(quoted(field))", f = t[field]!
+            lines[fk] = f.line
+            switch field {
+            case "detent_points": p.detentPoints = number(f, fk, 0...1_000) ?? 0
+            case "detent_cue":
+                guard let name = string(f, fk) else { continue }
+                guard Label.isValid(name) else { fail(fk, f, Label.problem(name, what: "cue name")); continue }
+                p.detentCue = name
+            case "detent_gain_db": p.detentGainDB = number(f, fk, ConfigLoader.gainRange) ?? p.detentGainDB
+            case "detent_pitch_cents": p.detentPitchCents = number(f, fk, -1_200...1_200) ?? 0
+            default: unknown(fk, f, expected: PullSetting.keys)
+            }
+        }
+        return p
     }
 
     /// `[profiles]`: `quiet_gain_db` and `important_apps` (app names).

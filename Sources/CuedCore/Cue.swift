@@ -38,22 +38,29 @@ public final class Cue: @unchecked Sendable {  // immutable after init; `played`
     public func named(_ other: String) -> Cue { Cue(name: other, sound: sound, source: source) }
 }
 
-/// The set of cues the daemon can play, by name. Replaced whole on reload.
+/// The set of cues the daemon can play, by name; a cue may have several variants
+/// (`pop.wav`, `pop-2.wav`…, or the config's `files`), all named as the cue. Replaced
+/// whole on reload.
 public struct CueBank: Sendable {
+    /// Each cue's first variant.
     public let cues: [String: Cue]
+    /// Every variant of each cue, the first first (at least one each).
+    public let variants: [String: [Cue]]
     public static let required = ["psst1", "psst2", "pop"]
     /// Bytes of its samples, each shared buffer once (what it holds of the budget).
     public let bytes: Int
 
+    /// One variant each.
     public init(_ cues: [Cue]) {
-        var d: [String: Cue] = [:]
+        self.init(variants: Dictionary(cues.map { ($0.name, [$0]) }, uniquingKeysWith: { $1 }))
+    }
+
+    public init(variants: [String: [Cue]]) {
         var seen = Set<ObjectIdentifier>()
         var bytes = 0
-        for c in cues {
-            d[c.name] = c
-            if seen.insert(ObjectIdentifier(c.sound)).inserted { bytes += c.sound.bytes }
-        }
-        self.cues = d
+        for c in variants.values.joined() where seen.insert(ObjectIdentifier(c.sound)).inserted { bytes += c.sound.bytes }
+        self.variants = variants.filter { !$0.value.isEmpty }
+        cues = self.variants.mapValues { $0[0] }
         self.bytes = bytes
     }
 

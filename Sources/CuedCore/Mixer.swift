@@ -1,10 +1,11 @@
+import CuedProtocol
+
 /// At most `maxVoices` voices of one cue (by name: its variants together) at once; a new
 /// one past that takes the place of the oldest, or of the quietest (the lowest gain).
 public struct CueVoiceLimit: Sendable, Equatable {
-    public enum Steal: String, Sendable, CaseIterable { case oldest, quietest }
     public var maxVoices: Int
-    public var steal: Steal
-    public init(maxVoices: Int, steal: Steal = .oldest) { self.maxVoices = maxVoices; self.steal = steal }
+    public var steal: VoiceSteal
+    public init(maxVoices: Int, steal: VoiceSteal = .oldest) { self.maxVoices = maxVoices; self.steal = steal }
 }
 
 /// Float mixer for up to `maxVoices` concurrent voices. Pure and

@@ -87,8 +87,8 @@ public enum RuntimeLoader {
     private static func load(config: Config, settings: Settings, environment: [String: String], loader: CueLoader,
                              reuse: [FileIdentity: SoundBuffer],
                              cancelled: @escaping @Sendable () -> Bool) throws(LoadFailure) -> (Runtime, warnings: [String]) {
-        var files: [String: String] = [:]
-        for (name, setting) in config.cues { if let f = setting.file { files[name] = f } }
+        var files: [String: [String]] = [:]
+        for (name, setting) in config.cues { if let f = setting.files ?? setting.file.map({ [$0] }) { files[name] = f } }
         let directories = settings.sounds
         let result: CueBankLoader.Result
         do {
@@ -114,6 +114,10 @@ public enum RuntimeLoader {
         for (t, cue) in config.transitions.sorted(by: { $0.key.description < $1.key.description })
         where !cue.isEmpty && result.bank[cue] == nil {
             throw LoadFailure(config.issue("transitions.\"\(t)\"", "no cue named '\(cue)' (cues: \(result.bank.names.joined(separator: " ")))"))
+        }
+        if config.pull.detentPoints > 0 && result.bank[config.pull.detentCue] == nil {
+            throw LoadFailure(config.issue(config.lines["pull.detent_cue"] != nil ? "pull.detent_cue" : "pull.detent_points",
+                                           "no cue named '\(config.pull.detentCue)' for the detent ticks (cues: \(result.bank.names.joined(separator: " ")))"))
         }
         let theme = SoundTheme(name: settings.theme, environment: environment)
         // Read only when cued is to answer feedbackd's clients.

@@ -122,6 +122,23 @@ import TestSupport
         #expect(throws: CueBankLoader.Failure.self) { try CueBankLoader().load(directories: [a]) }
     }
 
+    /// `pop-2.wav`, `pop-3.wav` beside `pop.wav` are pop's variants, in order; a `-N`
+    /// name with no cue of its base is a cue of its own; a later directory's pop replaces
+    /// the whole set; the config's `files` replace the directories' set.
+    @Test func numberedFilesAreTheCuesVariants() throws {
+        let a = try make("a", ["psst1.wav", "psst2.wav", "pop.wav", "pop-3.wav", "pop-2.wav", "lone-2.wav", "pop-x.wav"])
+        try WAV.write(a + "/pop-2.wav", int16: [Int16](repeating: 2000, count: 480), sampleRate: 48_000, channels: 1)
+        let r = try CueBankLoader().load(directories: [a])
+        #expect(r.bank.names == ["lone-2", "pop", "pop-x", "psst1", "psst2"])
+        #expect(r.bank.variants["pop"]!.map(\.source) == [a + "/pop.wav", a + "/pop-2.wav", a + "/pop-3.wav"])
+        #expect(r.bank.variants["pop"]!.allSatisfy { $0.name == "pop" })
+        #expect(r.bank.variants["pop"]![1].samples[0] == 2000.0 / 32768)
+        let b = try make("b", ["pop.wav"])
+        #expect(try CueBankLoader().load(directories: [a, b]).bank.variants["pop"]!.map(\.source) == [b + "/pop.wav"])
+        let listed = try CueBankLoader().load(directories: [a], files: ["pop": [b + "/pop.wav", a + "/pop-3.wav"]])
+        #expect(listed.bank.variants["pop"]!.map(\.source) == [b + "/pop.wav", a + "/pop-3.wav"])
+    }
+
     @Test func brokenOptionalCueIsSkippedWithWarning() throws {
         let a = try make("a", ["psst1.wav", "psst2.wav", "pop.wav"])
         try Data("garbage".utf8).write(to: URL(fileURLWithPath: a + "/broken.wav"))
@@ -156,8 +173,8 @@ import TestSupport
     @Test func aFileNamedByManyCuesIsDecodedOnce() throws {
         let one = try wav("one.wav", frames: 48_000)
         let budget = SoundBudget(limitBytes: 8 << 20)
-        var files: [String: String] = [:]
-        for i in 0..<300 { files["c\(i)"] = one }
+        var files: [String: [String]] = [:]
+        for i in 0..<300 { files["c\(i)"] = [one] }
         let r = try CueBankLoader(loader: CueLoader(budget: budget)).load(directories: [try required()], files: files)
         let sounds = Set((0..<300).map { ObjectIdentifier(r.bank["c\($0)"]!.sound) })
         #expect(sounds.count == 1)
@@ -174,11 +191,11 @@ import TestSupport
         let budget = SoundBudget(limitBytes: 8 << 20)
         let loader = CueBankLoader(loader: CueLoader(budget: budget))
         let req = try required()
-        let first = try loader.load(directories: [req], files: ["a": a, "b": b])
+        let first = try loader.load(directories: [req], files: ["a": [a], "b": [b]])
         let used = budget.used
         // b changes (a new mtime and size), a does not.
         _ = try wav("b.wav", frames: 12_000)
-        let second = try loader.load(directories: [req], files: ["a": a, "b": b], reuse: first.sounds)
+        let second = try loader.load(directories: [req], files: ["a": [a], "b": [b]], reuse: first.sounds)
         #expect(second.bank["a"]!.sound === first.bank["a"]!.sound)
         #expect(second.bank["b"]!.sound !== first.bank["b"]!.sound && second.bank["b"]!.frames == 12_000)
         #expect(budget.used == used + second.bank["b"]!.sound.bytes)  // the old and the new b, side by side

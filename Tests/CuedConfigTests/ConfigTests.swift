@@ -75,6 +75,31 @@ import TestSupport
         #expect(c != d)
     }
 
+    /// A cue's design and the pull you can hear.
+    @Test func cueDesignAndPullKeys() throws {
+        let c = try ConfigLoader.parse("""
+            [cues.pop]
+            files = ["pop.wav", "~/soft-pop.wav"]
+            order = "sequence"
+            pitch_jitter_cents = 50
+            gain_jitter_db = 1.5
+            max_voices = 4
+            steal = "quietest"
+            cooldown_ms = 40
+            cooldown = "restart"
+            [pull]
+            detent_points = 10
+            detent_gain_db = -18
+            detent_pitch_cents = 700
+            """, file: "/etc/x/cued.toml", home: "/home/u")
+        let pop = try #require(c.cues["pop"])
+        #expect(pop.files == ["/etc/x/pop.wav", "/home/u/soft-pop.wav"] && pop.file == nil)
+        #expect(pop.order == .sequence && pop.pitchJitterCents == 50 && pop.gainJitterDB == 1.5)
+        #expect(pop.maxVoices == 4 && pop.steal == .quietest && pop.cooldownMs == 40 && pop.cooldown == .restart)
+        #expect(c.pull.detentPoints == 10 && c.pull.detentCue == "tick" && c.pull.detentGainDB == -18 && c.pull.detentPitchCents == 700)
+        #expect(try parse("").pull == PullSetting())
+    }
+
     @Test func emptyFileIsDefaults() throws {
         let c = try parse("# nothing\n")
         #expect(c.sink == nil && c.voices == nil && c.cues.isEmpty && c.masterGainDB == 0)
@@ -117,6 +142,19 @@ import TestSupport
         ("[profiles]\nimportant_apps = [\"clock\", 3]", 2, "profiles.important_apps[1]", "expected a string"),
         ("[profiles]\n\n\nimportant_apps = [\"my clock\"]", 4, "profiles.important_apps[0]", "is not a name"),
         ("[profiles]\nquiet = true", 2, "profiles.quiet", "unknown key (expected one of: quiet_gain_db, important_apps)"),
+        ("[cues.pop]\norder = \"loud\"", 2, "cues.pop.order", "expected shuffle, random, sequence, got 'loud'"),
+        ("[cues.pop]\npitch_jitter_cents = 1300", 2, "cues.pop.pitch_jitter_cents", "0...1200"),
+        ("[cues.pop]\ngain_jitter_db = -1", 2, "cues.pop.gain_jitter_db", "0...24"),
+        ("[cues.pop]\nmax_voices = 0", 2, "cues.pop.max_voices", "1...256"),
+        ("[cues.pop]\nsteal = \"newest\"", 2, "cues.pop.steal", "expected oldest, quietest"),
+        ("[cues.pop]\ncooldown_ms = 60001", 2, "cues.pop.cooldown_ms", "0...60000"),
+        ("[cues.pop]\ncooldown = \"skip\"", 2, "cues.pop.cooldown", "expected drop, restart"),
+        ("[cues.pop]\nfiles = []", 2, "cues.pop.files", "1...64 files"),
+        ("[cues.pop]\nfiles = \"a.wav\"", 2, "cues.pop.files", "expected an array of file paths"),
+        ("[cues.pop]\nfile = \"a.wav\"\nfiles = [\"b.wav\"]", 3, "cues.pop.files", "give file or files, not both"),
+        ("[pull]\ndetent_points = -1", 2, "pull.detent_points", "0...1000"),
+        ("[pull]\ndetent_cue = \"a b\"", 2, "pull.detent_cue", "is not a name"),
+        ("[pull]\nticks = 3", 2, "pull.ticks", "unknown key (expected one of: detent_points, detent_cue, detent_gain_db, detent_pitch_cents)"),
     ])
     func errorsNameLineAndKey(text: String, line: Int, key: String, words: String) {
         guard let i = issue(text) else { Issue.record("no single issue for \(text.debugDescription)"); return }
