@@ -11,14 +11,14 @@ _cuectl_cues() {
 
 _cuectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="ping play play-file stop state drag drop threshold session mute unmute profile reload cues preload status config canberra doctor run shell-init"
+    local commands="ping play play-file stop state drag drop threshold detent session mute unmute profile reload cues preload status config canberra doctor run shell-init"
     local i word verb= socket= operands=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}
         case $word in
             --socket) socket=${COMP_WORDS[i+1]}; ((i++)) ;;
             --socket=*) socket=${word#--socket=} ;;
-            --session|--app|--gain|--priority) ((i++)) ;;
+            --session|--app|--gain|--priority|--rate|--pitch) ((i++)) ;;
             --) if [[ $verb == run ]]; then _cuectl_command $((i + 1)); return; fi ;;
             -*) ;;
             *)
@@ -29,16 +29,16 @@ _cuectl() {
     done
     case $prev in
         --socket) COMPREPLY=($(compgen -f -- "$cur")); return ;;
-        --session|--app|--gain|--priority) return ;;
+        --session|--app|--gain|--priority|--rate|--pitch) return ;;
     esac
     if [[ $cur == -* ]]; then
         local options="--socket --session --app --help --version"
         case $verb in
-            play) options+=" --gain --wait --id --loop --priority --important --theme=" ;;
-            play-file) options+=" --gain --wait --id --loop --priority --important" ;;
+            play) options+=" --gain --wait --id --loop --priority --important --rate --pitch --theme=" ;;
+            play-file) options+=" --gain --wait --id --loop --priority --important --rate --pitch" ;;
             preload) options+=" --theme=" ;;
             state) options+=" --quiet" ;;
-            cues) options+=" --theme" ;;
+            cues) options+=" --theme --variants" ;;
             status) options+=" --json" ;;
             run) options="--session --app --" ;;
         esac
@@ -61,6 +61,7 @@ _cuectl() {
             elif ((operands == 1)); then COMPREPLY=($(compgen -f -- "$cur")); fi ;;
         shell-init) ((operands == 0)) && COMPREPLY=($(compgen -W "bash zsh fish" -- "$cur")) ;;
         canberra) ((operands == 0)) && COMPREPLY=($(compgen -W "on off" -- "$cur")) ;;
+        detent) ((operands == 0)) && COMPREPLY=($(compgen -W "off config" -- "$cur")) ;;
         run) COMPREPLY=($(compgen -c -- "$cur")) ;;
     esac
 }

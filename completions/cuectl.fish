@@ -1,7 +1,7 @@
 # fish completion for cuectl(1). Cue names come from the running cued
 # (`cuectl cues`, at most half a second); without a daemon, none are offered.
 
-set -l commands ping play play-file stop state drag drop threshold session mute unmute profile reload cues preload status config canberra doctor run shell-init
+set -l commands ping play play-file stop state drag drop threshold detent session mute unmute profile reload cues preload status config canberra doctor run shell-init
 
 function __cuectl_cues
     set -l socket
@@ -46,6 +46,7 @@ for entry in \
     'drag:report the pull distance' \
     'drop:the finger lifted' \
     "threshold:the session's release threshold" \
+    'detent:a soft tick every POINTS of pull (off, config)' \
     'session:show or bind to a named session' \
     "mute:silence all cues, or one app's" \
     'unmute:undo mute' \
@@ -72,6 +73,8 @@ complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l id -d "pri
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l loop -d 'until stopped (--loop=N, --loop=2.5s)'
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l priority -x -d '-100 to 100 (default 0)'
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l important -d 'through quiet and silent, for an allowed app'
+complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l rate -x -d 'speed and pitch, 0.5 to 2'
+complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l pitch -x -d 'pitch in cents, -1200 to 1200'
 complete -c cuectl -n "__fish_seen_subcommand_from play-file" -F
 complete -c cuectl -n "__fish_seen_subcommand_from stop" -a "all (__cuectl_cues)"
 complete -c cuectl -n "__fish_seen_subcommand_from state" -a "pull release loading idle"
@@ -80,6 +83,8 @@ complete -c cuectl -n "__fish_seen_subcommand_from mute unmute" -a app
 complete -c cuectl -n "__fish_seen_subcommand_from profile; and __cuectl_profile_at 0" -a "full quiet silent app"
 complete -c cuectl -n "__fish_seen_subcommand_from profile; and __cuectl_profile_at 2" -a "full quiet silent default"
 complete -c cuectl -n "__fish_seen_subcommand_from cues" -l theme -d "the sound theme's names"
+complete -c cuectl -n "__fish_seen_subcommand_from cues" -l variants -d "each cue's variants"
+complete -c cuectl -n "__fish_seen_subcommand_from detent" -a "off config"
 complete -c cuectl -n "__fish_seen_subcommand_from status" -l json -d "cued's JSON"
 complete -c cuectl -n "__fish_seen_subcommand_from config" -a check -F
 complete -c cuectl -n "__fish_seen_subcommand_from shell-init" -a "bash zsh fish"

@@ -83,6 +83,8 @@ public enum CuePicture {
         "a": ["     ", "     ", " ### ", "    #", " ####", "#   #", " ####"],
         "i": ["  #  ", "     ", " ##  ", "  #  ", "  #  ", "  #  ", " ### "],
         "l": [" ##  ", "  #  ", "  #  ", "  #  ", "  #  ", "  #  ", " ### "],
+        "c": ["     ", "     ", " ####", "#    ", "#    ", "#    ", " ####"],
+        "k": ["#    ", "#    ", "#  # ", "# #  ", "##   ", "# #  ", "#  # "],
     ]
 
     public static func render(cues: [(name: String, samples: [Double])], sampleRate: Double) -> RGBImage {

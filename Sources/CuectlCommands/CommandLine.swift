@@ -55,8 +55,8 @@ public enum CommandParser {
     public static func parse(_ args: [String], cwd: String) throws(UsageError) -> Invocation {
         var inv = Invocation(action: .help)
         var words: [String] = []
-        var gain: String?, loop: String?, priority: String?, themeName: String?
-        var wait = false, quiet = false, json = false, theme = false, wantsID = false, important = false
+        var gain: String?, loop: String?, priority: String?, themeName: String?, rate: String?, pitch: String?
+        var wait = false, quiet = false, json = false, theme = false, wantsID = false, important = false, variants = false
         var command: [String]?
         var rest = args[...]
 
@@ -83,6 +83,8 @@ public enum CommandParser {
             if let v = try value(arg, "--app") { inv.app = try label(v, "app name"); continue }
             if let v = try value(arg, "--gain") { gain = v; continue }
             if let v = try value(arg, "--priority") { priority = v; continue }
+            if let v = try value(arg, "--rate") { rate = v; continue }
+            if let v = try value(arg, "--pitch") { pitch = v; continue }
             // `--loop` alone: until stopped; `--loop=N` or `--loop=2.5s` (one word: a bare
             // `--loop 3` would take the cue's place).
             if arg.hasPrefix("--loop=") { loop = String(arg.dropFirst(7)); continue }
@@ -96,6 +98,7 @@ public enum CommandParser {
             case "--quiet": quiet = true
             case "--json": json = true
             case "--theme": theme = true
+            case "--variants": variants = true
             case "--": throw UsageError("'--' goes with run: cuectl run -- COMMAND [ARGS…]")
             default:
                 // A negative number is an argument (drag -1 is the protocol's to refuse).
@@ -117,7 +120,8 @@ public enum CommandParser {
             let given: [(String, Bool)] = [("--gain", gain != nil), ("--wait", wait), ("--quiet", quiet),
                                            ("--json", json), ("--theme", theme), ("--loop", loop != nil),
                                            ("--priority", priority != nil), ("--id", wantsID), ("--important", important),
-                                           ("--theme=", themeName != nil)]
+                                           ("--theme=", themeName != nil), ("--rate", rate != nil), ("--pitch", pitch != nil),
+                                           ("--variants", variants)]
             for (flag, set) in given where set && !allowed.contains(flag) {
                 throw UsageError("\(flag) does not go with \(verb)")
             }
@@ -201,6 +205,8 @@ public enum CommandParser {
             line = ["state", operands[0]] + (quiet || operands.count == 2 ? ["quiet"] : [])
         case "drag", "threshold":
             try only([]); try count(1...1, "\(verb) POINTS"); line = [verb, operands[0]]
+        case "detent":
+            try only([]); try count(0...1, "detent [POINTS|off|config]"); line = [verb] + operands
         case "session":
             try only([]); try count(0...1, "session [NAME]")
             if let name = operands.first { _ = try label(name, "session name") }
@@ -223,8 +229,9 @@ public enum CommandParser {
             }
             line = ["profile"] + operands
         case "cues":
-            try only(["--theme"]); try count(0...0, "cues [--theme]")
-            line = theme ? ["cues", "theme"] : ["cues"]
+            try only(["--theme", "--variants"]); try count(0...0, "cues [--theme|--variants]")
+            if theme && variants { throw UsageError("usage: cuectl cues [--theme|--variants]") }
+            line = theme ? ["cues", "theme"] : variants ? ["cues", "variants"] : ["cues"]
         case "status":
             try only(["--json"]); try count(0...0, "status [--json]")
             line = ["status"]
@@ -244,6 +251,8 @@ public enum CommandParser {
         if let priority { line.append("priority=" + priority) }
         if important { line.append("important") }
         if let themeName { line.append("theme=" + themeName) }
+        if let rate { line.append("rate=" + rate) }
+        if let pitch { line.append("pitch=" + pitch) }
 
         // Each word must stay one word on the wire.
         for w in line.dropFirst() where w.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
@@ -261,8 +270,8 @@ public enum CommandParser {
         return inv
     }
 
-    static let fileOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority", "--important"]
-    static let fileUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]"
+    static let fileOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority", "--important", "--rate", "--pitch"]
+    static let fileUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important] [--rate R] [--pitch CENTS]"
     static let playOptions = fileOptions.union(["--theme="])
     static let playUsage = fileUsage + " [--theme=NAME[:PROFILE]]"
 

@@ -11,7 +11,7 @@ public enum CuectlHelp {
         commands:
           ping                      check that cued answers
           play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important]
-               [--theme=NAME[:PROFILE]]
+               [--rate R] [--pitch CENTS] [--theme=NAME[:PROFILE]]
                                     play a cue, else a sound of the desktop's sound theme (bell,
                                     message-new-instant…); gain -60…12 dB; --wait: return only once
                                     it has sounded (exit 1 if it could not); --id: print the voice's
@@ -19,9 +19,11 @@ public enum CuectlHelp {
                                     on after cuectl exits, but with --wait); --priority:
                                     -100…100, the lowest is taken first when all voices are busy;
                                     --important: through the quiet and silent profiles, for the
-                                    apps the config's [profiles] important_apps lists; --theme:
+                                    apps the config's [profiles] important_apps lists; --rate:
+                                    speed and pitch 0.5…2; --pitch: -1200…1200 cents; --theme:
                                     that sound theme (and output profile) instead of the config's
-          play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P] [--important]
+          play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P] [--important] [--rate R]
+               [--pitch CENTS]
                                     play a sound file (relative to the current directory)
           preload CUE [--theme=NAME[:PROFILE]]
                                     decode a theme sound ahead, so its first play is as quick as
@@ -34,6 +36,9 @@ public enum CuectlHelp {
           drag POINTS               report the pull distance; prints the cue or -
           drop                      the finger lifted; prints the cue or -
           threshold POINTS          the session's release threshold (default 65)
+          detent [POINTS|off|config]
+                                    a soft tick every POINTS of pull below the threshold, for this
+                                    session (config: the config's [pull] detent_points again)
           session [NAME]            show (or bind to) a named session: NAME STATE THRESHOLD
           mute [app NAME]           silence all cues, or one app's (persists across restarts)
           unmute [app NAME]         undo mute
@@ -44,7 +49,8 @@ public enum CuectlHelp {
                                     show (the profile its cues get) or set one app's profile;
                                     default: the config's again
           reload                    re-read the config and cues (all or nothing)
-          cues [--theme]            the loaded cues (--theme: the sound theme's names)
+          cues [--theme|--variants] the loaded cues (--theme: the sound theme's names; --variants:
+                                    each cue with how many variants it plays in turn)
           status [--json]           daemon, device and latency figures
           config check [PATH]       validate a config file without a daemon (exit 78 if bad)
           canberra [on|off]         libcanberra's event sounds (GNOME Shell, KDE and GTK apps,
@@ -71,9 +77,9 @@ public enum CuectlHelp {
         """
 
     /// Every command and option the help names, for checks of the man page and completions.
-    public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold",
+    public static let commands = ["ping", "play", "play-file", "stop", "state", "drag", "drop", "threshold", "detent",
                                   "session", "mute", "unmute", "profile", "reload", "cues", "preload", "status", "config", "canberra", "doctor",
                                   "run", "shell-init"]
     public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority", "--important",
-                                 "--quiet", "--theme", "--json", "--help", "--version"]
+                                 "--rate", "--pitch", "--quiet", "--theme", "--variants", "--json", "--help", "--version"]
 }

@@ -85,6 +85,7 @@ public enum ReplyInterpreter {
             case "muted": return Outcome(stdout: "muted: cue not played", exitCode: ExitCode.ok)
             case "silent": return Outcome(stdout: "silent: cue not played (the profile is silent)", exitCode: ExitCode.ok)
             case "disabled": return Outcome(stdout: "disabled: the sound theme has no sound for \(what)", exitCode: ExitCode.ok)
+            case "cooldown": return Outcome(stdout: "cooldown: \(what) played a moment ago; not played again (its cooldown_ms)", exitCode: ExitCode.ok)
             case "stopped": return Outcome(stdout: "stopped before the end", exitCode: ExitCode.ok)
             default: return Outcome(stdout: payload, exitCode: ExitCode.ok)
             }

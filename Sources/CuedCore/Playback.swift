@@ -294,14 +294,15 @@ final class Playback {
             historyTail(frames, scratch, copyOut: true)
             // These frames were converted (and their clipping counted) before; count only what the new voice adds.
             let counted = Mixer.clipped(UnsafePointer(scratch), frames: frames, format: format.sampleFormat)
-            result = mixer.start(r.cue, id: id, gain: r.gain, priority: r.priority, owner: r.ownerKey, important: r.important,
-                                 loop: r.loop, requestTime: r.requestTime, mixedInto: scratch, frames: frames)
+            result = mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
+                                 important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime,
+                                 mixedInto: scratch, frames: frames)
             historyTail(frames, scratch, copyOut: false)
             convert(UnsafePointer(scratch), frames: frames, at: stream.written, mixer: mixer, format: format,
                     output: output, counted: counted, now: now)
         } else {
-            result = mixer.start(r.cue, id: id, gain: r.gain, priority: r.priority, owner: r.ownerKey, important: r.important,
-                                 loop: r.loop, requestTime: r.requestTime)
+            result = mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
+                                 important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime)
             if machine.phase == .streaming && stream.written > 0 { stream.voiceStartedMidStream() }
         }
         self.stream = stream

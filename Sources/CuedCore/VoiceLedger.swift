@@ -64,6 +64,10 @@ public struct VoiceRequest: Sendable {
     public var priority: Int
     /// Never refused a slot (`important`, from an app the config allows).
     public var important: Bool
+    /// Cue frames per output frame (`rate=`, `pitch=`, pitch jitter): 1 as recorded.
+    public var rate: Double = 1
+    /// At most this many voices of its cue at once (`max_voices`, a cooldown's restart).
+    public var limit: CueVoiceLimit?
     public var loop: VoiceLoop
     /// A loop that goes on after its connection closes (`detach`); other loops end with it.
     public var detached: Bool

@@ -14,6 +14,8 @@ public enum ProtocolLimits {
     /// Accepted pull distances and thresholds, points.
     public static let dragRange: ClosedRange<Double> = 0...100_000
     public static let thresholdRange: ClosedRange<Double> = 1...10_000
+    /// Points between detent ticks (`detent N`).
+    public static let detentRange: ClosedRange<Double> = 1...1_000
 }
 
 /// The states of a pull-to-refresh view.
@@ -41,6 +43,9 @@ public enum Request: Equatable, Sendable {
     case drop
     /// The session's release threshold in points.
     case threshold(Double)
+    /// The session's detent ticks: every N points of pull (0: none), nil to ask; `config`:
+    /// back to the config's `[pull] detent_points`.
+    case detent(DetentChoice?)
     case mute
     case unmute
     /// Declares the connection's app (a label for per-app mute and counts); `via`: the
@@ -54,8 +59,9 @@ public enum Request: Equatable, Sendable {
     case profileApp(String, ProfileChoice?)
     /// Re-read the config and every cue; swap them in only if all load.
     case reload
-    /// The loaded cues; `theme`: the sound theme's names instead.
-    case cues(theme: Bool)
+    /// The loaded cues; `theme`: the sound theme's names instead; `variants`: each cue with
+    /// its variants' count.
+    case cues(theme: Bool, variants: Bool = false)
     /// Decodes a sound of the theme (or a named one) ahead, into the cache, without playing it.
     case preload(cue: String, theme: ThemeChoice?)
     case status
@@ -85,6 +91,18 @@ public struct ThemeChoice: Equatable, Hashable, Sendable {
     public var word: String { profile.map { "\(name):\($0)" } ?? name }
 }
 
+/// `detent N|off|config`.
+public enum DetentChoice: Equatable, Sendable {
+    case every(Double)
+    case config
+    public var word: String {
+        switch self {
+        case .every(let n): return n == 0 ? "off" : Request.number(n)
+        case .config: return "config"
+        }
+    }
+}
+
 /// How a voice is played: `play CUE [GAIN_DB] [wait] [id] [loop[=N|=Ts]] [detach] [priority=P] [important] [theme=NAME[:PROFILE]]`.
 public struct PlayOptions: Equatable, Sendable {
     /// Added to the cue's, the app's and the master gain.
@@ -105,6 +123,13 @@ public struct PlayOptions: Equatable, Sendable {
     public var important = false
     /// The theme a theme sound is looked up in (nil: the config's).
     public var theme: ThemeChoice?
+    /// Playback speed and pitch together (`rate=`, 0.5…2: SoundPool's rate).
+    public var rate: Double = 1
+    /// Pitch (and speed) in cents (`pitch=`, −1200…1200), on top of `rate`.
+    public var pitchCents: Double = 0
+
+    public static let rateRange: ClosedRange<Double> = 0.5...2
+    public static let pitchRange: ClosedRange<Double> = -1_200...1_200
 
     public enum Loop: Equatable, Sendable {
         case once
@@ -217,9 +242,10 @@ public enum RequestParser {
             guard args[1].hasPrefix("via=") else { throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))'; usage: app NAME [via=KIND]") }
             return .app(name, via: try label(args[1].dropFirst(4), what: "via"))
         },
-        Verb(name: "cues", minArgs: 0, maxArgs: 1, usage: "cues [theme]") { args throws(ProtocolError) in
+        Verb(name: "cues", minArgs: 0, maxArgs: 1, usage: "cues [theme|variants]") { args throws(ProtocolError) in
             guard let a = args.first else { return .cues(theme: false) }
-            guard a == "theme" else { throw ProtocolError(.badArgument, "usage: cues [theme]") }
+            if a == "variants" { return .cues(theme: false, variants: true) }
+            guard a == "theme" else { throw ProtocolError(.badArgument, "usage: cues [theme|variants]") }
             return .cues(theme: true)
         },
         Verb(name: "drag", minArgs: 1, maxArgs: 1, usage: "drag POINTS") { args throws(ProtocolError) in
@@ -237,11 +263,11 @@ public enum RequestParser {
             }
         },
         Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
-        Verb(name: "play", minArgs: 1, maxArgs: 9, usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]") { args throws(ProtocolError) in
+        Verb(name: "play", minArgs: 1, maxArgs: 11, usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]") { args throws(ProtocolError) in
             let cue = try label(args[0], what: "cue name")
             return .play(cue: cue, options: try playOptions(args.dropFirst(), usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]"))
         },
-        Verb(name: "play-file", minArgs: 1, maxArgs: 8, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
+        Verb(name: "play-file", minArgs: 1, maxArgs: 10, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
             let path = try filePath(args[0])
             let options = try playOptions(args.dropFirst(), usage: "play-file PATH \(playUsage)")
             guard options.theme == nil else { throw ProtocolError(.badArgument, "a file is no theme's: theme= goes with play and preload") }
@@ -287,6 +313,12 @@ public enum RequestParser {
             if a == "all" { return .stop(.all) }
             return .stop(.cue(try label(a, what: "cue name")))
         },
+        Verb(name: "detent", minArgs: 0, maxArgs: 1, usage: "detent [POINTS|off|config]") { args throws(ProtocolError) in
+            guard let a = args.first else { return .detent(nil) }
+            if a == "off" { return .detent(.every(0)) }
+            if a == "config" { return .detent(.config) }
+            return .detent(.every(try points(a, in: ProtocolLimits.detentRange, what: "detent")))
+        },
         Verb(name: "threshold", minArgs: 1, maxArgs: 1, usage: "threshold POINTS") { args throws(ProtocolError) in
             .threshold(try points(args[0], in: ProtocolLimits.thresholdRange, what: "threshold"))
         },
@@ -304,7 +336,7 @@ public enum RequestParser {
         return try label(args[1], what: "app name")
     }
 
-    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [detach] [priority=P] [important]"
+    static let playUsage = "[GAIN_DB] [wait] [id] [loop|loop=N|loop=SECONDSs] [detach] [priority=P] [important] [rate=R] [pitch=CENTS]"
 
     static let profileUsage = "profile [full|quiet|silent] | profile app NAME [full|quiet|silent|default]"
 
@@ -333,7 +365,7 @@ public enum RequestParser {
         var seen = Set<Substring>()
         for (i, a) in args.enumerated() {
             let key = a.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).first ?? a
-            guard ["wait", "id", "loop", "detach", "priority", "important", "theme"].contains(key) else {
+            guard ["wait", "id", "loop", "detach", "priority", "important", "theme", "rate", "pitch"].contains(key) else {
                 guard i == 0 else {
                     throw ProtocolError(.badArgument, decimal(a) != nil ? "the gain comes right after the sound; usage: \(usage)"
                                                                       : "unknown option '\(a.prefix(32))'; usage: \(usage)")
@@ -358,6 +390,16 @@ public enum RequestParser {
             case "detach" where a == key: o.detach = true
             case "loop": o.loop = try loop(value)
             case "theme" where a != key: o.theme = try themeChoice(value)
+            case "rate" where a != key:
+                guard let r = decimal(value), PlayOptions.rateRange.contains(r) else {
+                    throw ProtocolError(.badArgument, "rate '\(value.prefix(16))' is not a speed in 0.5...2 (1: as recorded)")
+                }
+                o.rate = r
+            case "pitch" where a != key:
+                guard let c = decimal(value), PlayOptions.pitchRange.contains(c) else {
+                    throw ProtocolError(.badArgument, "pitch '\(value.prefix(16))' is not a number of cents in -1200...1200")
+                }
+                o.pitchCents = c
             case "priority" where a != key:
                 guard let p = Int(value), PlayOptions.priorityRange.contains(p), value.utf8.count <= 4 else {
                     throw ProtocolError(.badArgument, "priority '\(value.prefix(16))' is not a whole number in -100...100")
@@ -541,6 +583,7 @@ extension Request {
         case .drag(let p): return "drag \(Self.number(p))"
         case .drop: return "drop"
         case .threshold(let p): return "threshold \(Self.number(p))"
+        case .detent(let d): return "detent" + (d.map { " " + $0.word } ?? "")
         case .mute: return "mute"
         case .unmute: return "unmute"
         case .app(let name, let via): return "app \(name)" + (via.map { " via=\($0)" } ?? "")
@@ -549,7 +592,7 @@ extension Request {
         case .profile(let p): return "profile" + (p.map { " " + $0.rawValue } ?? "")
         case .profileApp(let name, let choice): return "profile app \(name)" + (choice.map { " " + $0.word } ?? "")
         case .reload: return "reload"
-        case .cues(let theme): return theme ? "cues theme" : "cues"
+        case .cues(let theme, let variants): return theme ? "cues theme" : variants ? "cues variants" : "cues"
         case .preload(let cue, let theme): return "preload \(cue)" + (theme.map { " theme=\($0.word)" } ?? "")
         case .status: return "status"
         case .statusWait: return "status wait"
@@ -573,6 +616,8 @@ extension PlayOptions {
         if priority != 0 { s += " priority=\(priority)" }
         if important { s += " important" }
         if let theme { s += " theme=\(theme.word)" }
+        if rate != 1 { s += " rate=\(Request.number(rate))" }
+        if pitchCents != 0 { s += " pitch=\(Request.number(pitchCents))" }
         return s
     }
 }

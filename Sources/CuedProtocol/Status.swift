@@ -23,9 +23,16 @@ public struct Status: Sendable, Equatable {
     }
 
     public struct Cue: Sendable, Equatable {
+        /// The first variant's length.
         public var frames = 0
+        /// Plays of all its variants.
         public var played = 0
-        public init(frames: Int = 0, played: Int = 0) { self.frames = frames; self.played = played }
+        /// Sounds it plays in turn (`pop.wav`, `pop-2.wav`…), and in what order.
+        public var variants = 1
+        public var order: String?
+        public init(frames: Int = 0, played: Int = 0, variants: Int = 1, order: String? = nil) {
+            self.frames = frames; self.played = played; self.variants = variants; self.order = order
+        }
     }
 
     public struct App: Sendable, Equatable {
@@ -148,7 +155,7 @@ public struct Status: Sendable, Equatable {
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
         // cue, app
-        case frames, via
+        case frames, via, variants, order
         // latency
         case p50, p99, max, measures
         // theme
@@ -171,7 +178,7 @@ public struct Status: Sendable, Equatable {
                             (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why))])
         let cuesJSON = JSON.object(cues.keys.sorted().map { name in
             let c = cues[name]!
-            return (name, obj([(.frames, n(c.frames)), (.played, n(c.played))]))
+            return (name, obj([(.frames, n(c.frames)), (.played, n(c.played)), (.variants, n(c.variants)), (.order, s(c.order))]))
         })
         let appsJSON = JSON.object(apps.keys.sorted().map { name in
             let a = apps[name]!
@@ -230,7 +237,8 @@ public struct Status: Sendable, Equatable {
         sink.error = str(v(sk, .error))
         sink.why = str(v(sk, .why))
         for (name, c) in pairs(v(json, .cues)) {
-            cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0)
+            cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0, variants: int(v(c, .variants)) ?? 1,
+                             order: str(v(c, .order)))
         }
         played = int(v(json, .played)) ?? 0
         voicesActive = int(v(json, .voicesActive)) ?? 0

@@ -158,9 +158,12 @@ public final class Daemon {
         case .stop(let target): return player.stop(target, owner: c.owner)
         case .events(let on): return events(on, &c)
         case .state(let target, let quiet): return .now(refresh(&c, at) { $0.set(target, quiet: quiet) })
-        case .drag(let points): return .now(refresh(&c, at) { $0.drag(points) })
+        case .drag(let points):
+            let every = runtime.config.pull.detentPoints
+            return .now(refresh(&c, at) { $0.drag(points, detentEvery: every) })
         case .drop: return .now(refresh(&c, at) { $0.drop() })
         case .threshold(let points): return threshold(points, &c, at)
+        case .detent(let choice): return detent(choice, &c, at)
         case .session(let name): return session(name, &c, at)
         case .app(let name, let via): return app(name, via: via, &c)
         case .mute: return change(&c, at) { mute() }
@@ -172,7 +175,7 @@ public final class Daemon {
         case .profileApp(let name, nil): return .now(.ok("\(name) \(effectiveProfile(app: name).rawValue)"))
         case .profileApp(let name, let choice?): return change(&c, at) { .now(setAppProfile(name, choice)) }
         case .reload: return change(&c, at) { .later(reload()) }
-        case .cues(let theme): return cues(theme: theme, &c)
+        case .cues(let theme, let variants): return cues(theme: theme, variants: variants, &c)
         case .preload(let name, let theme): return preload(name, theme: theme, &c, at)
         case .status: return .now(.ok(status().json.encoded))
         case .statusWait: return player.afterQueued { [self] in .ok(status().json.encoded) }
@@ -196,8 +199,9 @@ public final class Daemon {
     /// A cue of the bank, else a sound of the theme.
     private func play(_ name: String, _ options: PlayOptions, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
         let options = honoured(options, conn)
-        if let cue = runtime.bank[name] {
-            return player.start(cue, name: name, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), requestTime: at, gain: gain)
+        if let variants = runtime.bank.variants[name] {
+            return player.start(variants, name: name, design: runtime.design(name), options, &conn,
+                                admission(conn.app, options, trusted: conn.trustsImportant), requestTime: at, gain: gain)
         }
         return player.playThemeSound(name, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), bankNames: runtime.bank.names, gain: gain)
     }
@@ -220,6 +224,20 @@ public final class Daemon {
     private func threshold(_ points: Double, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
         withSession(&conn, now: at) { $0.threshold = points }
         return .now(.ok(Request.number(points)))
+    }
+
+    /// `detent [N|off|config]`: the session's detent ticks; the answer is what is in force.
+    private func detent(_ choice: DetentChoice?, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
+        let configured = runtime.config.pull.detentPoints
+        let every = withSession(&conn, now: at) { s -> Double in
+            switch choice {
+            case .every(let n)?: s.detentOverride = n
+            case .config?: s.detentOverride = nil
+            case nil: break
+            }
+            return s.detentOverride ?? configured
+        }
+        return .now(.ok(every > 0 ? "detent " + Request.number(every) : "detent off"))
     }
 
     private func session(_ name: String?, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
@@ -250,7 +268,11 @@ public final class Daemon {
         return .now(.ok("unmuted"))
     }
 
-    private func cues(theme: Bool, _ conn: inout ConnectionState) -> Response {
+    private func cues(theme: Bool, variants: Bool, _ conn: inout ConnectionState) -> Response {
+        if variants {
+            let bank = runtime.bank
+            return .now(.ok(bank.names.map { "\($0):\(bank.variants[$0]?.count ?? 1)" }.joined(separator: " ")))
+        }
         guard theme else { return .now(.ok(runtime.bank.names.joined(separator: " "))) }
         return .later(player.themeNames(owner: conn.owner))
     }
@@ -272,12 +294,20 @@ public final class Daemon {
         var cueName: String?
         if case .play(let name) = outcome.action { cueName = name }
         if let from = outcome.from, let to = outcome.to { cueName = rt.cue(from: from, to: to, default: cueName) }
+        var options = PlayOptions()
+        if cueName == nil, let toward = outcome.tick {
+            // A detent of the pull: its tick, rising towards the threshold as [pull] says.
+            cueName = rt.config.pull.detentCue
+            options.gainDB = rt.config.pull.detentGainDB
+            options.pitchCents = toward * rt.config.pull.detentPitchCents
+        }
         guard let name = cueName else {
             if outcome.prewarm && admission(conn.app, PlayOptions()).plays { engine.submit(.prewarm) }
             return .ok("-")
         }
-        guard let cue = rt.bank[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
-        switch player.start(cue, name: name, PlayOptions(), &conn, admission(conn.app, PlayOptions()), requestTime: at, gain: gain) {
+        guard let variants = rt.bank.variants[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
+        switch player.start(variants, name: name, design: rt.design(name), options, &conn, admission(conn.app, options),
+                            requestTime: at, gain: gain) {
         case .now(.ok(nil)): return .ok(name)
         case .now(let reply): return reply
         case .later, .close: return .err(.internal, "unexpected deferred reply")
@@ -370,6 +400,7 @@ public final class Daemon {
             logger.warning("sink, latency_ms, voices, idle_close_s and [stream] take effect at the next start")
         }
         sounds.reconfigure(theme: new.theme, cacheLimitBytes: new.settings.themeCacheBytes)
+        player.bankReplaced()
         logger.info("reloaded", metadata: ["cues": "\(new.bank.names.joined(separator: " "))", "config": "\(new.config.path ?? "none")"])
         // The old cues are freed in the reload lane, not here: unmapping a bank of
         // hundreds of MiB is not event-loop work. Then what malloc keeps of their small

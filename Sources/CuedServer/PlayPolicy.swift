@@ -49,6 +49,11 @@ final class PlayPolicy {
     private var endObservers: [UInt64: (VoiceEnd) -> Void] = [:]
     /// Open connections that started a loop without `detach`: their loops end when they close.
     private var loopingConnections: Set<UInt64> = []
+    /// Each bank cue's variant order, and the last start of each cue with a cooldown
+    /// (both bounded by the bank's names; reset when a reload replaces it).
+    private var pickers: [String: VariantPicker] = [:]
+    private var lastStarts: [String: UInt64] = [:]
+    private var random = SystemRandomNumberGenerator()
 
     static let stoppingReason = "cued is stopping"
 
@@ -89,13 +94,35 @@ final class PlayPolicy {
 
     // MARK: - Starting
 
-    /// Starts a decoded sound (a bank cue): mute and profile, rate limit, the audio queue;
+    /// Starts a bank cue: mute and profile, rate limit, then its design (the next of its
+    /// variants, its cooldown, pitch and gain jitter, its voice limit), the audio queue;
     /// with `wait`, the reply comes when it has sounded.
-    func start(_ cue: Cue, name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
+    func start(_ variants: [Cue], name: String, design: CueDesign, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
                _ admission: Admission, requestTime: UInt64, gain: Gain) -> Response {
         var options = options
         if let refused = admit(admission, &options, &conn, requestTime) { return .now(refused) }
-        return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain)
+        guard !variants.isEmpty else { return .now(.err(.internal, "cue '\(name)' has no sound")) }
+        var limit = design.limit
+        if design.cooldownNanoseconds > 0 {
+            if let last = lastStarts[name], requestTime &- last < design.cooldownNanoseconds {
+                guard design.cooldown == .restart else { return .now(.ok("cooldown")) }
+                limit = CueVoiceLimit(maxVoices: 1, steal: .oldest)  // the playing one gives way
+            }
+            lastStarts[name] = requestTime
+        }
+        var picker = pickers[name].flatMap { $0.count == variants.count && $0.order == design.order ? $0 : nil }
+            ?? VariantPicker(order: design.order, count: variants.count)
+        let cue = variants[picker.next(using: &random)]
+        pickers[name] = picker
+        let (rate, db) = design.jitter(using: &random)
+        options.gainDB += db
+        return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain, rate: rate, limit: limit)
+    }
+
+    /// A reload replaced the bank: variant orders start afresh, cooldowns are forgotten.
+    func bankReplaced() {
+        pickers = [:]
+        lastStarts = [:]
     }
 
     /// `play NAME` for a name the bank does not have: the sound theme. A
@@ -168,8 +195,9 @@ final class PlayPolicy {
         }
     }
 
+    /// `rate`: the design's (jitter), times the request's `rate=` and `pitch=`.
     private func submit(_ cue: Cue, name: String, _ options: PlayOptions, _ asker: Asker, requestTime: UInt64,
-                        gain: Gain) -> Response {
+                        gain: Gain, rate: Double = 1, limit: CueVoiceLimit? = nil) -> Response {
         // SIGTERM's grace is for cues already playing; a new one would be cut off.
         if stopping.load(ordering: .relaxed) { return .now(.err(.notPlayed, Self.stoppingReason)) }
         let id = nextVoiceID
@@ -183,10 +211,12 @@ final class PlayPolicy {
         case .forever: .forever
         case .seconds(let t): .seconds(t)
         }
-        let request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(gain(options.gainDB, name, asker.app)),
+        var request = VoiceRequest(id: id, cue: cue, gain: decibelsToGain(gain(options.gainDB, name, asker.app)),
                                    requestTime: requestTime, owner: asker.owner, connection: asker.connection,
                                    priority: options.priority, important: options.important, loop: loops,
                                    detached: options.detach, notify: notify)
+        request.rate = rate * options.rate * CueDesign.rate(cents: options.pitchCents)
+        request.limit = limit
         // Counted now, on the loop, so `status` right after the reply has it (the audio
         // thread takes it off again if the voice never sounds).
         cue.played.add(1, ordering: .relaxed)

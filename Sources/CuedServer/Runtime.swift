@@ -30,6 +30,19 @@ public struct Runtime: Sendable {
         return cue
     }
 
+    /// A bank cue's design from its `[cues.NAME]` (none: plain, shuffled variants).
+    public func design(_ cue: String) -> CueDesign {
+        var d = CueDesign()
+        guard let s = config.cues[cue] else { return d }
+        d.order = s.order ?? .shuffle
+        d.pitchJitterCents = s.pitchJitterCents
+        d.gainJitterDB = s.gainJitterDB
+        d.limit = s.maxVoices.map { CueVoiceLimit(maxVoices: $0, steal: s.steal) }
+        d.cooldownNanoseconds = UInt64(s.cooldownMs * 1_000_000)
+        d.cooldown = s.cooldown
+        return d
+    }
+
     /// Total gain in dB for a play: request + cue + app + master.
     public func gainDB(request: Double, cue: String, app: String?) -> Double {
         request + (config.cues[cue]?.gainDB ?? 0) + (app.flatMap { config.apps[$0]?.gainDB } ?? 0) + config.masterGainDB

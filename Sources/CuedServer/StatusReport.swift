@@ -100,8 +100,11 @@ struct StatusReport {
         out.sink.kind = s.sinkKind
         out.sink.delayUs = s.deviceDelayMicroseconds
         for name in runtime.bank.names {
-            let c = runtime.bank[name]!
-            out.cues[name] = Status.Cue(frames: c.frames, played: c.played.load(ordering: .relaxed))
+            let variants = runtime.bank.variants[name] ?? []
+            out.cues[name] = Status.Cue(frames: variants.first?.frames ?? 0,
+                                        played: variants.reduce(0) { $0 + $1.played.load(ordering: .relaxed) },
+                                        variants: variants.count,
+                                        order: variants.count > 1 ? runtime.design(name).order.rawValue : nil)
         }
         out.played = s.played.load(ordering: .relaxed)
         out.voicesActive = s.voicesActive.load(ordering: .relaxed)

@@ -1,5 +1,5 @@
-// cuesynth: writes cued's original cues (psst1, psst2, pop, fail) as 48 kHz 16-bit
-// mono WAV through libsndfile, and optionally a picture of them. Deterministic:
+// cuesynth: writes cued's original cues (psst1, psst2, pop, fail), each with its
+// variants (NAME-2.wav, NAME-3.wav), as 48 kHz 16-bit mono WAV through libsndfile, and optionally a picture of them. Deterministic:
 // the same source gives the same bytes on every run.
 import CSndFile
 import CueDSP
@@ -40,7 +40,7 @@ while let a = args.popFirst() {
         picture = v
     case "--report": report = true
     case "-h", "--help":
-        print("usage: cuesynth [--out DIR] [--picture PNG] [--report]\n  writes DIR/psst1.wav, DIR/psst2.wav, DIR/pop.wav, DIR/fail.wav (default DIR: Sounds)")
+        print("usage: cuesynth [--out DIR] [--picture PNG] [--report]\n  writes DIR/psst1.wav, DIR/psst2.wav, DIR/pop.wav, DIR/fail.wav and their variants NAME-2.wav, NAME-3.wav (default DIR: Sounds)")
         exit(0)
     default: fail("unknown argument '\(a)' (try --help)")
     }
@@ -48,16 +48,16 @@ while let a = args.popFirst() {
 
 let rate = CueRecipes.sampleRate
 var rendered: [(name: String, samples: [Double])] = []
-for name in CueRecipes.names {
-    let pcm = CueRecipes.toInt16(CueRecipes.render(name)!)
-    writeWAV(pcm, to: "\(outDir)/\(name).wav", sampleRate: Int(rate))
+for (name, variant, file) in CueRecipes.files {
+    let pcm = CueRecipes.toInt16(CueRecipes.render(name, variant: variant)!)
+    writeWAV(pcm, to: "\(outDir)/\(file)", sampleRate: Int(rate))
     // Measure what was written (the 16-bit samples), not the float source.
     let x = pcm.map { Double($0) / 32768 }
-    rendered.append((name, x))
+    if variant == 1 { rendered.append((name, x)) }  // the picture shows each cue once
     if report {
         let ms = Double(x.count) / rate * 1000
         func f(_ v: Double) -> String { String(Int((v * 10).rounded())) .replacingLastDecimal() }
-        print("\(name): \(Int(ms)) ms, peak \(f(CueAnalysis.dBFS(CueAnalysis.peak(x)))) dBFS, "
+        print("\(file.dropLast(4)): \(Int(ms)) ms, peak \(f(CueAnalysis.dBFS(CueAnalysis.peak(x)))) dBFS, "
               + "gated RMS \(f(CueAnalysis.dBFS(CueAnalysis.gatedRMS(x)))) dBFS, "
               + "centroid \(Int(CueAnalysis.spectralCentroid(x, sampleRate: rate))) Hz, "
               + "<2 kHz \(Int(CueAnalysis.energyFraction(below: 2000, x, sampleRate: rate) * 100)) %")

@@ -6,8 +6,11 @@ import TestSupport
 /// The committed cues in Sounds/ held to the quality bars of the cues issue.
 @Suite struct CueSoundsTests {
     static let durations: [String: ClosedRange<Double>] = [
-        "psst1": 0.120...0.250, "psst2": 0.200...0.400, "pop": 0.040...0.120, "fail": 0.080...0.250,
+        "psst1": 0.120...0.250, "psst2": 0.200...0.400, "pop": 0.040...0.120, "fail": 0.080...0.250, "tick": 0.008...0.030,
     ]
+
+    /// Every committed file: each cue and its variants (`pop`, `pop-2`, `pop-3`…).
+    static let files = CueRecipes.files.map { String($0.file.dropLast(4)) }
 
     func committed(_ name: String) throws -> (wav: WAVData, x: [Double]) {
         let wav = try WAV.read(TestPaths.repoRoot.appendingPathComponent("Sounds/\(name).wav").path)
@@ -18,14 +21,29 @@ import TestSupport
         let dir = TempDir()
         let r = try runProcess(TestPaths.binary("cuesynth"), ["--out", dir.path])
         #expect(r.status == 0, "cuesynth failed: \(r.err)")
-        for name in CueRecipes.names {
+        for name in Self.files {
             let fresh = try Data(contentsOf: URL(fileURLWithPath: dir.file("\(name).wav")))
             let kept = try Data(contentsOf: TestPaths.repoRoot.appendingPathComponent("Sounds/\(name).wav"))
             #expect(fresh == kept, "\(name).wav differs from a fresh cuesynth run: run `make sounds`")
         }
     }
 
+    /// A cue's variants are its own sound a few per cent off, never a copy of it: each
+    /// differs, and its centroid and length stay within 15 % of the first's.
     @Test(arguments: CueRecipes.names)
+    func variantsAreTheSameCueNotTheSameSamples(name: String) throws {
+        let first = try committed(name).x
+        let c1 = CueAnalysis.spectralCentroid(first, sampleRate: 48_000)
+        for v in 2...CueRecipes.variants {
+            let x = try committed("\(name)-\(v)").x
+            #expect(x != first)
+            let c = CueAnalysis.spectralCentroid(x, sampleRate: 48_000)
+            #expect(abs(c / c1 - 1) < 0.15, "\(name)-\(v): centroid \(c) Hz vs \(c1) Hz")
+            #expect(abs(Double(x.count) / Double(first.count) - 1) < 0.15, "\(name)-\(v): \(x.count) frames vs \(first.count)")
+        }
+    }
+
+    @Test(arguments: files)
     func formatIs48kMono16Bit(name: String) throws {
         let (wav, _) = try committed(name)
         #expect(wav.sampleRate == 48_000)
@@ -33,14 +51,15 @@ import TestSupport
         #expect(wav.format == 0x010002)  // SF_FORMAT_WAV | SF_FORMAT_PCM_16
     }
 
-    @Test(arguments: CueRecipes.names)
+    @Test(arguments: files)
     func durationInRange(name: String) throws {
         let (wav, _) = try committed(name)
         let seconds = Double(wav.frames) / 48_000
-        #expect(Self.durations[name]!.contains(seconds), "\(name) lasts \(seconds) s")
+        let cue = String(name.split(separator: "-").first!)
+        #expect(Self.durations[cue]!.contains(seconds), "\(name) lasts \(seconds) s")
     }
 
-    @Test(arguments: CueRecipes.names)
+    @Test(arguments: files)
     func edgesAreSilent(name: String) throws {
         let (_, x) = try committed(name)
         let ms = 48
@@ -49,7 +68,7 @@ import TestSupport
         #expect(CueAnalysis.dBFS(tail) < -60, "last ms peaks at \(CueAnalysis.dBFS(tail)) dBFS")
     }
 
-    @Test(arguments: CueRecipes.names)
+    @Test(arguments: files)
     func peakAndDC(name: String) throws {
         let (_, x) = try committed(name)
         #expect(CueAnalysis.dBFS(CueAnalysis.peak(x)) <= -1)
@@ -57,7 +76,7 @@ import TestSupport
     }
 
     @Test func loudnessMatchedWithin2dB() throws {
-        let levels = try CueRecipes.names.map { CueAnalysis.dBFS(CueAnalysis.gatedRMS(try committed($0).x)) }
+        let levels = try Self.files.map { CueAnalysis.dBFS(CueAnalysis.gatedRMS(try committed($0).x)) }
         #expect(levels.max()! - levels.min()! <= 2, "gated RMS: \(levels)")
     }
 

@@ -9,6 +9,7 @@ import Testing
         #expect(ReplyInterpreter.outcome("ok", render: play) == Outcome(exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok muted", render: play) == Outcome(stdout: "muted: cue not played", exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok silent", render: play) == Outcome(stdout: "silent: cue not played (the profile is silent)", exitCode: 0))
+        #expect(ReplyInterpreter.outcome("ok cooldown", render: play).stdout?.hasPrefix("cooldown: ") == true)
         #expect(ReplyInterpreter.outcome("ok disabled", render: .play(what: "bell"))
                 == Outcome(stdout: "disabled: the sound theme has no sound for bell", exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok stopped", render: play) == Outcome(stdout: "stopped before the end", exitCode: 0))

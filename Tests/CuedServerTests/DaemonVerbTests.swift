@@ -131,10 +131,10 @@ final class Locked<T: Sendable>: Sendable {
         var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
         conn.id = 7
         let lines = ["ping", "play pop", "play no-such-sound", "play-file /nonexistent-cued-test/a.wav", "stop", "events on",
-                     "state pull", "drag 70", "drop", "threshold 50", "session", "session work", "app tests",
+                     "state pull", "drag 70", "drop", "threshold 50", "detent 10", "session", "session work", "app tests",
                      "mute", "unmute", "mute app other", "unmute app other",
                      "profile", "profile quiet", "profile app other silent", "profile app other", "profile app other default", "profile full",
-                     "reload", "cues", "cues theme", "preload pop", "status", "status wait"]
+                     "reload", "cues", "cues theme", "cues variants", "preload pop", "status", "status wait"]
         let profileReplies = ["profile": "full", "profile quiet": "quiet", "profile app other silent": "other silent",
                               "profile app other": "other silent", "profile app other default": "other quiet", "profile full": "full"]
         var seen: Set<String> = []
@@ -173,6 +173,8 @@ final class Locked<T: Sendable>: Sendable {
                 verb = "drop"; #expect(reply == .ok("psst2"))  // released: loading
             case .threshold:
                 verb = "threshold"; #expect(reply == .ok("50"))
+            case .detent:
+                verb = "detent"; #expect(reply == .ok("detent 10"))
             case .session(let name):
                 verb = "session"; #expect(reply == .ok(name == nil ? "- loading 50" : "work idle 65"))
             case .app:
@@ -191,8 +193,8 @@ final class Locked<T: Sendable>: Sendable {
                 verb = "profile app"; #expect(reply == .ok(profileReplies[line]))
             case .reload:
                 verb = "reload"; #expect(reply == .ok("reloaded"))
-            case .cues(let theme):
-                verb = "cues"; #expect(reply == .ok(theme ? "" : "pop psst1 psst2"))
+            case .cues(let theme, let variants):
+                verb = "cues"; #expect(reply == .ok(theme ? "" : variants ? "pop:1 psst1:1 psst2:1" : "pop psst1 psst2"))
             case .preload:
                 verb = "preload"; #expect(reply == .ok(nil))  // a bank cue: decoded already
             case .status:
@@ -207,7 +209,7 @@ final class Locked<T: Sendable>: Sendable {
             }
             seen.insert(verb)
         }
-        #expect(seen.count == 22)
+        #expect(seen.count == 23)
         // Only `reload` reloads (no state change falls through to it).
         #expect(h.loads.value == 1)
     }

@@ -26,7 +26,7 @@ import TestSupport
         #expect(try cuectl(d, ["play", "pop", "--gain", "loud"]) == (64, "", "cuectl: gain 'loud' is not a number of dB (see cuectl --help)\n"))
         #expect(try cuectl(d, ["dance"]) == (64, "", "cuectl: unknown command 'dance' (see cuectl --help)\n"))
         #expect(try cuectl(nil, []) == (64, "", "cuectl: no command given (see cuectl --help)\n"))
-        #expect(try cuectl(d, ["play"]) == (64, "", "cuectl: usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important] [--theme=NAME[:PROFILE]] (see cuectl --help)\n"))
+        #expect(try cuectl(d, ["play"]) == (64, "", "cuectl: usage: cuectl play CUE [--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important] [--rate R] [--pitch CENTS] [--theme=NAME[:PROFILE]] (see cuectl --help)\n"))
         let help = try cuectl(nil, ["--help"])
         #expect(help.status == 0 && help.out.hasPrefix("usage: cuectl") && help.err.isEmpty)
     }

@@ -106,7 +106,7 @@ struct DebTests {
         #expect(answered, "\((try? String(contentsOfFile: dir.file("cued.err"), encoding: .utf8)) ?? "")")
         let cuectl = root + "/usr/bin/cuectl"
         #expect(try runProcess(cuectl, ["--socket", sock, "ping"], env: env).out == "pong\n")
-        #expect(try runProcess(cuectl, ["--socket", sock, "cues"], env: env).out == "fail pop psst1 psst2\n")
+        #expect(try runProcess(cuectl, ["--socket", sock, "cues"], env: env).out == "fail pop psst1 psst2 tick\n")
         let play = try runProcess(cuectl, ["--socket", sock, "play", "pop", "--wait"], env: env)
         #expect(play.status == 0, "\(play.err)")
 
