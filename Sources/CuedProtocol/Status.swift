@@ -95,6 +95,8 @@ public struct Status: Sendable, Equatable {
         public var notifications = "off"
         /// Feedbacks (TriggerFeedback ids) not ended yet.
         public var live = 0
+        /// Notify calls cued has read, sounded or not (suppressed, silent, over the burst limit).
+        public var notificationsSeen = 0
         public var error: String?
         public init() {}
     }
@@ -164,7 +166,7 @@ public struct Status: Sendable, Equatable {
         case memory, limitBytes = "limit_bytes", usedBytes = "used_bytes", cuesBytes = "cues_bytes"
         case playingBytes = "playing_bytes", decodingBytes = "decoding_bytes", refused
         // bus
-        case bus, connection, feedback, notifications, live
+        case bus, connection, feedback, notifications, live, notificationsSeen = "notifications_seen"
     }
 
     public var json: JSON {
@@ -195,7 +197,8 @@ public struct Status: Sendable, Equatable {
                               (.playingBytes, n(memory.playingBytes)), (.decodingBytes, n(memory.decodingBytes)),
                               (.refused, n(memory.refused))])
         let busJSON = obj([(.connection, .string(bus.connection)), (.feedback, .string(bus.feedback)),
-                           (.notifications, .string(bus.notifications)), (.live, n(bus.live)), (.error, s(bus.error))])
+                           (.notifications, .string(bus.notifications)), (.live, n(bus.live)),
+                           (.notificationsSeen, n(bus.notificationsSeen)), (.error, s(bus.error))])
         return obj([
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
             (.profile, .string(profile.rawValue)),
@@ -285,6 +288,7 @@ public struct Status: Sendable, Equatable {
         bus.feedback = str(v(b, .feedback)) ?? "none"
         bus.notifications = str(v(b, .notifications)) ?? "off"
         bus.live = int(v(b, .live)) ?? 0
+        bus.notificationsSeen = int(v(b, .notificationsSeen)) ?? 0
         bus.error = str(v(b, .error))
     }
 

@@ -198,6 +198,7 @@ final class FeedbackCenter {
     // MARK: - Notifications
 
     func notified(_ n: NotificationSeen, now: UInt64 = MonotonicClock.now()) {
+        status.notificationsSeen += 1
         let setting = daemon.current.config.notifications
         let silent = daemon.feedbackLevel(app: Self.notificationsApp, hint: .full, important: false) == .silent
         switch notifications.decide(n, setting: setting, silent: silent, now: now) {

@@ -128,6 +128,20 @@ struct DesktopBusTests {
         return (from...(samples.count - cue.count)).first { i in samples[i] == cue[0] && Array(samples[i..<(i + cue.count)]) == cue }
     }
 
+    /// `gdbus monitor` of org.sigxcpu.Feedback into monitor.log, returned once its match is
+    /// in place: it asks who owns the name after sending its AddMatch, so its line about the
+    /// owner means the bus has the match.
+    @discardableResult
+    static func monitor(_ bus: PrivateBus) throws -> Subprocess {
+        let p = try bus.spawn("/usr/bin/gdbus", ["monitor", "--session", "--dest", "org.sigxcpu.Feedback"], stdout: bus.dir.file("monitor.log"))
+        let ready = eventually {
+            let log = (try? String(contentsOfFile: bus.dir.file("monitor.log"), encoding: .utf8)) ?? ""
+            return log.contains("is owned by") || log.contains("does not have an owner")
+        }
+        #expect(ready, "gdbus monitor did not start")
+        return p
+    }
+
     /// FeedbackEnded signals seen by a `gdbus monitor`, as (id, reason).
     static func ended(_ log: String) -> [(UInt32, UInt32)] {
         log.split(separator: "\n").compactMap { line in
@@ -143,8 +157,7 @@ struct DesktopBusTests {
     @Test func fbcliAndALibfeedbackAppSoundThroughCuedWithOneEndEach() throws {
         let bus = try PrivateBus()
         let d = try Self.cued(on: bus)
-        try bus.spawn("/usr/bin/gdbus", ["monitor", "--session", "--dest", "org.sigxcpu.Feedback"], stdout: bus.dir.file("monitor.log"))
-        usleep(300_000)  // the monitor's match is in place
+        try Self.monitor(bus)
         // fbcli ends the feedback when its stdin closes: hold it open with a FIFO.
         let fifo = bus.dir.file("stdin")
         #expect(mkfifo(fifo, 0o600) == 0)
@@ -228,8 +241,7 @@ struct DesktopBusTests {
     @Test func theProfileIsOneStateForTheBusTheSocketAndCuectl() throws {
         let bus = try PrivateBus()
         let d = try Self.cued(on: bus, config: "[profiles]\nimportant_apps = [\"org.example.Alarm\"]\n")
-        try bus.spawn("/usr/bin/gdbus", ["monitor", "--session", "--dest", "org.sigxcpu.Feedback"], stdout: bus.dir.file("monitor.log"))
-        usleep(300_000)
+        try Self.monitor(bus)
         // fbcli sets it through the property and waits for PropertiesChanged.
         let set = try bus.run("/usr/bin/fbcli", ["-P", "quiet"], timeout: 20)
         #expect(set.status == 0 && set.out.contains("Set feedback profile to: 'quiet'"), "\(set)")
@@ -264,7 +276,11 @@ struct DesktopBusTests {
                                                    "--method", "org.sigxcpu.Feedback.TriggerFeedback", "--", "'org.example.Other'",
                                                    "'phone-incoming-call'", "{'important': <true>}", "-1"])
         #expect(other.status == 0)
-        usleep(300_000)
+        // Its feedback ends (not found: nothing to play in silent) before anything is counted.
+        let otherID = other.out.split(whereSeparator: { !$0.isNumber }).compactMap { UInt32($0) }.last
+        #expect(eventually {
+            Self.ended((try? String(contentsOfFile: bus.dir.file("monitor.log"), encoding: .utf8)) ?? "").contains { $0.0 == otherID }
+        }, "no FeedbackEnded for \(String(describing: otherID))")
         #expect(try d.status().apps["org.example.Other"]?.played ?? 0 == 0)
         d.stop()
         let samples = try Self.left(d)
@@ -314,36 +330,57 @@ struct DesktopBusTests {
         #expect(eventually { (try? d.status().bus.live) == 0 })
     }
 
-    @Test func notificationsSoundOnceSuppressedOnesDoNotAndBurstsAreLimited() throws {
+    /// cued watching Notify calls beside the stand-in notification server: (bus, cued).
+    static func watchingNotifications(config: String = "") throws -> (PrivateBus, DaemonHarness, Subprocess) {
         let bus = try PrivateBus()
-        let d = try Self.cued(on: bus, config: "[notifications]\nenabled = true\nnormal = \"pop\"\n")
+        let d = try Self.cued(on: bus, config: "[notifications]\nenabled = true\nnormal = \"pop\"\n" + config)
         #expect(try d.status().bus.notifications == "watching")
         let server = try bus.spawn("/usr/bin/python3", [Self.notificationServer], stdout: bus.dir.file("ns.out"))
         #expect(eventually { bus.owner("org.freedesktop.Notifications") != nil }, "the stand-in notification server did not start")
-        _ = server
-        #expect(try bus.run("/usr/bin/notify-send", ["-h", "string:sound-name:psst1", "hi"]).status == 0)
+        return (bus, d, server)
+    }
+
+    /// notify-send, and the wait until cued has read its Notify call (sounded or not): what
+    /// a "nothing played" check waits for, instead of a fixed sleep.
+    static func notify(_ bus: PrivateBus, _ d: DaemonHarness, _ args: [String]) throws {
+        let before = try d.status().bus.notificationsSeen
+        #expect(try bus.run("/usr/bin/notify-send", args).status == 0)
+        #expect(eventually { ((try? d.status().bus.notificationsSeen) ?? 0) > before }, "cued never saw \(args)")
+    }
+
+    @Test func notificationsSoundOnceAndSuppressedOnesDoNot() throws {
+        let (bus, d, server) = try Self.watchingNotifications()
+        defer { _ = server }
         let psst1 = Fixture.standard["psst1"]!, pop = Fixture.standard["pop"]!
+        try Self.notify(bus, d, ["-h", "string:sound-name:psst1", "hi"])
         #expect(eventually { ((try? Self.left(d)).map { Self.find(psst1, in: $0) != nil }) ?? false })
-        #expect(try bus.run("/usr/bin/notify-send", ["-h", "boolean:suppress-sound:true", "quiet one"]).status == 0)
-        #expect(try bus.run("/usr/bin/notify-send", ["plain"]).status == 0)  // the urgency's sound: pop
+        try Self.notify(bus, d, ["-h", "boolean:suppress-sound:true", "quiet one"])
+        try Self.notify(bus, d, ["plain"])  // the urgency's sound: pop
+        #expect(try d.status().apps["notifications"]?.played == 2, "\((try? d.status().apps) ?? [:])")
         #expect(eventually { ((try? Self.left(d)).map { Self.find(pop, in: $0) != nil }) ?? false })
-        #expect(eventually { (try? d.status().apps["notifications"]?.played) == 2 }, "\((try? d.status().apps) ?? [:])")
-        // A burst: 20 notifications as fast as notify-send goes; 3 at once, then one a second.
-        sleep(4)  // the bucket refills
+    }
+
+    /// A burst: 20 notifications as fast as notify-send goes; 3 at once, then one a second.
+    @Test func aBurstOfNotificationsIsLimited() throws {
+        let (bus, d, server) = try Self.watchingNotifications()
+        defer { _ = server }
         let start = Date()
         for i in 0..<20 { _ = try bus.run("/usr/bin/notify-send", ["burst \(i)"]) }
         let elapsed = Date().timeIntervalSince(start)
-        usleep(300_000)
+        #expect(eventually { (try? d.status().bus.notificationsSeen) == 20 })
         let played = try d.status().apps["notifications"]?.played ?? 0
-        #expect(played - 2 >= 3 && Double(played - 2) <= 3 + elapsed + 1, "\(played - 2) sounds for 20 notifications in \(elapsed) s")
-        // Silent is do-not-disturb: nothing but critical ones.
-        sleep(4)
+        #expect(played >= 3 && Double(played) <= 3 + elapsed + 1, "\(played) sounds for 20 notifications in \(elapsed) s")
+    }
+
+    /// Silent is do-not-disturb: nothing but critical ones.
+    @Test func inSilentOnlyCriticalNotificationsSound() throws {
+        let (bus, d, server) = try Self.watchingNotifications()
+        defer { _ = server }
         #expect(try d.request("profile silent") == "ok silent")
-        #expect(try bus.run("/usr/bin/notify-send", ["-h", "string:sound-name:psst2", "in silent"]).status == 0)
-        #expect(try bus.run("/usr/bin/notify-send", ["-u", "critical", "-h", "string:sound-name:psst2", "critical"]).status == 0)
-        #expect(eventually { (try? d.status().apps["notifications"]?.played) == played + 1 })
-        usleep(300_000)
-        #expect(try d.status().apps["notifications"]?.played == played + 1)
+        try Self.notify(bus, d, ["-h", "string:sound-name:psst2", "in silent"])
+        #expect(try d.status().apps["notifications"]?.played ?? 0 == 0)
+        try Self.notify(bus, d, ["-u", "critical", "-h", "string:sound-name:psst2", "critical"])
+        #expect(try d.status().apps["notifications"]?.played == 1)
         d.stop()
     }
 
