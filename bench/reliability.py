@@ -4,7 +4,9 @@ build), with its figures, written to RELIABILITY.md. `make fuzz` runs first and
 leaves its logs in .build/fuzz/. The same scenarios, shorter, are in `make test`
 (Tests/IntegrationTests: HostileTests, RobustnessTests, HostileFileDaemonTests,
 LimitsTests, DeviceFaultTests, FuzzTests). Issue 12's problems have a row each, and so
-have issue 19's (a table of their own: a hung mount, slow files, floods, a full disk…).
+have issue 19's (a table of their own: a hung mount, slow files, floods, a full disk…) and
+issue 29's client attacks (bench/attack_clients.py: clients that never read, floods at the
+edges, lock-out, `status`'s apps, the cap at a low `nofile`; section `issue29_clients`).
 
 Environment: RELIABILITY_SOAK_S (the soak's length, default 300), RELIABILITY_ONLY=a,b
 (run those sections only, e.g. `leaks,stalls` or `fairness_b`, print their rows, write nothing).
@@ -31,13 +33,25 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (fixtures, process helpers)
 from bench import Client, pct, start_cued, spawn, TMP, CUED, ROOT, log  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import ROWS, row, rss_kib, mib, kill_all, load_note, met, lat_summary, pipeline  # noqa: E402,F401
 
-ROWS = []
+
+import attack_clients  # noqa: E402  (issue 29's client attacks)
+from attack_clients import (issue29_clients, clients_memory, clients_fairness, clients_lockout, clients_small,  # noqa: E402,F401
+                            status_apps, nofile_caps)
 
 
-def row(scenario, how, figure, ok):
-    ROWS.append((scenario, how, figure, ok))
-    log("%s: %s — %s" % ("ok  " if ok else "FAIL", scenario, figure))
+def Cued(*a, **kw):
+    return benchlib.Cued(bench.FIXTURE, *a, **kw)
+
+
+def Pinger(sock):
+    return benchlib.Pinger(bench.FIXTURE, sock)
+
+
+def flood_row(*a, **kw):
+    return benchlib.flood_row(bench.FIXTURE, *a, **kw)
 
 
 def anon_kib(pid):
@@ -367,157 +381,11 @@ SOAK_S = float(os.environ.get("RELIABILITY_SOAK_S", "300"))
 MIB = 1024
 
 
-def rss_kib(pid):
-    for line in open("/proc/%d/smaps_rollup" % pid):
-        if line.startswith("Rss:"):
-            return int(line.split()[1])
-
-
 def vm_kib(pid):
     for line in open("/proc/%d/status" % pid):
         if line.startswith("VmSize:"):
             return int(line.split()[1])
 
-
-def mib(kib):
-    return "%.1f MiB" % (kib / 1024)
-
-
-def pipeline(c, payload, n):
-    """Writes `payload` from a thread while reading `n` reply lines: cued stops
-    reading a connection whose replies are not read (back-pressure), so a client
-    that wrote everything before reading would wait on itself."""
-    w = threading.Thread(target=c.s.sendall, args=(payload,))
-    w.start()
-    replies = [c.reply() for _ in range(n)]
-    w.join()
-    return replies
-
-
-class Cued:
-    """A cued of its own: socket, config home, state dir and a stderr log in TMP."""
-
-    def __init__(self, name, sounds, extra=(), config=None, launcher=(), level="error", env=None, wait=True,
-                 stderr=None, **popen):
-        self.name, self.sounds = name, sounds
-        run = os.path.join(TMP, "run")
-        os.makedirs(run, mode=0o700, exist_ok=True)
-        self.sock = os.path.join(run, name + ".sock")
-        self.config_home = os.path.join(TMP, "config-" + name)
-        self.config = os.path.join(self.config_home, "cued", "cued.toml")
-        self.state = os.path.join(TMP, "state-" + name)
-        self.log = os.path.join(TMP, name + ".log")
-        os.makedirs(os.path.dirname(self.config), exist_ok=True)
-        if config is not None:
-            self.write_config(config)
-        e = dict(os.environ)
-        e.update(XDG_STATE_HOME=self.state, XDG_CONFIG_HOME=self.config_home, XDG_DATA_HOME=os.path.join(TMP, "data"))
-        e.pop("JOURNAL_STREAM", None)
-        e.update(env or {})
-        self.args = [*launcher, CUED, "--socket", self.sock, "--sink", "null", "--sounds", sounds, "--log-level", level,
-                     *extra]
-        self.p = spawn(self.args, env=e, stderr=open(self.log, "w") if stderr is None else stderr, **popen)
-        self.pid = self.p.pid
-        if wait:
-            self.wait_answering()
-
-    def write_config(self, text):
-        tmp = self.config + ".new"
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, self.config)
-
-    def wait_answering(self, limit=15.0):
-        end = time.monotonic() + limit
-        while time.monotonic() < end:
-            if self.p.poll() is not None:
-                raise RuntimeError("cued %s exited %s: %s" % (self.name, self.p.returncode, self.stderr()[-300:]))
-            try:
-                if Client(self.sock).request("ping") == "ok pong":
-                    return
-            except OSError:
-                pass
-            time.sleep(0.005)
-        raise RuntimeError("cued %s did not answer" % self.name)
-
-    def client(self, timeout=10):
-        c = Client(self.sock)
-        c.s.settimeout(timeout)
-        return c
-
-    def request(self, line):
-        return self.client().request(line)
-
-    def alive(self):
-        try:
-            return self.p.poll() is None and self.request("ping") == "ok pong"
-        except OSError:
-            return False
-
-    def stderr(self):
-        try:
-            return open(self.log, errors="replace").read()
-        except OSError:
-            return ""
-
-    def term(self, limit=10.0):
-        """SIGTERM; returns (exit status, seconds to exit)."""
-        t = time.monotonic()
-        self.p.send_signal(signal.SIGTERM)
-        try:
-            rc = self.p.wait(limit)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            rc = self.p.wait()
-            return "killed after %.0f s" % limit, limit
-        return rc, time.monotonic() - t
-
-
-PINGER = r"""
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
-out = open(sys.argv[2], "w")
-while True:
-    t = time.monotonic_ns(); s.sendall(b"ping\n"); r = f.readline()
-    if r != b"ok pong\n": out.write("bad %r\n" % r); out.flush(); break
-    out.write("%d %d\n" % (t, (time.monotonic_ns() - t) // 1000)); out.flush()
-    time.sleep(0.005)
-"""
-
-
-class Pinger:
-    """Another client, in a process of its own, pinging every 5 ms; each ping is
-    recorded with its send time (CLOCK_MONOTONIC, comparable across processes)."""
-
-    def __init__(self, sock):
-        self.file = os.path.join(TMP, "pings-%d.txt" % time.monotonic_ns())
-        self.p = spawn([sys.executable, "-c", PINGER, sock, self.file])
-        time.sleep(0.3)
-
-    def stop(self):
-        time.sleep(0.1)
-        self.p.kill()
-        self.p.wait()
-        self.pings = []
-        for line in open(self.file):
-            parts = line.split()
-            if len(parts) == 2 and parts[0].isdigit():
-                self.pings.append((int(parts[0]), int(parts[1])))
-        return self
-
-    def window(self, t0, t1):
-        """Latencies (µs) of the pings sent in [t0, t1] (monotonic seconds)."""
-        return [us for t, us in self.pings if t0 * 1e9 <= t <= t1 * 1e9]
-
-    def answered_within(self, t0, t1):
-        return sum(1 for t, us in self.pings if t0 * 1e9 <= t and t + us * 1000 <= t1 * 1e9)
-
-
-def lat_summary(lat):
-    if not lat:
-        return "no pings"
-    return "p50 %.2f ms, p99 %.2f ms, max %.1f ms (%d pings)" % (pct(lat, .5) / 1000, pct(lat, .99) / 1000, max(lat) / 1000,
-                                                               len(lat))
 
 
 def le(v, n):
@@ -1523,34 +1391,10 @@ def small_items(sounds):
 # anyone else), each against the release daemon, with the target the issue states
 # where it states one: the verdict is that target.
 
-def kill_all(*procs):
-    """Kills what a section started and is still running (a row that fails half-way must
-    not leave a daemon, a flood or a file system behind for the next one); never waits
-    forever (a process stuck in the kernel on a hung mount is not reaped)."""
-    for p in procs:
-        p = getattr(p, "p", p)
-        if p is None or p.poll() is not None:
-            continue
-        p.kill()
-        try:
-            p.wait(10)
-        except subprocess.TimeoutExpired:
-            log("pid %d not reaped 10 s after SIGKILL" % p.pid)
-
-
 def small_wav(path, seed, frames=960):
     """A 20 ms stereo 48 kHz WAV of noise (distinct per seed: distinct files to the cache)."""
     bench.write_wav(path, bench.noise(frames * 2, 8000, seed), channels=2)
     return path
-
-
-def load_note():
-    """The machine's load while a timing row ran (2 cores, shared): a figure, not an excuse."""
-    return "1-min load average at the end %.1f" % os.getloadavg()[0]
-
-
-def met(ok):
-    return "met" if ok else "not met"
 
 
 def wait_file_line(path, line, limit, present=True):
@@ -1971,90 +1815,6 @@ def slow_clients_of(sounds, seconds):
         kill_all(load, q)
 
 
-FLOOD = r"""
-import asyncio, json, sys, time
-sock, clients, per, verb, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-st = {"replies": 0, "bad": 0, "example": "", "t0": 0.0, "t1": 0.0, "finished": True, "closed": 0}
-async def one():
-    r, w = await asyncio.open_unix_connection(sock)
-    if verb == "threshold":
-        w.write(b"".join(b"threshold %d\n" % k for k in range(1, per + 1)))
-        for k in range(1, per + 1):
-            line = await r.readline()
-            if not line:
-                st["closed"] += 1
-                break
-            st["replies"] += 1
-            if line != b"ok %d\n" % k:
-                st["bad"] += 1
-                st["example"] = st["example"] or line.decode(errors="replace")[:80]
-    else:
-        w.write((verb + "\n").encode() * per)
-        got, rest = 0, b""
-        while got < per:
-            chunk = await r.read(1 << 16)
-            if not chunk:
-                st["closed"] += 1
-                break
-            parts = (rest + chunk).split(b"\n")
-            rest = parts.pop()
-            for line in parts:
-                if not line.startswith(b"ok"):
-                    st["bad"] += 1
-                    st["example"] = st["example"] or line.decode(errors="replace")[:80]
-            got += len(parts)
-        st["replies"] += got
-    w.close()
-async def main():
-    st["t0"] = time.monotonic()
-    try:
-        await asyncio.wait_for(asyncio.gather(*[one() for _ in range(clients)]), limit)
-    except asyncio.TimeoutError:
-        st["finished"] = False
-    st["t1"] = time.monotonic()
-asyncio.run(main())
-print(json.dumps(st))
-"""
-
-
-def flood_row(label, sounds, clients, per, verb, how, extra=()):
-    q = Cued("fair-" + verb, sounds, list(extra))
-    pinger = flood = None
-    try:
-        pinger = Pinger(q.sock)
-        time.sleep(1.0)
-        t_idle = time.monotonic()
-        c0 = bench.proc_cpu_ticks(q.pid)
-        flood = spawn([sys.executable, "-c", FLOOD, q.sock, str(clients), str(per), verb, "240"],
-                      stdout=subprocess.PIPE, text=True)
-        try:
-            out = flood.communicate(timeout=300)[0]
-            st = json.loads(out)
-        except (subprocess.TimeoutExpired, ValueError):
-            st = {"replies": 0, "bad": 0, "example": "", "t0": t_idle, "t1": time.monotonic(), "finished": False,
-                  "closed": 0}
-        cpu = bench.proc_cpu_ticks(q.pid) - c0
-        pinger.stop()
-        during = pinger.window(st["t0"], st["t1"])
-        idle = pinger.window(t_idle - 1.0, t_idle)
-        dt = st["t1"] - st["t0"]
-        target = bool(during) and pct(during, .99) <= 10_000
-        alive = q.alive()
-        total = clients * per
-        row(label, how + "; another process pings every 5 ms; target: its ping p99 ≤ 10 ms",
-            "%s of %s replies in %.1f s%s, %d not `ok`%s%s; cued's CPU %.0f %% of a core; other client's ping during "
-            "the flood: %s, idle just before: %s; target %s; %s"
-            % ("{:,}".format(st["replies"]), "{:,}".format(total), dt, "" if st["finished"] else " (stopped at the limit)",
-               st["bad"], " (e.g. `%s`)" % st["example"] if st["example"] else "",
-               ", %d connections closed by cued" % st["closed"] if st["closed"] else "",
-               100.0 * cpu / os.sysconf("SC_CLK_TCK") / max(dt, 1e-9), lat_summary(during), lat_summary(idle),
-               met(target), load_note()),
-            target and st["finished"] and st["replies"] == total and st["bad"] == 0 and alive)
-        q.term()
-    finally:
-        kill_all(flood, pinger and pinger.p, q)
-
-
 # 19.5 A fair event loop: another client's ping while others flood.
 def fairness_a(sounds):
     flood_row("19.5a fairness: 1,000 clients × 1,000 pipelined requests", sounds, 1000, 1000, "threshold",
@@ -2409,6 +2169,7 @@ def main():
     security(sounds)
     issue12(sounds)
     issue19(sounds)
+    issue29_clients(sounds)
     md = ["# cued reliability", "",
           "Generated by `make reliability` (bench/reliability.py, after `make fuzz`) against the real daemon,",
           "release build, on: %s, %s." % (bench.machine(), time.strftime("%Y-%m-%d")), "",
@@ -2417,7 +2178,7 @@ def main():
           "the property it names, and a timing only where the issue's goal is one.", "",
           "| scenario | how it is run | figure | held |", "|---|---|---|---|"]
     for name, how, fig, ok in ROWS:
-        if not name.startswith(("12.", "19.")):
+        if not name.startswith(("12.", "19.", "29.")):
             md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
     md += ["", "## Issue 12: nothing stalls, hangs or kills cued", "",
            "One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon.", "",
@@ -2431,6 +2192,13 @@ def main():
            "| problem | how it is run | figure | held |", "|---|---|---|---|"]
     for name, how, fig, ok in ROWS:
         if name.startswith("19."):
+            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    md += ["", "## Issue 29: nothing a client does balloons cued's memory or shuts out the others", "",
+           "One row per client attack of issue 29 (bench/attack_clients.py), against the release daemon, with the",
+           "issue's target as the verdict.", "",
+           "| problem | how it is run | figure | held |", "|---|---|---|---|"]
+    for name, how, fig, ok in ROWS:
+        if name.startswith("29."):
             md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
     notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
     if os.path.exists(notes):
