@@ -25,7 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (fixtures: the temp dir, the release binaries, spawn)
 import benchlib  # noqa: E402
-from benchlib import kill_all, mib, pipeline, row, rss_kib  # noqa: E402
+from benchlib import kill_all, mib, row, rss_kib  # noqa: E402
 
 FX = bench.FIXTURE
 
@@ -218,8 +218,7 @@ def lockout_row(sounds, unit, period, what):
                "`%s`" % st["refused"][:60] if "refused" in st else
                "%d clients, %s refused busy, %s idle evicted, %s taken from the busiest process (%s)"
                % (st["clients"], st["refused_busy"], st["evicted_idle"], st.get("evicted_share", "-"),
-                  "busiest pid holds %s" % st["busiest_process"]["clients"] if isinstance(st.get("busiest_process"), dict)
-                  else "no per-process figures")),
+                  "its pid holds %s" % st["busiest_clients"] if st.get("busiest_pid") else "no per-process figures")),
             ok == 20 and q.alive())
         q.term()
     finally:
@@ -236,10 +235,7 @@ def status_apps(sounds):
     try:
         c = q.client(30)
         n_play, n_mute = 400, 300
-        payload = "".join("app p%d\nplay probe\n" % i for i in range(n_play)) + "".join(
-            "mute app m%d\n" % i for i in range(n_mute))
-        replies = pipeline(c, payload.encode(), 2 * n_play + n_mute)
-        mutes = sum(r.startswith("ok muted") for r in replies[2 * n_play:])
+        mutes = benchlib.declare_apps(c, n_play, n_mute)
         st = status(q)
         listed = len(st["apps"])
         unlisted = st.get("apps_unlisted")

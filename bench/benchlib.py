@@ -228,6 +228,15 @@ def pipeline(c, payload, n):
     return replies
 
 
+def declare_apps(c, n_play, n_mute):
+    """One connection declares `n_play` apps that each play `probe` once, then mutes `n_mute`
+    others (`mute app mN`); returns how many of the mutes were accepted (the rest `err too-many`)."""
+    payload = "".join("app p%d\nplay probe\n" % i for i in range(n_play)) + "".join(
+        "mute app m%d\n" % i for i in range(n_mute))
+    replies = pipeline(c, payload.encode(), 2 * n_play + n_mute)
+    return sum(r.startswith("ok muted") for r in replies[2 * n_play:])
+
+
 def kill_all(*procs):
     """Kills what a section started and is still running (a row that fails half-way must
     not leave a daemon, a flood or a file system behind for the next one); never waits

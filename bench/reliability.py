@@ -1944,10 +1944,7 @@ def many_apps(sounds):
     try:
         c = q.client(30)
         n_play, n_mute = 400, 300
-        payload = "".join("app p%d\nplay probe\n" % i for i in range(n_play)) + "".join(
-            "mute app m%d\n" % i for i in range(n_mute))
-        replies = pipeline(c, payload.encode(), 2 * n_play + n_mute)
-        mutes = sum(r.startswith("ok muted") for r in replies[2 * n_play:])
+        mutes = benchlib.declare_apps(c, n_play, n_mute)
         r = q.request("status")
         apps = json.loads(r[3:])["apps"]
         row("19.8b `status` lists at most 256 apps", "`--rate-limit 0`; one connection declares %d apps that each play "
@@ -2153,6 +2150,14 @@ def issue12(sounds):
             row("12.%s" % section.__name__, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
 
 
+def issue_table(md, prefix, title, intro):
+    """RELIABILITY.md's table of one issue's rows (those named `prefix`…)."""
+    md += ["", "## " + title, ""] + intro + ["", "| problem | how it is run | figure | held |", "|---|---|---|---|"]
+    for name, how, fig, ok in ROWS:
+        if name.startswith(prefix):
+            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+
+
 def main():
     os.chdir(ROOT)
     sounds, _, _ = bench.make_fixtures()
@@ -2180,26 +2185,14 @@ def main():
     for name, how, fig, ok in ROWS:
         if not name.startswith(("12.", "19.", "29.")):
             md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
-    md += ["", "## Issue 12: nothing stalls, hangs or kills cued", "",
-           "One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon.", "",
-           "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("12."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
-    md += ["", "## Issue 19: no client, file or mount clogs cued for anyone else", "",
-           "One row per numbered problem of issue 19, against the release daemon, with the target the issue states",
-           "where it states one (the verdict is that target).", "",
-           "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("19."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
-    md += ["", "## Issue 29: nothing a client does balloons cued's memory or shuts out the others", "",
-           "One row per client attack of issue 29 (bench/attack_clients.py), against the release daemon, with the",
-           "issue's target as the verdict.", "",
-           "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    for name, how, fig, ok in ROWS:
-        if name.startswith("29."):
-            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    issue_table(md, "12.", "Issue 12: nothing stalls, hangs or kills cued",
+                ["One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon."])
+    issue_table(md, "19.", "Issue 19: no client, file or mount clogs cued for anyone else",
+                ["One row per numbered problem of issue 19, against the release daemon, with the target the issue states",
+                 "where it states one (the verdict is that target)."])
+    issue_table(md, "29.", "Issue 29: nothing a client does balloons cued's memory or shuts out the others",
+                ["One row per client attack of issue 29 (bench/attack_clients.py), against the release daemon, with the",
+                 "issue's target as the verdict."])
     notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

@@ -109,8 +109,27 @@ public struct Status: Sendable, Equatable {
     public var refusedBusy = 0
     /// Connections closed to make room for new ones (the longest idle first).
     public var evictedIdle = 0
+    /// The connection cap in force (`--max-clients`, lowered to fit the descriptor limit).
+    public var maxClients = 0
+    /// Connections closed at the cap to make room for a process holding fewer (taken
+    /// from the process holding the most).
+    public var evictedShare = 0
+    /// Connections closed because their unread output reached its bound (a client that does not read).
+    public var closedUnread = 0
+    /// Processes with a connection now (by peer pid), and the one holding the most (nil: none).
+    public var clientProcesses = 0
+    public var busiestPid: Int?
+    public var busiestClients = 0
+    /// Replies and event lines queued for the clients' sockets and not yet taken, all connections.
+    public var clientOutputBytes = 0
+    /// The bound of one connection's unsent output (past it, its event lines close it).
+    public var clientOutputLimitBytes = 0
     public var sessions = 0
     public var apps: [String: App] = [:]
+    /// Apps cued knows (muted, given a profile, configured or counted) that `apps` leaves out,
+    /// and the plays of apps it does not list (counted or not).
+    public var appsUnlisted = 0
+    public var appsUnlistedPlayed = 0
     public var latencyUs = Latency()
     public var theme = Theme()
     public var bus = Bus()
@@ -122,6 +141,10 @@ public struct Status: Sendable, Equatable {
         case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
+        case maxClients = "max_clients", evictedShare = "evicted_share", closedUnread = "closed_unread"
+        case clientProcesses = "client_processes", busiestPid = "busiest_pid", busiestClients = "busiest_clients"
+        case clientOutputBytes = "client_output_bytes", clientOutputLimitBytes = "client_output_limit_bytes"
+        case appsUnlisted = "apps_unlisted", appsUnlistedPlayed = "apps_unlisted_played"
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
         case missedCycles = "missed_cycles"
         // sink
@@ -169,8 +192,12 @@ public struct Status: Sendable, Equatable {
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
-            (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
-            (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
+            (.maxClients, n(maxClients)), (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
+            (.evictedShare, n(evictedShare)), (.closedUnread, n(closedUnread)), (.clientProcesses, n(clientProcesses)),
+            (.busiestPid, n(busiestPid)), (.busiestClients, n(busiestClients)), (.clientOutputBytes, n(clientOutputBytes)),
+            (.clientOutputLimitBytes, n(clientOutputLimitBytes)),
+            (.sessions, n(sessions)), (.apps, appsJSON), (.appsUnlisted, n(appsUnlisted)), (.appsUnlistedPlayed, n(appsUnlistedPlayed)),
+            (.latencyUs, latencyJSON), (.theme, themeJSON),
             (.bus, busJSON),
         ])
     }
@@ -220,11 +247,21 @@ public struct Status: Sendable, Equatable {
         rateLimited = int(v(json, .rateLimited)) ?? 0
         refusedBusy = int(v(json, .refusedBusy)) ?? 0
         evictedIdle = int(v(json, .evictedIdle)) ?? 0
+        maxClients = int(v(json, .maxClients)) ?? 0
+        evictedShare = int(v(json, .evictedShare)) ?? 0
+        closedUnread = int(v(json, .closedUnread)) ?? 0
+        clientProcesses = int(v(json, .clientProcesses)) ?? 0
+        busiestPid = int(v(json, .busiestPid))
+        busiestClients = int(v(json, .busiestClients)) ?? 0
+        clientOutputBytes = int(v(json, .clientOutputBytes)) ?? 0
+        clientOutputLimitBytes = int(v(json, .clientOutputLimitBytes)) ?? 0
         sessions = int(v(json, .sessions)) ?? 0
         for (name, a) in pairs(v(json, .apps)) {
             apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false,
                              profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)))
         }
+        appsUnlisted = int(v(json, .appsUnlisted)) ?? 0
+        appsUnlistedPlayed = int(v(json, .appsUnlistedPlayed)) ?? 0
         let l = v(json, .latencyUs)
         latencyUs.p50 = int(v(l, .p50))
         latencyUs.p99 = int(v(l, .p99))

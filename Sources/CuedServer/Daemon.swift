@@ -11,6 +11,10 @@ import NIOPosix
 enum Response: Sendable {
     case now(Reply)
     case later(EventLoopFuture<Reply>)
+    /// Later, built by `render` (on the loop) once `ready` completes, in the
+    /// connection's turn and charged `cost` there (`status wait`: many ready at
+    /// once are not all built in one loop tick).
+    case whenReady(EventLoopFuture<Void>, cost: Int, render: NIOLoopBound<() -> Reply>)
     case close(Reply)
 }
 
@@ -52,10 +56,8 @@ public final class Daemon {
     let notify: @Sendable (_ fields: [String]) -> Void
     private lazy var reloader = Reloader(loop: loop) { [unowned self] in self.reloadOnce() }
 
-    // Counters shown by `status` (the connections keep them; loop only).
-    var clients = 0
-    var refusedBusy = 0
-    var evictedIdle = 0
+    /// The connection table (set once the server made it; loop only): `status`'s client figures.
+    var connections: ConnectionTable?
     /// Cues and state changes refused by a connection's rate limit.
     var rateLimited: Int { player.rateLimited }
 
@@ -166,7 +168,10 @@ public final class Daemon {
         case .reload: return change(&c, at) { .later(reload()) }
         case .cues(let theme): return cues(theme: theme, &c)
         case .status: return .now(.ok(status().json.encoded))
-        case .statusWait: return player.afterQueued { [self] in .ok(status().json.encoded) }
+        case .statusWait:
+            guard case .later(let synced) = player.afterQueued({ .ok(nil) }) else { return .now(.ok(status().json.encoded)) }
+            return .whenReady(synced.map { _ in }, cost: VerbCost.status,
+                              render: NIOLoopBound({ [self] in .ok(status().json.encoded) }, eventLoop: loop))
         }
     }
 
@@ -255,7 +260,7 @@ public final class Daemon {
         switch player.start(cue, name: name, PlayOptions(), &conn, admission(conn.app, PlayOptions()), requestTime: at, gain: gain) {
         case .now(.ok(nil)): return .ok(name)
         case .now(let reply): return reply
-        case .later, .close: return .err(.internal, "unexpected deferred reply")
+        case .later, .whenReady, .close: return .err(.internal, "unexpected deferred reply")
         }
     }
 
@@ -357,8 +362,8 @@ public final class Daemon {
 
     public func status() -> Status {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
-                     sinkWhy: engine.sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
-                     evictedIdle: evictedIdle, sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, theme: sounds.status(), bus: desktop?.busStatus ?? Status.Bus()).status
+                     sinkWhy: engine.sinkWhy, connections: connections?.figures ?? ConnectionFigures(), rateLimited: rateLimited,
+                     sessions: sessions.count(now: MonotonicClock.now()),
+                     counts: player.counts.apps, unlistedPlays: player.counts.otherPlayed, theme: sounds.status(), bus: desktop?.busStatus ?? Status.Bus()).status
     }
 }
