@@ -112,7 +112,9 @@ def nonreaders_row(sounds, n, events, extra=()):
         time.sleep(2.0)
         after = rss_kib(q.pid)
         alive = q.alive()
-        per = (peak - idle) / max(1, st["clients"] - 1)
+        # Connections they hold (`status` may be refused: every slot taken).
+        held_conns = st["clients"] - 1 if "clients" in st else min(n, 256)
+        per = (peak - idle) / max(1, held_conns)
         bound = st.get("client_output_limit_bytes")
         # The target: growth per connection within its output bound plus 64 KiB of connection state and
         # read buffer, and RSS back within 4 MiB of idle once they leave.
@@ -124,10 +126,11 @@ def nonreaders_row(sounds, n, events, extra=()):
             % ("`%s`; " % " ".join(extra) if extra else "default limits; ", n, "send `events on`, then " if events else "",
                payload.replace("\\n", ""),),
             "%s connected, %s bytes written; RSS idle %s → %s held (peak %s; %.0f KiB a connection; output bound %s) "
-            "→ %s after they left (%+.1f MiB); `status`: %d clients, %s closed for not reading; serving: %s"
+            "→ %s after they left (%+.1f MiB); `status` meanwhile: %s; serving: %s"
             % (got.get("connected"), "{:,}".format(got.get("sent", 0)), mib(idle), mib(held), mib(peak), per,
-               "%d KiB" % (bound // 1024) if bound else "none", mib(after), (after - idle) / 1024, st["clients"],
-               st.get("closed_unread", "-"), alive),
+               "%d KiB" % (bound // 1024) if bound else "none", mib(after), (after - idle) / 1024,
+               "`%s`" % st["refused"][:70] if "refused" in st else "%d clients, %s closed for not reading"
+               % (st["clients"], st.get("closed_unread", "-")), alive),
             per_ok and back_ok and alive)
         q.term()
     finally:
@@ -144,11 +147,11 @@ def clients_fairness(sounds):
     benchlib.flood_row(FX, "29.5a fairness: 1,000 clients pipelining at the default cap", sounds, 1000, 1000, "threshold",
                        "default limits (the cap 256); 1,000 connections at once, from a process of their own, each "
                        "pipelines `threshold 1…1000` and reads the replies (those over the cap are refused `err busy`)",
-                       require_all=False)
+                       require_all=False, rounds=3)
     benchlib.flood_row(FX, "29.5b fairness: 250 clients pipelining `play` + `status wait`", sounds, 250, 40,
                        "play probe\nstatus wait",
                        "default limits; 250 connections at once, from a process of their own, each pipelines 40 pairs "
-                       "`play probe` + `status wait` (what `cuectl play` sends) and reads the replies")
+                       "`play probe` + `status wait` (what `cuectl play` sends) and reads the replies", rounds=3)
 
 
 # Connections that are never idle: each sends `unit` every `period` seconds (spread over the period)

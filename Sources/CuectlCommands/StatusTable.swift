@@ -33,7 +33,7 @@ public enum StatusTable {
         rows.append(("clients", "\(s.clients) connected (cap \(s.maxClients)), \(s.rateLimited) rate-limited, \(s.refusedBusy) refused busy, "
                      + "\(s.evictedIdle) idle evicted, \(s.evictedShare) taken for another process, \(s.closedUnread) closed unread"))
         if let pid = s.busiestPid {
-            rows.append(("", "\(s.clientProcesses) processes, pid \(pid) holds \(s.busiestClients); "
+            rows.append(("", "\(s.clientProcesses) process\(s.clientProcesses == 1 ? "" : "es"), pid \(pid) holds \(s.busiestClients); "
                          + "\(s.clientOutputBytes) bytes unsent (\(s.clientOutputLimitBytes) a connection at most)"))
         }
         for (i, name) in s.cues.keys.sorted().enumerated() {

@@ -411,13 +411,14 @@ struct ConnectionMachine {
     }
 }
 
-/// What a line costs to run, in units of a `ping` (about 1–2 µs on the
-/// event loop), by its verb: `status` builds a few KiB of JSON (so does
-/// rendering `status wait`'s reply, charged then); `stop`,
-/// `reload` and the plays go through other threads or the sound cache.
-/// Measured with bench/reliability.py's fairness rows (see RELIABILITY.md).
+/// What a line costs to run, in units of a `ping` (about 2 µs of cued's CPU),
+/// by its verb: `status` builds a few KiB of JSON, about 100 µs (so does
+/// rendering `status wait`'s reply, charged then); `stop`, `reload` and the
+/// plays go through other threads or the sound cache (a play about 7 µs).
+/// Measured by pipelining each verb on one connection (release build, 2026-11),
+/// checked with bench/reliability.py's fairness rows (see RELIABILITY.md).
 enum VerbCost {
-    static let status = 24
+    static let status = 48
     static let stop = 4
     static let reload = 4
     static let play = 2

@@ -1,4 +1,6 @@
+import CuedCore
 import CuedProtocol
+import Logging
 import NIOCore
 import NIOPosix
 
@@ -174,25 +176,34 @@ final class ConnectionMemory {
     static let quiet = TimeAmount.seconds(1)
     private let loop: any EventLoop
     private let lane: NIOThreadPool
+    private let logger: Logger
     private var peak = 0
     private var pending: Scheduled<Void>?
     /// Trims so far (for tests and the log).
     private(set) var trims = 0
 
-    init(loop: any EventLoop, lane: NIOThreadPool) {
+    init(loop: any EventLoop, lane: NIOThreadPool, logger: Logger) {
         self.loop = loop
         self.lane = lane
+        self.logger = logger
     }
 
     func changed(open: Int) {
         peak = max(peak, open)
         guard peak - open >= Self.burst || pending != nil else { return }
         pending?.cancel()
-        pending = loop.assumeIsolated().scheduleTask(in: Self.quiet) { [self] in
+        pending = loop.assumeIsolated().scheduleTask(in: Self.quiet) { [self, logger] in
             pending = nil
+            let from = peak
             peak = open
             trims += 1
-            lane.submit { state in if case .active = state { _ = cued_connections_malloc_trim(0) } }
+            lane.submit { state in
+                guard case .active = state else { return }
+                let t = MonotonicClock.now()
+                _ = cued_connections_malloc_trim(0)
+                logger.debug("gave memory back after connections left", metadata: [
+                    "connections.from": "\(from)", "connections.to": "\(open)", "trim_us": "\((MonotonicClock.now() - t) / 1000)"])
+            }
         }
     }
 }

@@ -114,7 +114,7 @@ public final class Server: Sendable {
             daemonBox.value = daemon
             // The connection table and the scheduler live there too.
             let table = ConnectionTable(capacity: limits.maxClients)
-            let memory = ConnectionMemory(loop: loop, lane: saves)
+            let memory = ConnectionMemory(loop: loop, lane: saves, logger: logger)
             table.onChange = { memory.changed(open: $0) }
             daemon.connections = table
             return (NIOLoopBound(daemon, eventLoop: loop), NIOLoopBound(table, eventLoop: loop),
