@@ -204,20 +204,24 @@ public struct Status: Sendable, Equatable {
 
     /// Reads a status back; fields it does not know or that are missing keep their defaults.
     public init(json: JSON) {
+        // The top level's 60-odd keys by name, read once (a lookup in the pairs is a scan).
+        var top: [String: JSON] = [:]
+        if case .object(let pairs) = json { for (k, value) in pairs where top[k] == nil { top[k] = value } }
+        func field(_ k: Key) -> JSON? { top[k.rawValue] }
         func v(_ j: JSON?, _ k: Key) -> JSON? { j?[k.rawValue] }
         func int(_ j: JSON?) -> Int? { if case .number(let d)? = j, d.isFinite, abs(d) < 1e15 { return Int(d) }; return nil }
         func str(_ j: JSON?) -> String? { if case .string(let s)? = j { return s }; return nil }
         func bool(_ j: JSON?) -> Bool? { if case .bool(let b)? = j { return b }; return nil }
         func pairs(_ j: JSON?) -> [(String, JSON)] { if case .object(let p)? = j { return p }; return [] }
-        version = str(v(json, .version)) ?? ""
-        protocolVersion = int(v(json, .protocol)) ?? 0
-        pid = int(v(json, .pid)) ?? 0
-        muted = bool(v(json, .muted)) ?? false
-        profile = str(v(json, .profile)).flatMap(Profile.init(rawValue:)) ?? .full
-        stateSaved = bool(v(json, .stateSaved)) ?? true
-        stateError = str(v(json, .stateError))
-        config = str(v(json, .config))
-        let sk = v(json, .sink)
+        version = str(field(.version)) ?? ""
+        protocolVersion = int(field(.protocol)) ?? 0
+        pid = int(field(.pid)) ?? 0
+        muted = bool(field(.muted)) ?? false
+        profile = str(field(.profile)).flatMap(Profile.init(rawValue:)) ?? .full
+        stateSaved = bool(field(.stateSaved)) ?? true
+        stateError = str(field(.stateError))
+        config = str(field(.config))
+        let sk = field(.sink)
         sink.spec = str(v(sk, .spec)) ?? ""
         sink.state = str(v(sk, .state)) ?? "closed"
         sink.kind = str(v(sk, .kind))
@@ -229,50 +233,50 @@ public struct Status: Sendable, Equatable {
         sink.delayUs = int(v(sk, .delayUs))
         sink.error = str(v(sk, .error))
         sink.why = str(v(sk, .why))
-        for (name, c) in pairs(v(json, .cues)) {
+        for (name, c) in pairs(field(.cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0)
         }
-        played = int(v(json, .played)) ?? 0
-        voicesActive = int(v(json, .voicesActive)) ?? 0
-        voicesStolen = int(v(json, .voicesStolen)) ?? 0
-        clippedSamples = int(v(json, .clippedSamples)) ?? 0
-        xruns = int(v(json, .xruns)) ?? 0
-        missedCycles = int(v(json, .missedCycles)) ?? 0
-        rewinds = int(v(json, .rewinds)) ?? 0
-        stalls = int(v(json, .stalls)) ?? 0
-        devicesLost = int(v(json, .devicesLost)) ?? 0
-        audioThread = str(v(json, .audioThread)) ?? "normal"
-        dropped = int(v(json, .dropped)) ?? 0
-        clients = int(v(json, .clients)) ?? 0
-        rateLimited = int(v(json, .rateLimited)) ?? 0
-        refusedBusy = int(v(json, .refusedBusy)) ?? 0
-        evictedIdle = int(v(json, .evictedIdle)) ?? 0
-        maxClients = int(v(json, .maxClients)) ?? 0
-        evictedShare = int(v(json, .evictedShare)) ?? 0
-        closedUnread = int(v(json, .closedUnread)) ?? 0
-        clientProcesses = int(v(json, .clientProcesses)) ?? 0
-        busiestPid = int(v(json, .busiestPid))
-        busiestClients = int(v(json, .busiestClients)) ?? 0
-        clientOutputBytes = int(v(json, .clientOutputBytes)) ?? 0
-        clientOutputLimitBytes = int(v(json, .clientOutputLimitBytes)) ?? 0
-        sessions = int(v(json, .sessions)) ?? 0
-        for (name, a) in pairs(v(json, .apps)) {
+        played = int(field(.played)) ?? 0
+        voicesActive = int(field(.voicesActive)) ?? 0
+        voicesStolen = int(field(.voicesStolen)) ?? 0
+        clippedSamples = int(field(.clippedSamples)) ?? 0
+        xruns = int(field(.xruns)) ?? 0
+        missedCycles = int(field(.missedCycles)) ?? 0
+        rewinds = int(field(.rewinds)) ?? 0
+        stalls = int(field(.stalls)) ?? 0
+        devicesLost = int(field(.devicesLost)) ?? 0
+        audioThread = str(field(.audioThread)) ?? "normal"
+        dropped = int(field(.dropped)) ?? 0
+        clients = int(field(.clients)) ?? 0
+        rateLimited = int(field(.rateLimited)) ?? 0
+        refusedBusy = int(field(.refusedBusy)) ?? 0
+        evictedIdle = int(field(.evictedIdle)) ?? 0
+        maxClients = int(field(.maxClients)) ?? 0
+        evictedShare = int(field(.evictedShare)) ?? 0
+        closedUnread = int(field(.closedUnread)) ?? 0
+        clientProcesses = int(field(.clientProcesses)) ?? 0
+        busiestPid = int(field(.busiestPid))
+        busiestClients = int(field(.busiestClients)) ?? 0
+        clientOutputBytes = int(field(.clientOutputBytes)) ?? 0
+        clientOutputLimitBytes = int(field(.clientOutputLimitBytes)) ?? 0
+        sessions = int(field(.sessions)) ?? 0
+        for (name, a) in pairs(field(.apps)) {
             apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false,
                              profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)))
         }
-        appsUnlisted = int(v(json, .appsUnlisted)) ?? 0
-        appsUnlistedPlayed = int(v(json, .appsUnlistedPlayed)) ?? 0
-        let l = v(json, .latencyUs)
+        appsUnlisted = int(field(.appsUnlisted)) ?? 0
+        appsUnlistedPlayed = int(field(.appsUnlistedPlayed)) ?? 0
+        let l = field(.latencyUs)
         latencyUs.p50 = int(v(l, .p50))
         latencyUs.p99 = int(v(l, .p99))
         latencyUs.max = int(v(l, .max))
-        let t = v(json, .theme)
+        let t = field(.theme)
         theme.name = str(v(t, .name)) ?? "freedesktop"
         if case .array(let items)? = v(t, .chain) { theme.chain = items.compactMap { str($0) } }
         theme.cached = int(v(t, .cached)) ?? 0
         theme.cacheBytes = int(v(t, .cacheBytes)) ?? 0
         theme.cacheLimitBytes = int(v(t, .cacheLimitBytes)) ?? 0
-        let b = v(json, .bus)
+        let b = field(.bus)
         bus.connection = str(v(b, .connection)) ?? "off"
         bus.feedback = str(v(b, .feedback)) ?? "none"
         bus.notifications = str(v(b, .notifications)) ?? "off"
