@@ -20,7 +20,12 @@ import wave
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402
-from benchlib import Client, Cued, kill_all, log, mib, mount_hung_for, pct, row, rss_kib  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import Client, kill_all, log, mib, mount_hung_for, pct, row, rss_kib  # noqa: E402
+
+
+def Cued(*a, **kw):
+    return benchlib.Cued(bench.FIXTURE, *a, **kw)
 
 # A few MiB: what cued may hold beyond its samples while a load runs (Swift objects, NIO
 # buffers, the decoders' small allocations, thread stacks touched) or after it.

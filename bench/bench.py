@@ -37,7 +37,7 @@ import pipewire_bench  # noqa: E402
 import desktop_bench  # noqa: E402
 import canberra_bench  # noqa: E402
 import follow_bench  # noqa: E402
-from benchlib import Client, Stream, cue_set, log, noise, pct, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
+from benchlib import Client, Fixture, Stream, cue_set, log, noise, pct, proc_cpu_ticks, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +54,10 @@ def spawn(args, **kw):
     p = subprocess.Popen(args, **kw)
     CHILDREN.append(p)
     return p
+
+
+# What the reliability harnesses start their daemons with (benchlib.Cued, Pinger, flood_row).
+FIXTURE = Fixture(TMP, CUED, spawn)
 
 
 def cleanup():
@@ -110,12 +114,6 @@ def start_cued(name, sink, sounds, extra=(), env=None):
               env=e, stderr=subprocess.DEVNULL)
     wait_answering(sock, name)
     return p, sock
-
-
-def proc_cpu_ticks(pid):
-    with open("/proc/%d/stat" % pid) as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
 
 
 def proc_ctx_switches(pid):

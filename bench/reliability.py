@@ -4,7 +4,9 @@ build), with its figures, written to RELIABILITY.md. `make fuzz` runs first and
 leaves its logs in .build/fuzz/. The same scenarios, shorter, are in `make test`
 (Tests/IntegrationTests: HostileTests, RobustnessTests, HostileFileDaemonTests,
 LimitsTests, DeviceFaultTests, FuzzTests). Issue 12's problems have a row each, and so
-have issue 19's (a table of their own: a hung mount, slow files, floods, a full disk…).
+have issue 19's (a table of their own: a hung mount, slow files, floods, a full disk…) and
+issue 29's client attacks (bench/attack_clients.py: clients that never read, floods at the
+edges, lock-out, `status`'s apps, the cap at a low `nofile`; section `issue29_clients`).
 
 Environment: RELIABILITY_SOAK_S (the soak's length, default 300), RELIABILITY_ONLY=a,b
 (run those sections only, e.g. `leaks,stalls`, `fairness_b` or `issue29`, print their rows, write
@@ -33,8 +35,27 @@ import wave
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import bench  # noqa: E402  (fixtures, process helpers)
 from bench import Client, pct, start_cued, spawn, TMP, CUED, ROOT, log  # noqa: E402
-from benchlib import ROWS, Cued, kill_all, mib, mount_hung_for, row, rss_kib  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import ROWS, row, rss_kib, mib, kill_all, load_note, met, lat_summary, mount_hung_for, pipeline  # noqa: E402,F401
+
+
 import attack_memory  # noqa: E402  (issue 29: memory for decoded sound, the decoding lane)
+import attack_clients  # noqa: E402  (issue 29's client attacks)
+from attack_clients import (issue29_clients, clients_memory, clients_fairness, clients_lockout, clients_small,  # noqa: E402,F401
+                            status_apps, nofile_caps)
+
+
+def Cued(*a, **kw):
+    return benchlib.Cued(bench.FIXTURE, *a, **kw)
+
+
+def Pinger(sock):
+    return benchlib.Pinger(bench.FIXTURE, sock)
+
+
+def flood_row(*a, **kw):
+    return benchlib.flood_row(bench.FIXTURE, *a, **kw)
+
 
 def anon_kib(pid):
     for line in open("/proc/%d/smaps_rollup" % pid):
@@ -370,63 +391,6 @@ def vm_kib(pid):
         if line.startswith("VmSize:"):
             return int(line.split()[1])
 
-
-def pipeline(c, payload, n):
-    """Writes `payload` from a thread while reading `n` reply lines: cued stops
-    reading a connection whose replies are not read (back-pressure), so a client
-    that wrote everything before reading would wait on itself."""
-    w = threading.Thread(target=c.s.sendall, args=(payload,))
-    w.start()
-    replies = [c.reply() for _ in range(n)]
-    w.join()
-    return replies
-
-
-PINGER = r"""
-import socket, sys, time
-s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); f = s.makefile("rb")
-out = open(sys.argv[2], "w")
-while True:
-    t = time.monotonic_ns(); s.sendall(b"ping\n"); r = f.readline()
-    if r != b"ok pong\n": out.write("bad %r\n" % r); out.flush(); break
-    out.write("%d %d\n" % (t, (time.monotonic_ns() - t) // 1000)); out.flush()
-    time.sleep(0.005)
-"""
-
-
-class Pinger:
-    """Another client, in a process of its own, pinging every 5 ms; each ping is
-    recorded with its send time (CLOCK_MONOTONIC, comparable across processes)."""
-
-    def __init__(self, sock):
-        self.file = os.path.join(TMP, "pings-%d.txt" % time.monotonic_ns())
-        self.p = spawn([sys.executable, "-c", PINGER, sock, self.file])
-        time.sleep(0.3)
-
-    def stop(self):
-        time.sleep(0.1)
-        self.p.kill()
-        self.p.wait()
-        self.pings = []
-        for line in open(self.file):
-            parts = line.split()
-            if len(parts) == 2 and parts[0].isdigit():
-                self.pings.append((int(parts[0]), int(parts[1])))
-        return self
-
-    def window(self, t0, t1):
-        """Latencies (µs) of the pings sent in [t0, t1] (monotonic seconds)."""
-        return [us for t, us in self.pings if t0 * 1e9 <= t <= t1 * 1e9]
-
-    def answered_within(self, t0, t1):
-        return sum(1 for t, us in self.pings if t0 * 1e9 <= t and t + us * 1000 <= t1 * 1e9)
-
-
-def lat_summary(lat):
-    if not lat:
-        return "no pings"
-    return "p50 %.2f ms, p99 %.2f ms, max %.1f ms (%d pings)" % (pct(lat, .5) / 1000, pct(lat, .99) / 1000, max(lat) / 1000,
-                                                               len(lat))
 
 
 def le(v, n):
@@ -1438,15 +1402,6 @@ def small_wav(path, seed, frames=960):
     return path
 
 
-def load_note():
-    """The machine's load while a timing row ran (2 cores, shared): a figure, not an excuse."""
-    return "1-min load average at the end %.1f" % os.getloadavg()[0]
-
-
-def met(ok):
-    return "met" if ok else "not met"
-
-
 def wait_file_line(path, line, limit, present=True):
     """Polls `path` (1 ms) until it has `line` as a whole line (or, present=False, no longer
     has it); seconds taken, or None."""
@@ -1829,90 +1784,6 @@ def slow_clients_of(sounds, seconds):
         kill_all(load, q)
 
 
-FLOOD = r"""
-import asyncio, json, sys, time
-sock, clients, per, verb, limit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], float(sys.argv[5])
-st = {"replies": 0, "bad": 0, "example": "", "t0": 0.0, "t1": 0.0, "finished": True, "closed": 0}
-async def one():
-    r, w = await asyncio.open_unix_connection(sock)
-    if verb == "threshold":
-        w.write(b"".join(b"threshold %d\n" % k for k in range(1, per + 1)))
-        for k in range(1, per + 1):
-            line = await r.readline()
-            if not line:
-                st["closed"] += 1
-                break
-            st["replies"] += 1
-            if line != b"ok %d\n" % k:
-                st["bad"] += 1
-                st["example"] = st["example"] or line.decode(errors="replace")[:80]
-    else:
-        w.write((verb + "\n").encode() * per)
-        got, rest = 0, b""
-        while got < per:
-            chunk = await r.read(1 << 16)
-            if not chunk:
-                st["closed"] += 1
-                break
-            parts = (rest + chunk).split(b"\n")
-            rest = parts.pop()
-            for line in parts:
-                if not line.startswith(b"ok"):
-                    st["bad"] += 1
-                    st["example"] = st["example"] or line.decode(errors="replace")[:80]
-            got += len(parts)
-        st["replies"] += got
-    w.close()
-async def main():
-    st["t0"] = time.monotonic()
-    try:
-        await asyncio.wait_for(asyncio.gather(*[one() for _ in range(clients)]), limit)
-    except asyncio.TimeoutError:
-        st["finished"] = False
-    st["t1"] = time.monotonic()
-asyncio.run(main())
-print(json.dumps(st))
-"""
-
-
-def flood_row(label, sounds, clients, per, verb, how, extra=()):
-    q = Cued("fair-" + verb, sounds, list(extra))
-    pinger = flood = None
-    try:
-        pinger = Pinger(q.sock)
-        time.sleep(1.0)
-        t_idle = time.monotonic()
-        c0 = bench.proc_cpu_ticks(q.pid)
-        flood = spawn([sys.executable, "-c", FLOOD, q.sock, str(clients), str(per), verb, "240"],
-                      stdout=subprocess.PIPE, text=True)
-        try:
-            out = flood.communicate(timeout=300)[0]
-            st = json.loads(out)
-        except (subprocess.TimeoutExpired, ValueError):
-            st = {"replies": 0, "bad": 0, "example": "", "t0": t_idle, "t1": time.monotonic(), "finished": False,
-                  "closed": 0}
-        cpu = bench.proc_cpu_ticks(q.pid) - c0
-        pinger.stop()
-        during = pinger.window(st["t0"], st["t1"])
-        idle = pinger.window(t_idle - 1.0, t_idle)
-        dt = st["t1"] - st["t0"]
-        target = bool(during) and pct(during, .99) <= 10_000
-        alive = q.alive()
-        total = clients * per
-        row(label, how + "; another process pings every 5 ms; target: its ping p99 ≤ 10 ms",
-            "%s of %s replies in %.1f s%s, %d not `ok`%s%s; cued's CPU %.0f %% of a core; other client's ping during "
-            "the flood: %s, idle just before: %s; target %s; %s"
-            % ("{:,}".format(st["replies"]), "{:,}".format(total), dt, "" if st["finished"] else " (stopped at the limit)",
-               st["bad"], " (e.g. `%s`)" % st["example"] if st["example"] else "",
-               ", %d connections closed by cued" % st["closed"] if st["closed"] else "",
-               100.0 * cpu / os.sysconf("SC_CLK_TCK") / max(dt, 1e-9), lat_summary(during), lat_summary(idle),
-               met(target), load_note()),
-            target and st["finished"] and st["replies"] == total and st["bad"] == 0 and alive)
-        q.term()
-    finally:
-        kill_all(flood, pinger and pinger.p, q)
-
-
 # 19.5 A fair event loop: another client's ping while others flood.
 def fairness_a(sounds):
     flood_row("19.5a fairness: 1,000 clients × 1,000 pipelined requests", sounds, 1000, 1000, "threshold",
@@ -2042,10 +1913,7 @@ def many_apps(sounds):
     try:
         c = q.client(30)
         n_play, n_mute = 400, 300
-        payload = "".join("app p%d\nplay probe\n" % i for i in range(n_play)) + "".join(
-            "mute app m%d\n" % i for i in range(n_mute))
-        replies = pipeline(c, payload.encode(), 2 * n_play + n_mute)
-        mutes = sum(r.startswith("ok muted") for r in replies[2 * n_play:])
+        mutes = benchlib.declare_apps(c, n_play, n_mute)
         r = q.request("status")
         apps = json.loads(r[3:])["apps"]
         row("19.8b `status` lists at most 256 apps", "`--rate-limit 0`; one connection declares %d apps that each play "
@@ -2377,6 +2245,7 @@ def issue29(sounds):
     """Issue 29's rows: files nested deep, voices, small items here; memory and the
     decoding lane in attack_memory (ISSUE29_ONLY narrows those)."""
     attack_memory.issue29(sounds)
+    issue29_clients(sounds)
     for section in (deep_files, voice_share, small29):
         try:
             section(sounds)
@@ -2408,9 +2277,12 @@ def issue12(sounds):
             row("12.%s" % section.__name__, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
 
 
-def table_rows(chosen):
-    """The rows whose names `chosen` takes, as lines of a markdown table."""
-    return ["| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**") for name, how, fig, ok in ROWS if chosen(name)]
+def issue_table(md, prefix, title, intro):
+    """RELIABILITY.md's table of one issue's rows (those named `prefix`…)."""
+    md += ["", "## " + title, ""] + intro + ["", "| problem | how it is run | figure | held |", "|---|---|---|---|"]
+    for name, how, fig, ok in ROWS:
+        if name.startswith(prefix):
+            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
 
 
 def main():
@@ -2437,21 +2309,17 @@ def main():
           "LimitsTests, DeviceFaultTests, FuzzTests, SystemdTests). Timings are figures: a row's verdict is",
           "the property it names, and a timing only where the issue's goal is one.", "",
           "| scenario | how it is run | figure | held |", "|---|---|---|---|"]
-    md += table_rows(lambda name: not name.startswith(("12.", "19.", "29.")))
-    md += ["", "## Issue 12: nothing stalls, hangs or kills cued", "",
-           "One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon.", "",
-           "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    md += table_rows(lambda name: name.startswith("12."))
-    md += ["", "## Issue 19: no client, file or mount clogs cued for anyone else", "",
-           "One row per numbered problem of issue 19, against the release daemon, with the target the issue states",
-           "where it states one (the verdict is that target).", "",
-           "| problem | how it is run | figure | held |", "|---|---|---|---|"]
-    md += table_rows(lambda name: name.startswith("19."))
-    md += ["", "## Issue 29: nothing a file or a client does can crash cued or balloon its memory", "",
-           "One row per attack of issue 29, re-run as the issue measured it, against the release daemon, with the",
-           "bound the issue sets (the verdict is that bound).", "",
-           "| attack | how it is run | figure | held |", "|---|---|---|---|"]
-    md += table_rows(lambda name: name.startswith("29."))
+    for name, how, fig, ok in ROWS:
+        if not name.startswith(("12.", "19.", "29.")):
+            md.append("| %s | %s | %s | %s |" % (name, how, fig, "yes" if ok else "**no**"))
+    issue_table(md, "12.", "Issue 12: nothing stalls, hangs or kills cued",
+                ["One row per problem the adversarial trial found (numbered as in issue 12), against the release daemon."])
+    issue_table(md, "19.", "Issue 19: no client, file or mount clogs cued for anyone else",
+                ["One row per numbered problem of issue 19, against the release daemon, with the target the issue states",
+                 "where it states one (the verdict is that target)."])
+    issue_table(md, "29.", "Issue 29: nothing a file or a client does can crash cued or balloon its memory",
+                ["One row per attack of issue 29 (files nested deep, decoded sound, the decoding lane, clients, voices),",
+                 "re-run as the issue measured it against the release daemon, with the issue's target as the verdict."])
     notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
     if os.path.exists(notes):
         md += ["", open(notes).read().rstrip()]

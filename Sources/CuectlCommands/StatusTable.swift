@@ -30,7 +30,12 @@ public enum StatusTable {
         rows.append(("device", "\(s.xruns) xruns, \(s.missedCycles) missed cycles, \(s.stalls) stalls, \(s.devicesLost) lost, \(s.rewinds) rewinds"))
         rows.append(("audio thread", s.audioThread))
         rows.append(("dropped", String(s.dropped)))
-        rows.append(("clients", "\(s.clients) connected, \(s.rateLimited) rate-limited, \(s.refusedBusy) refused busy, \(s.evictedIdle) idle evicted"))
+        rows.append(("clients", "\(s.clients) connected (cap \(s.maxClients)), \(s.rateLimited) rate-limited, \(s.refusedBusy) refused busy, "
+                     + "\(s.evictedIdle) idle evicted, \(s.evictedShare) taken for another process, \(s.closedUnread) closed unread"))
+        if let pid = s.busiestPid {
+            rows.append(("", "\(s.clientProcesses) process\(s.clientProcesses == 1 ? "" : "es"), pid \(pid) holds \(s.busiestClients); "
+                         + "\(s.clientOutputBytes) bytes unsent (\(s.clientOutputLimitBytes) a connection at most)"))
+        }
         for (i, name) in s.cues.keys.sorted().enumerated() {
             let c = s.cues[name]!
             rows.append((i == 0 ? "cues" : "", "\(name): \(c.frames) frames, played \(c.played)"))
@@ -43,6 +48,9 @@ public enum StatusTable {
             if let p = a.profile { d += ", profile \(p.rawValue)" }
             if !a.via.isEmpty { d += ", via " + a.via.joined(separator: ", ") }
             rows.append((i == 0 ? "apps" : "", d))
+        }
+        if s.appsUnlisted > 0 || s.appsUnlistedPlayed > 0 {
+            rows.append((s.apps.isEmpty ? "apps" : "", "(\(s.appsUnlisted) more not listed; \(s.appsUnlistedPlayed) played by apps not listed)"))
         }
         let t = s.theme
         var theme = t.name

@@ -84,13 +84,46 @@ public final class EngineStats: Sendable {
         latencies.withLock { $0.add(us) }
     }
 
-    /// p50, p99 and max of the recent latencies in µs (nil when none yet).
+    /// p50, p99 and max of the recent latencies in µs (nil when none yet). By
+    /// selection, not a sort: every `status` asks for them, and sorting the 4,096
+    /// samples was 40 % of cued's CPU under 250 clients pipelining `status wait`.
     public func latencyPercentiles() -> (p50: UInt32, p99: UInt32, max: UInt32)? {
         var values = latencies.withLock { $0.snapshot() }
         guard !values.isEmpty else { return nil }
-        values.sort()
-        func pct(_ p: Double) -> UInt32 { values[min(values.count - 1, Int(Double(values.count) * p))] }
-        return (pct(0.50), pct(0.99), values.last!)
+        return Self.percentiles(&values)
+    }
+
+    /// The same of `values` (not empty; reordered): the ranks a sort would give.
+    static func percentiles(_ values: inout [UInt32]) -> (p50: UInt32, p99: UInt32, max: UInt32) {
+        let n = values.count
+        let k50 = min(n - 1, n / 2), k99 = min(n - 1, Int(Double(n) * 0.99))
+        let p50 = select(&values, k50, in: 0..<n)
+        // What follows rank k50 is not smaller than p50, so p99 is ranked among it.
+        let p99 = select(&values, k99, in: k50..<n)
+        return (p50, p99, values[k99...].max()!)
+    }
+
+    /// Leaves at index `k` the value a sort of `range` would put there, nothing
+    /// larger before it and nothing smaller after it in the range (Hoare's selection,
+    /// median-of-three pivot), and returns it.
+    static func select(_ v: inout [UInt32], _ k: Int, in range: Range<Int>) -> UInt32 {
+        var lo = range.lowerBound, hi = range.upperBound - 1
+        while lo < hi {
+            let a = v[lo], b = v[lo + (hi - lo) / 2], c = v[hi]
+            let pivot = max(min(a, b), min(max(a, b), c))
+            var i = lo, j = hi
+            while i <= j {
+                while v[i] < pivot { i += 1 }
+                while v[j] > pivot { j -= 1 }
+                if i <= j {
+                    v.swapAt(i, j)
+                    i += 1
+                    j -= 1
+                }
+            }
+            if k <= j { hi = j } else if k >= i { lo = i } else { break }
+        }
+        return v[k]
     }
 }
 

@@ -137,8 +137,27 @@ public struct Status: Sendable, Equatable {
     public var refusedBusy = 0
     /// Connections closed to make room for new ones (the longest idle first).
     public var evictedIdle = 0
+    /// The connection cap in force (`--max-clients`, lowered to fit the descriptor limit).
+    public var maxClients = 0
+    /// Connections closed at the cap to make room for a process holding fewer (taken
+    /// from the process holding the most).
+    public var evictedShare = 0
+    /// Connections closed because their unread output reached its bound (a client that does not read).
+    public var closedUnread = 0
+    /// Processes with a connection now (by peer pid), and the one holding the most (nil: none).
+    public var clientProcesses = 0
+    public var busiestPid: Int?
+    public var busiestClients = 0
+    /// Replies and event lines queued for the clients' sockets and not yet taken, all connections.
+    public var clientOutputBytes = 0
+    /// The bound of one connection's unsent output (past it, its event lines close it).
+    public var clientOutputLimitBytes = 0
     public var sessions = 0
     public var apps: [String: App] = [:]
+    /// Apps cued knows (muted, given a profile, configured or counted) that `apps` leaves out,
+    /// and the plays of apps it does not list (counted or not).
+    public var appsUnlisted = 0
+    public var appsUnlistedPlayed = 0
     public var latencyUs = Latency()
     public var theme = Theme()
     public var memory = Memory()
@@ -151,6 +170,10 @@ public struct Status: Sendable, Equatable {
         case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
+        case maxClients = "max_clients", evictedShare = "evicted_share", closedUnread = "closed_unread"
+        case clientProcesses = "client_processes", busiestPid = "busiest_pid", busiestClients = "busiest_clients"
+        case clientOutputBytes = "client_output_bytes", clientOutputLimitBytes = "client_output_limit_bytes"
+        case appsUnlisted = "apps_unlisted", appsUnlistedPlayed = "apps_unlisted_played"
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
         case missedCycles = "missed_cycles"
         // sink
@@ -206,28 +229,36 @@ public struct Status: Sendable, Equatable {
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
-            (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
-            (.sessions, n(sessions)), (.apps, appsJSON), (.latencyUs, latencyJSON), (.theme, themeJSON),
+            (.maxClients, n(maxClients)), (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
+            (.evictedShare, n(evictedShare)), (.closedUnread, n(closedUnread)), (.clientProcesses, n(clientProcesses)),
+            (.busiestPid, n(busiestPid)), (.busiestClients, n(busiestClients)), (.clientOutputBytes, n(clientOutputBytes)),
+            (.clientOutputLimitBytes, n(clientOutputLimitBytes)),
+            (.sessions, n(sessions)), (.apps, appsJSON), (.appsUnlisted, n(appsUnlisted)), (.appsUnlistedPlayed, n(appsUnlistedPlayed)),
+            (.latencyUs, latencyJSON), (.theme, themeJSON),
             (.memory, memoryJSON), (.bus, busJSON),
         ])
     }
 
     /// Reads a status back; fields it does not know or that are missing keep their defaults.
     public init(json: JSON) {
+        // The top level's 60-odd keys by name, read once (a lookup in the pairs is a scan).
+        var top: [String: JSON] = [:]
+        if case .object(let pairs) = json { for (k, value) in pairs where top[k] == nil { top[k] = value } }
+        func field(_ k: Key) -> JSON? { top[k.rawValue] }
         func v(_ j: JSON?, _ k: Key) -> JSON? { j?[k.rawValue] }
         func int(_ j: JSON?) -> Int? { if case .number(let d)? = j, d.isFinite, abs(d) < 1e15 { return Int(d) }; return nil }
         func str(_ j: JSON?) -> String? { if case .string(let s)? = j { return s }; return nil }
         func bool(_ j: JSON?) -> Bool? { if case .bool(let b)? = j { return b }; return nil }
         func pairs(_ j: JSON?) -> [(String, JSON)] { if case .object(let p)? = j { return p }; return [] }
-        version = str(v(json, .version)) ?? ""
-        protocolVersion = int(v(json, .protocol)) ?? 0
-        pid = int(v(json, .pid)) ?? 0
-        muted = bool(v(json, .muted)) ?? false
-        profile = str(v(json, .profile)).flatMap(Profile.init(rawValue:)) ?? .full
-        stateSaved = bool(v(json, .stateSaved)) ?? true
-        stateError = str(v(json, .stateError))
-        config = str(v(json, .config))
-        let sk = v(json, .sink)
+        version = str(field(.version)) ?? ""
+        protocolVersion = int(field(.protocol)) ?? 0
+        pid = int(field(.pid)) ?? 0
+        muted = bool(field(.muted)) ?? false
+        profile = str(field(.profile)).flatMap(Profile.init(rawValue:)) ?? .full
+        stateSaved = bool(field(.stateSaved)) ?? true
+        stateError = str(field(.stateError))
+        config = str(field(.config))
+        let sk = field(.sink)
         sink.spec = str(v(sk, .spec)) ?? ""
         sink.state = str(v(sk, .state)) ?? "closed"
         sink.kind = str(v(sk, .kind))
@@ -239,43 +270,53 @@ public struct Status: Sendable, Equatable {
         sink.delayUs = int(v(sk, .delayUs))
         sink.error = str(v(sk, .error))
         sink.why = str(v(sk, .why))
-        for (name, c) in pairs(v(json, .cues)) {
+        for (name, c) in pairs(field(.cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0, variants: int(v(c, .variants)) ?? 1,
                              order: str(v(c, .order)))
         }
-        played = int(v(json, .played)) ?? 0
-        voicesActive = int(v(json, .voicesActive)) ?? 0
-        voicesStolen = int(v(json, .voicesStolen)) ?? 0
-        clippedSamples = int(v(json, .clippedSamples)) ?? 0
-        xruns = int(v(json, .xruns)) ?? 0
-        missedCycles = int(v(json, .missedCycles)) ?? 0
-        rewinds = int(v(json, .rewinds)) ?? 0
-        stalls = int(v(json, .stalls)) ?? 0
-        devicesLost = int(v(json, .devicesLost)) ?? 0
-        audioThread = str(v(json, .audioThread)) ?? "normal"
-        dropped = int(v(json, .dropped)) ?? 0
-        clients = int(v(json, .clients)) ?? 0
-        rateLimited = int(v(json, .rateLimited)) ?? 0
-        refusedBusy = int(v(json, .refusedBusy)) ?? 0
-        evictedIdle = int(v(json, .evictedIdle)) ?? 0
-        sessions = int(v(json, .sessions)) ?? 0
-        for (name, a) in pairs(v(json, .apps)) {
+        played = int(field(.played)) ?? 0
+        voicesActive = int(field(.voicesActive)) ?? 0
+        voicesStolen = int(field(.voicesStolen)) ?? 0
+        clippedSamples = int(field(.clippedSamples)) ?? 0
+        xruns = int(field(.xruns)) ?? 0
+        missedCycles = int(field(.missedCycles)) ?? 0
+        rewinds = int(field(.rewinds)) ?? 0
+        stalls = int(field(.stalls)) ?? 0
+        devicesLost = int(field(.devicesLost)) ?? 0
+        audioThread = str(field(.audioThread)) ?? "normal"
+        dropped = int(field(.dropped)) ?? 0
+        clients = int(field(.clients)) ?? 0
+        rateLimited = int(field(.rateLimited)) ?? 0
+        refusedBusy = int(field(.refusedBusy)) ?? 0
+        evictedIdle = int(field(.evictedIdle)) ?? 0
+        maxClients = int(field(.maxClients)) ?? 0
+        evictedShare = int(field(.evictedShare)) ?? 0
+        closedUnread = int(field(.closedUnread)) ?? 0
+        clientProcesses = int(field(.clientProcesses)) ?? 0
+        busiestPid = int(field(.busiestPid))
+        busiestClients = int(field(.busiestClients)) ?? 0
+        clientOutputBytes = int(field(.clientOutputBytes)) ?? 0
+        clientOutputLimitBytes = int(field(.clientOutputLimitBytes)) ?? 0
+        sessions = int(field(.sessions)) ?? 0
+        for (name, a) in pairs(field(.apps)) {
             var via: [String] = []
             if case .array(let items)? = v(a, .via) { via = items.compactMap { str($0) } }
             apps[name] = App(played: int(v(a, .played)) ?? 0, dropped: int(v(a, .dropped)) ?? 0, muted: bool(v(a, .muted)) ?? false,
                              profile: str(v(a, .profile)).flatMap(Profile.init(rawValue:)), via: via)
         }
-        let l = v(json, .latencyUs)
+        appsUnlisted = int(field(.appsUnlisted)) ?? 0
+        appsUnlistedPlayed = int(field(.appsUnlistedPlayed)) ?? 0
+        let l = field(.latencyUs)
         latencyUs.p50 = int(v(l, .p50))
         latencyUs.p99 = int(v(l, .p99))
         latencyUs.max = int(v(l, .max))
-        let t = v(json, .theme)
+        let t = field(.theme)
         theme.name = str(v(t, .name)) ?? "freedesktop"
         if case .array(let items)? = v(t, .chain) { theme.chain = items.compactMap { str($0) } }
         theme.cached = int(v(t, .cached)) ?? 0
         theme.cacheBytes = int(v(t, .cacheBytes)) ?? 0
         theme.cacheLimitBytes = int(v(t, .cacheLimitBytes)) ?? 0
-        let m = v(json, .memory)
+        let m = field(.memory)
         memory.limitBytes = int(v(m, .limitBytes)) ?? 0
         memory.usedBytes = int(v(m, .usedBytes)) ?? 0
         memory.cuesBytes = int(v(m, .cuesBytes)) ?? 0
@@ -283,7 +324,7 @@ public struct Status: Sendable, Equatable {
         memory.playingBytes = int(v(m, .playingBytes)) ?? 0
         memory.decodingBytes = int(v(m, .decodingBytes)) ?? 0
         memory.refused = int(v(m, .refused)) ?? 0
-        let b = v(json, .bus)
+        let b = field(.bus)
         bus.connection = str(v(b, .connection)) ?? "off"
         bus.feedback = str(v(b, .feedback)) ?? "none"
         bus.notifications = str(v(b, .notifications)) ?? "off"

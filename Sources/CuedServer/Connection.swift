@@ -21,63 +21,12 @@ enum LineEvent: Equatable {
     case tooLong
 }
 
-/// The live connections, for the connection cap: at the cap the longest-idle
-/// connection (no request in flight, silent for at least `minIdle`) is closed
-/// with a last line to make room; if none is idle the newcomer is refused.
-/// Event loop only: handed to the handlers through `NIOLoopBound`.
-final class ConnectionTable {
-    struct Entry {
-        var lastActive: UInt64
-        var busy: Bool
-        let evict: (Reply) -> Void
-    }
-
-    /// Set once at start (lowered to fit the descriptor limit once cued listens).
-    var capacity: Int
-    /// A connection silent for less than this is never evicted (it is in use).
-    let minIdleNanoseconds: UInt64 = 500_000_000
-    private var entries: [UInt64: Entry] = [:]
-    private var nextID: UInt64 = 1
-
-    init(capacity: Int) { self.capacity = capacity }
-
-    var count: Int { entries.count }
-
-    enum Admission { case admitted(UInt64), evicted(UInt64), refused }
-
-    /// Makes room for a new connection if it can.
-    func admit(now: UInt64, evict: @escaping (Reply) -> Void) -> Admission {
-        var evicted = false
-        if entries.count >= capacity {
-            let idle = entries.filter { !$0.value.busy && now &- $0.value.lastActive >= minIdleNanoseconds }
-            guard let victim = idle.min(by: { $0.value.lastActive < $1.value.lastActive }) else { return .refused }
-            let seconds = Double((now &- victim.value.lastActive) / 1_000_000) / 1000
-            entries.removeValue(forKey: victim.key)
-            victim.value.evict(.err(.busy, "closing this connection, idle for \(Request.number(seconds)) s, to make room for a new one (\(capacity) at most)"))
-            evicted = true
-        }
-        let id = nextID
-        nextID += 1
-        entries[id] = Entry(lastActive: now, busy: false, evict: evict)
-        return evicted ? .evicted(id) : .admitted(id)
-    }
-
-    func touch(_ id: UInt64, now: UInt64, busy: Bool) {
-        entries[id]?.lastActive = now
-        entries[id]?.busy = busy
-    }
-
-    func remove(_ id: UInt64) { entries.removeValue(forKey: id) }
-}
-
 /// What a connection asks of the daemon. Called on the event loop only.
 protocol ConnectionHost: AnyObject {
     var logger: Logger { get }
     /// A new connection's state (its session, rate limits) under its id.
     func newConnection(id: UInt64) -> Daemon.ConnectionState
     func respond(to line: [UInt8], connection: inout Daemon.ConnectionState, receivedAt: UInt64) -> Response
-    /// The connection table changed: connections open, one refused, one evicted.
-    func connectionsChanged(open: Int, refused: Int, evicted: Int)
     func registerEvents(connection: UInt64, send: @escaping (String) -> Void)
     func unregisterEvents(connection: UInt64)
 }
@@ -88,19 +37,19 @@ extension Daemon: ConnectionHost {
         s.id = id
         return s
     }
-
-    func connectionsChanged(open: Int, refused: Int, evicted: Int) {
-        clients = open
-        refusedBusy += refused
-        evictedIdle += evicted
-    }
 }
 
 /// One client connection: its private refresh session, one reply per line,
-/// in request order. The order, the deferred replies, the budgets and when to
-/// read are decided by its `ConnectionMachine`; this handler only carries
-/// them out on the channel: a light turn inline when a read arrives, the rest
-/// in the `FairScheduler`'s slices. Errors close this connection only.
+/// in request order. The order, the deferred replies, the budgets, the output
+/// bound, when to read and how to close are decided by its `ConnectionMachine`;
+/// this handler only carries them out on the channel: a light turn inline when
+/// a read arrives, the rest in the `FairScheduler`'s slices. Errors close this
+/// connection only.
+///
+/// Output is coalesced: the lines of a turn go into one buffer, and one write
+/// at a time is handed to NIO (the next when the socket has taken it), so a
+/// client that does not read holds one buffer of bytes, not a ByteBuffer and a
+/// pending-write node per reply.
 final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
     typealias InboundIn = ByteBuffer
     typealias OutboundIn = ByteBuffer
@@ -114,112 +63,110 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
     private let host: any ConnectionHost
     private let table: ConnectionTable
     private let scheduler: FairScheduler
-    private var machine = ConnectionMachine()
+    private var machine: ConnectionMachine
     private var state = Daemon.ConnectionState(limits: Daemon.Limits(), now: 0)
     private var context: ChannelHandlerContext?
+    /// Its slot in the table (0: none, e.g. a refused newcomer).
     private var id: UInt64 = 0
-    private var active = false
     /// In the scheduler's run queue (its lines run in a slice).
     private var inRunQueue = false
-    /// A refused newcomer: closed as soon as its last line is written and what
-    /// it had sent is read (nothing unread, so the client reads the line, not
-    /// a reset), instead of draining it for 2 s: at the cap, descriptors are short.
-    private var closeOnceRead = false
-    private var lastLineWritten = false
-    private var readWhileClosing = false
+    /// Lines queued for the socket since the last write, and the bytes of the write NIO holds (0: none).
+    private var pendingOutput: ByteBuffer?
+    private var writing = 0
+    /// Inside `flushOutput`: a write NIO completes at once must not start a turn from within a turn.
+    private var flushing = false
     /// Monotonic nanoseconds (a fake clock in tests: idleness decides evictions).
     private let clock: () -> UInt64
+    /// Who is on the other end (SO_PEERCRED; nil where the channel has no socket, as in tests).
+    private let peer: (Channel) -> PeerCredentials?
 
     init(host: any ConnectionHost, table: ConnectionTable, scheduler: FairScheduler,
-         clock: @escaping () -> UInt64 = { MonotonicClock.now() }) {
+         clock: @escaping () -> UInt64 = { MonotonicClock.now() },
+         peer: @escaping (Channel) -> PeerCredentials? = ConnectionHandler.peerCredentials) {
         self.host = host
         self.table = table
         self.scheduler = scheduler
         self.clock = clock
+        self.peer = peer
+        machine = ConnectionMachine(output: table.output)
     }
+
+    /// SO_PEERCRED, read on the channel's loop while the socket is surely open (NIO
+    /// answers at once there).
+    static func peerCredentials(_ channel: Channel) -> PeerCredentials? {
+        guard let provider = channel as? SocketOptionProvider else { return nil }
+        let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
+            level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
+        var out: PeerCredentials?
+        future.assumeIsolated().whenSuccess { out = $0 }
+        return out
+    }
+
+    private var active: Bool { machine.lifecycle != .closed }
 
     func handlerAdded(context: ChannelHandlerContext) { self.context = context }
     func handlerRemoved(context: ChannelHandlerContext) { self.context = nil }
 
     func channelActive(context: ChannelHandlerContext) {
-        active = true
-        switch table.admit(now: clock(), evict: { reply in self.closeGracefully(context, with: reply) }) {
-        case .refused:
-            host.connectionsChanged(open: table.count, refused: 1, evicted: 0)
-            closeOnceRead = true
-            closeGracefully(context, with: .err(.busy, "too many connections (\(table.capacity)), none of them idle; try again later"))
-            context.fireChannelActive()
-            return
-        case .evicted(let id):
-            self.id = id
-            host.connectionsChanged(open: table.count, refused: 0, evicted: 1)
-        case .admitted(let id):
-            self.id = id
-            host.connectionsChanged(open: table.count, refused: 0, evicted: 0)
-        }
-        state = host.newConnection(id: id)
-        host.registerEvents(connection: id) { line in
-            guard self.active, !self.machine.closing else { return }
-            self.write(line, context: context)
-            context.flush()
-        }
-        // SO_PEERCRED while the socket is surely open: who is on the other end.
-        if let provider = context.channel as? SocketOptionProvider {
-            let future: EventLoopFuture<PeerCredentials> = provider.unsafeGetSocketOption(
-                level: SocketOptionLevel(SOL_SOCKET), name: SocketOptionName(SO_PEERCRED))
-            future.assumeIsolated().whenSuccess { cred in
-                self.host.logger.debug("client connected", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
-                if cred.uid != getuid() {
-                    self.host.logger.warning("refused a client of another user", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
-                    self.closeGracefully(context, with: .err(.forbidden, "only uid \(getuid()) may use this cued"))
-                }
+        defer { context.fireChannelActive() }
+        let cred = peer(context.channel)
+        if let cred {
+            host.logger.debug("client connected", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
+            if cred.uid != getuid() {
+                host.logger.warning("refused a client of another user", metadata: ["peer.uid": "\(cred.uid)", "peer.pid": "\(cred.pid)"])
+                closeGracefully(context, with: .err(.forbidden, "only uid \(getuid()) may use this cued"), refused: true)
+                return
             }
         }
-        context.fireChannelActive()
+        let admission = table.admit(now: clock(), pid: cred?.pid ?? 0) { reply in self.closeGracefully(context, with: reply) }
+        guard case .admitted(let id) = admission else {
+            closeGracefully(context, with: .err(.busy, "too many connections (\(table.capacity)), none of them idle "
+                                                + "and none to take from a process holding more; try again later"), refused: true)
+            return
+        }
+        self.id = id
+        state = host.newConnection(id: id)
+        host.registerEvents(connection: id) { line in self.sendEvent(line, context) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if active && id != 0 {
+        if id != 0 {
             host.unregisterEvents(connection: id)
             table.remove(id)
-            host.connectionsChanged(open: table.count, refused: 0, evicted: 0)
         }
-        active = false
-        machine.close()  // gone: its lines need no answers
+        // Gone: its lines need no answers, its output no socket.
+        table.outputChanged(by: -machine.unsentBytes)
+        machine.closed()
+        pendingOutput = nil
         context.fireChannelInactive()
     }
 
     func channelRead(context: ChannelHandlerContext, data: NIOAny) {
-        let buffer = Self.unwrapInboundIn(data)
-        if !machine.received(buffer.readableBytesView) { readWhileClosing = true }
+        _ = machine.received(Self.unwrapInboundIn(data).readableBytesView)
     }
 
     func channelReadComplete(context: ChannelHandlerContext) {
         machine.readFinished(lightLines: scheduler.settings.lightTurn)
         lightTurn(context)
-        if machine.closing && closeOnceRead && lastLineWritten && readWhileClosing { context.close(promise: nil) }
+        if machine.closesAfterRead { context.close(promise: nil) }
         context.fireChannelReadComplete()
-    }
-
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
-        machine.writabilityChanged(context.channel.isWritable)
-        if context.channel.isWritable { lightTurn(context) }
-        context.fireChannelWritabilityChanged()
     }
 
     // MARK: Running lines
 
-    /// What just arrived (a read, a reply, writability) runs at once up to a
-    /// light turn, unless the connection already waits for a slice.
+    /// What just arrived (a read, a reply, taken output) runs at once up to a
+    /// light turn, unless the connection already waits for a slice or the loop
+    /// tick ran its share of light turns already.
     private func lightTurn(_ context: ChannelHandlerContext) {
         guard !inRunQueue else { return }
-        if machine.heavy {
+        // Heavy, or this loop tick ran its share inline already: wait for a slice.
+        if machine.heavy || !scheduler.mayRunInline() {
             if machine.runnable { queueForSlice() }
             afterRunning(context)
             return
         }
         machine.grantTurn(scheduler.settings.lightTurn)
-        _ = serve(context)
+        scheduler.ranInline(serve(context))
     }
 
     func serveTurn(quantum: Int) -> (spent: Int, more: Bool) {
@@ -243,14 +190,22 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
             case .run(let event):
                 spent += before - machine.credit
                 run(event, context)
+            case .render:
+                spent += before - machine.credit
+                renderReady(context)
             case .yield:
                 if requeue { queueForSlice() }
                 break loop
             case .idle:
-                break loop
+                // Its output reached the mark: hand it to the socket; if the socket took it, go on.
+                guard !machine.takesReplies, writing == 0, pendingOutput != nil else { break loop }
+                flushOutput(context)
+                if !machine.runnable { break loop }
             }
         }
-        context.flush()
+        flushOutput(context)
+        // The socket took a turn's output at once: what it held back may run (in a slice, not nested here).
+        if requeue, machine.runnable { queueForSlice() }
         afterRunning(context)
         return spent
     }
@@ -263,9 +218,18 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
 
     private func afterRunning(_ context: ChannelHandlerContext) {
         guard active else { return }
-        table.touch(id, now: clock(), busy: machine.waiting || machine.hasQueued)
-        if machine.done { finish(context) }
+        table.touch(id, now: clock(), busy: machine.busy)
+        if machine.finishIfDone() { finish(context) }
         release(machine.releaseHeldRead(), context)
+    }
+
+    /// The deferred reply rendered in this turn (`status wait`), and what it renders.
+    private var render: (() -> Reply)?
+
+    private func renderReady(_ context: ChannelHandlerContext) {
+        guard let r = render else { return }
+        render = nil
+        queue(r().line, context)
     }
 
     private func run(_ event: LineEvent, _ context: ChannelHandlerContext) {
@@ -276,32 +240,102 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
         case .line(let bytes):
             switch host.respond(to: bytes, connection: &state, receivedAt: receivedAt) {
             case .now(let reply):
-                write(reply.line, context: context)
+                queue(reply.line, context)
             case .close(let reply):
                 closeGracefully(context, with: reply)
             case .later(let future):
                 machine.deferred()
                 future.assumeIsolated().whenComplete { result in
                     self.machine.answered()
-                    guard !self.machine.closing, self.active else { return }
+                    guard !self.machine.isClosing, self.active else { return }
                     let reply: Reply
                     switch result {
                     case .success(let r): reply = r
                     case .failure(let e): reply = .err(.internal, "\(e)")
                     }
-                    self.write(reply.line, context: context)
-                    context.flush()
+                    self.queue(reply.line, context)
+                    self.flushOutput(context)
+                    self.lightTurn(context)
+                }
+            case .whenReady(let ready, let cost, let render):
+                // Rendered in the connection's turn and charged there: many `status wait`
+                // replies ready at once are built a slice at a time, not all in one loop tick.
+                machine.deferred()
+                self.render = render.value
+                ready.assumeIsolated().whenComplete { _ in
+                    self.machine.replyReady(cost: cost)
+                    guard !self.machine.isClosing, self.active else { return }
                     self.lightTurn(context)
                 }
             }
         }
     }
 
-    /// After a half-close: once the last reply is out, close.
+    /// After a half-close, everything answered: once what is queued is out, close.
     private func finish(_ context: ChannelHandlerContext) {
-        machine.close()
-        context.writeAndFlush(Self.wrapOutboundOut(context.channel.allocator.buffer(capacity: 0))).assumeIsolated()
-            .whenComplete { _ in context.close(promise: nil) }
+        let out = takeOutput(context)
+        context.writeAndFlush(Self.wrapOutboundOut(out)).assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+    }
+
+    // MARK: Output
+
+    /// A reply line, queued for the socket.
+    private func queue(_ line: String, _ context: ChannelHandlerContext) {
+        let n = append(line, context)
+        machine.replyQueued(n)
+        table.outputChanged(by: n)
+    }
+
+    /// An event line (`end ID REASON`): queued and sent at once, unless the client
+    /// has left that much unread; then the connection is closed (it does not read).
+    private func sendEvent(_ line: String, _ context: ChannelHandlerContext) {
+        guard active, !machine.isClosing else { return }
+        let n = line.utf8.count + 1
+        guard machine.eventQueued(n) else {
+            table.closedForNotReading()
+            host.logger.info("closed a client that does not read its output", metadata: [
+                "unsent_bytes": "\(machine.unsentBytes)", "limit_bytes": "\(machine.output.limitBytes)"])
+            _ = machine.close()
+            context.close(promise: nil)
+            return
+        }
+        table.outputChanged(by: n)
+        _ = append(line, context)
+        flushOutput(context)
+    }
+
+    @discardableResult
+    private func append(_ line: String, _ context: ChannelHandlerContext) -> Int {
+        let n = line.utf8.count + 1
+        if pendingOutput == nil { pendingOutput = context.channel.allocator.buffer(capacity: max(n, 256)) }
+        pendingOutput!.writeString(line)
+        pendingOutput!.writeInteger(UInt8(ascii: "\n"))
+        return n
+    }
+
+    private func takeOutput(_ context: ChannelHandlerContext) -> ByteBuffer {
+        defer { pendingOutput = nil }
+        return pendingOutput ?? context.channel.allocator.buffer(capacity: 0)
+    }
+
+    /// Hands what is queued to NIO, one write at a time: the next goes when the socket took this one.
+    private func flushOutput(_ context: ChannelHandlerContext) {
+        guard writing == 0, let out = pendingOutput, out.readableBytes > 0, active, !machine.isClosing else { return }
+        pendingOutput = nil
+        let n = out.readableBytes
+        writing = n
+        flushing = true
+        defer { flushing = false }
+        context.writeAndFlush(Self.wrapOutboundOut(out)).assumeIsolated().whenComplete { _ in
+            self.writing = 0
+            guard self.active else { return }  // gone: channelInactive let all its output go
+            let resumed = self.machine.sent(n)
+            self.table.outputChanged(by: -n)
+            guard !self.machine.isClosing else { return }
+            self.flushOutput(context)
+            // The client took what held it back: serve it (unless this is a write completing inside a turn).
+            if resumed && !self.flushing { self.lightTurn(context) }
+        }
     }
 
     // MARK: Reading
@@ -328,12 +362,10 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
     func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
         if let e = event as? ChannelEvent, e == .inputClosed {
             // The client half-closed (socat, `nc -N`): answer what was read, then close.
-            if machine.closing {
-                context.close(promise: nil)
-            } else if machine.inputEnded() {
-                finish(context)
-            } else {
-                lightTurn(context)
+            switch machine.inputEnded() {
+            case .closeNow: context.close(promise: nil)
+            case .finish: finish(context)
+            case .answerFirst: lightTurn(context)
             }
             return
         }
@@ -345,29 +377,24 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
         context.close(promise: nil)
     }
 
-    private func write(_ line: String, context: ChannelHandlerContext) {
-        var buffer = context.channel.allocator.buffer(capacity: line.utf8.count + 1)
-        buffer.writeString(line)
-        buffer.writeInteger(UInt8(ascii: "\n"))
-        context.write(Self.wrapOutboundOut(buffer), promise: nil)
-    }
-
-    /// Writes a last line, shuts the write side and drains whatever the
-    /// client still sends (so it reads that line instead of a reset), then
-    /// closes: at the client's EOF, or after `drainNanoseconds`.
-    func closeGracefully(_ context: ChannelHandlerContext, with reply: Reply) {
-        guard !machine.closing else { return }
-        machine.close()
-        write(reply.line, context: context)
+    /// Writes a last line (after what is queued), shuts the write side and
+    /// drains whatever the client still sends (so it reads that line instead
+    /// of a reset), then closes: at the client's EOF, or after the drain
+    /// deadline. `refused`: a newcomer refused at the cap, closed as soon as
+    /// its line is out and what it sent is read.
+    func closeGracefully(_ context: ChannelHandlerContext, with reply: Reply, refused: Bool = false) {
+        guard machine.close(refused: refused) else { return }
+        _ = append(reply.line, context)
         let channel = context.channel
-        let inputDone = machine.inputClosed
-        context.writeAndFlush(Self.wrapOutboundOut(channel.allocator.buffer(capacity: 0))).assumeIsolated().whenComplete { _ in
-            self.lastLineWritten = true
-            channel.close(mode: inputDone || (self.closeOnceRead && self.readWhileClosing) ? .all : .output, promise: nil)
+        context.writeAndFlush(Self.wrapOutboundOut(takeOutput(context))).assumeIsolated().whenComplete { _ in
+            switch self.machine.lastLineWritten() {
+            case .all: channel.close(mode: .all, promise: nil)
+            case .output: channel.close(mode: .output, promise: nil)
+            case .none: break
+            }
         }
         context.read()  // keep reading, to discard
-        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(closeOnceRead ? Self.refusedDrainNanoseconds : Self.drainNanoseconds)) {
-            channel.close(promise: nil)
-        }
+        let drain = machine.drainNanoseconds(normal: Self.drainNanoseconds, refused: Self.refusedDrainNanoseconds)
+        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(drain)) { channel.close(promise: nil) }
     }
 }

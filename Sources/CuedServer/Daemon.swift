@@ -12,6 +12,10 @@ import NIOPosix
 enum Response: Sendable {
     case now(Reply)
     case later(EventLoopFuture<Reply>)
+    /// Later, built by `render` (on the loop) once `ready` completes, in the
+    /// connection's turn and charged `cost` there (`status wait`: many ready at
+    /// once are not all built in one loop tick).
+    case whenReady(EventLoopFuture<Void>, cost: Int, render: NIOLoopBound<() -> Reply>)
     case close(Reply)
 }
 
@@ -58,10 +62,8 @@ public final class Daemon {
     let notify: @Sendable (_ fields: [String]) -> Void
     private lazy var reloader = Reloader(loop: loop) { [unowned self] in self.reloadOnce() }
 
-    // Counters shown by `status` (the connections keep them; loop only).
-    var clients = 0
-    var refusedBusy = 0
-    var evictedIdle = 0
+    /// The connection table (set once the server made it; loop only): `status`'s client figures.
+    var connections: ConnectionTable?
     /// Cues and state changes refused by a connection's rate limit.
     var rateLimited: Int { player.rateLimited }
 
@@ -178,7 +180,10 @@ public final class Daemon {
         case .cues(let theme, let variants): return cues(theme: theme, variants: variants, &c)
         case .preload(let name, let theme): return preload(name, theme: theme, &c, at)
         case .status: return .now(.ok(status().json.encoded))
-        case .statusWait: return player.afterQueued { [self] in .ok(status().json.encoded) }
+        case .statusWait:
+            guard case .later(let synced) = player.afterQueued({ .ok(nil) }) else { return .now(.ok(status().json.encoded)) }
+            return .whenReady(synced.map { _ in }, cost: VerbCost.status,
+                              render: NIOLoopBound({ [self] in .ok(status().json.encoded) }, eventLoop: loop))
         }
     }
 
@@ -310,7 +315,7 @@ public final class Daemon {
                             requestTime: at, gain: gain) {
         case .now(.ok(nil)): return .ok(name)
         case .now(let reply): return reply
-        case .later, .close: return .err(.internal, "unexpected deferred reply")
+        case .later, .whenReady, .close: return .err(.internal, "unexpected deferred reply")
         }
     }
 
@@ -430,9 +435,9 @@ public final class Daemon {
 
     public func status() -> Status {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
-                     sinkWhy: engine.sinkWhy, clients: clients, rateLimited: rateLimited, refusedBusy: refusedBusy,
-                     evictedIdle: evictedIdle, sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, theme: sounds.status(), memory: memoryStatus(),
+                     sinkWhy: engine.sinkWhy, connections: connections?.figures ?? ConnectionFigures(), rateLimited: rateLimited,
+                     sessions: sessions.count(now: MonotonicClock.now()),
+                     counts: player.counts.apps, unlistedPlays: player.counts.otherPlayed, theme: sounds.status(), memory: memoryStatus(),
                      bus: desktop?.busStatus ?? Status.Bus()).status
     }
 

@@ -102,6 +102,7 @@ final class FeedbackCenter {
             case .failure: finish(t.id, .notFound)
             }
         }
+        case .whenReady(let ready, _, let render): ready.assumeIsolated().whenComplete { [self] _ in started(t.id, render.value()) }
         }
     }
 

@@ -271,6 +271,7 @@ final class PlayPolicy {
                 switch self.submit(cue, name: name, options, asker, requestTime: MonotonicClock.now(), gain: gain) {
                 case .now(let r), .close(let r): return self.loop.makeSucceededFuture(r)
                 case .later(let f): return f
+                case .whenReady(let ready, _, let render): return ready.assumeIsolated().map { render.value() }.nonisolated()
                 }
             case .disabled: return self.loop.makeSucceededFuture(.ok("disabled"))
             case .notFound: return self.loop.makeSucceededFuture(.err(.unknownCue, "no sound named '\(name)'"))

@@ -108,8 +108,11 @@ public final class Server: Sendable {
                                 notify: { notifier.notify($0) })
             daemonBox.value = daemon
             // The connection table and the scheduler live there too.
-            return (NIOLoopBound(daemon, eventLoop: loop),
-                    NIOLoopBound(ConnectionTable(capacity: limits.maxClients), eventLoop: loop),
+            let table = ConnectionTable(capacity: limits.maxClients)
+            let memory = ConnectionMemory(loop: loop, lane: saves, logger: logger)
+            table.onChange = { memory.changed(open: $0) }
+            daemon.connections = table
+            return (NIOLoopBound(daemon, eventLoop: loop), NIOLoopBound(table, eventLoop: loop),
                     NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
         }
         let daemon: NIOLoopBound<Daemon>, table: NIOLoopBound<ConnectionTable>, scheduler: NIOLoopBound<FairScheduler>

@@ -5,24 +5,33 @@ import Glibc
 #endif
 
 /// Plays and drops per app, for `status`. Bounded: app names come from
-/// clients, so at most `StatusReport.maxApps` are counted (the first seen).
+/// clients, so at most `StatusReport.maxApps` are counted (the first seen);
+/// the plays of the others are counted together, without their names.
 struct AppCounts {
     private(set) var apps: [String: Status.App] = [:]
+    /// Plays of apps past the bound (dropped ones taken off).
+    private(set) var otherPlayed = 0
 
     /// Bridges remembered per app at most (`via` comes from clients too).
     static let maxVia = 4
 
     mutating func played(_ app: String, via: String? = nil) {
-        guard apps[app] != nil || apps.count < StatusReport.maxApps else { return }
+        guard apps[app] != nil || apps.count < StatusReport.maxApps else {
+            otherPlayed += 1
+            return
+        }
         apps[app, default: Status.App()].played += 1
         if let via, !apps[app]!.via.contains(via), apps[app]!.via.count < Self.maxVia {
             apps[app]!.via = (apps[app]!.via + [via]).sorted()
         }
     }
 
-    /// A voice counted as played that never sounded (only for an app counted already).
+    /// A voice counted as played that never sounded.
     mutating func dropped(_ app: String) {
-        guard apps[app] != nil else { return }
+        guard apps[app] != nil else {
+            otherPlayed = max(0, otherPlayed - 1)
+            return
+        }
         apps[app]!.played -= 1
         apps[app]!.dropped += 1
     }
@@ -41,12 +50,12 @@ struct StatusReport {
     var stateSaved = true
     var stateError: String?
     var sinkWhy: String?
-    var clients = 0
+    var connections = ConnectionFigures()
     var rateLimited = 0
-    var refusedBusy = 0
-    var evictedIdle = 0
     var sessions = 0
     var counts: [String: Status.App] = [:]
+    /// Plays of apps `counts` has no room for.
+    var unlistedPlays = 0
     var theme = Status.Theme()
     var memory = Status.Memory()
     var bus = Status.Bus()
@@ -60,19 +69,24 @@ struct StatusReport {
     }
 
     /// At most `maxApps` apps: the run-time mutes first, then the run-time
-    /// profiles, then the config's apps, then those that only played, each group by name.
+    /// profiles, then the config's apps, then those that only played, each group
+    /// by name; with how many known apps are left out, and their plays.
     static func apps(mutes: MuteState, profiles: ProfileState = ProfileState(), configApps: some Sequence<String>,
-                     counts: [String: Status.App]) -> [String: Status.App] {
+                     counts: [String: Status.App]) -> (listed: [String: Status.App], unlisted: Int, unlistedPlayed: Int) {
         var apps: [String: Status.App] = [:]
+        var left: Set<String> = []
         let groups = [mutes.appMutes.keys.sorted(), profiles.appProfiles.keys.sorted(), configApps.sorted(), counts.keys.sorted()]
         for name in groups.joined() where apps[name] == nil {
-            guard apps.count < maxApps else { break }
+            guard apps.count < maxApps else {
+                left.insert(name)
+                continue
+            }
             var a = counts[name] ?? Status.App()
             a.muted = mutes.appMuted(name)
             a.profile = profiles.appProfileIfSet(name)
             apps[name] = a
         }
-        return apps
+        return (apps, left.count, left.reduce(0) { $0 + (counts[$1]?.played ?? 0) })
     }
 
     var status: Status {
@@ -117,12 +131,13 @@ struct StatusReport {
         out.devicesLost = s.lost.load(ordering: .relaxed)
         out.audioThread = s.threadPriorityName
         out.dropped = s.dropped.load(ordering: .relaxed)
-        out.clients = clients
+        connections.fill(&out)
         out.rateLimited = rateLimited
-        out.refusedBusy = refusedBusy
-        out.evictedIdle = evictedIdle
         out.sessions = sessions
-        out.apps = Self.apps(mutes: mutes, profiles: profiles, configApps: runtime.config.apps.keys, counts: counts)
+        let apps = Self.apps(mutes: mutes, profiles: profiles, configApps: runtime.config.apps.keys, counts: counts)
+        out.apps = apps.listed
+        out.appsUnlisted = apps.unlisted
+        out.appsUnlistedPlayed = apps.unlistedPlayed + unlistedPlays
         if let l = s.latencyPercentiles() {
             out.latencyUs.p50 = Int(l.p50)
             out.latencyUs.p99 = Int(l.p99)

@@ -46,6 +46,14 @@ import Testing
         s.evictedIdle = 5
         s.rateLimited = 6
         s.refusedBusy = 7
+        s.maxClients = 39
+        s.evictedShare = 2
+        s.closedUnread = 1
+        s.clientProcesses = 3
+        s.busiestPid = 4242
+        s.busiestClients = 12
+        s.appsUnlisted = 13
+        s.appsUnlistedPlayed = 14
         s.apps = ["mutt": Status.App(played: 4, dropped: 2, muted: true), "backup": Status.App(profile: .silent)]
         s.profile = .quiet
         s.cues = ["pop": Status.Cue(frames: 100, played: 1)]
@@ -62,7 +70,8 @@ import Testing
         for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "11 missed cycles", "5 idle evicted",
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
                       "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures,
-                      "not saved (retrying): No space left on device", "backup: played 0, profile silent"] {
+                      "not saved (retrying): No space left on device", "backup: played 0, profile silent", "(cap 39)",
+                      "2 taken for another process", "1 closed unread", "3 processes, pid 4242 holds 12", "13 more not listed; 14 played"] {
             #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
         }
         #expect(table.split(separator: "\n").contains { $0.hasPrefix("profile ") && $0.hasSuffix(" quiet") }, "no profile row in:\n\(table)")

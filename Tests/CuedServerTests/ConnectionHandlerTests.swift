@@ -4,15 +4,20 @@ import Logging
 import NIOCore
 import NIOEmbedded
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// A daemon stand-in: `ping` → `ok pong`, `echo X` → `ok X`, `later` → a reply
+/// the test gives, `rendered` → a reply rendered in the connection's turn once the
 /// the test gives, `bye` → a last line and close. Counts what it was asked.
 final class FakeHost: ConnectionHost {
     let logger = Logger(label: "test")
     let loop: EmbeddedEventLoop
     var pending: [EventLoopPromise<Reply>] = []
+    var ready: [EventLoopPromise<Void>] = []
+    var renders = 0
     var asked: [String] = []
-    var open = 0, refused = 0, evicted = 0
     var events: [UInt64: (String) -> Void] = [:]
     init(loop: EmbeddedEventLoop) { self.loop = loop }
 
@@ -30,20 +35,44 @@ final class FakeHost: ConnectionHost {
             pending.append(p)
             return .later(p.futureResult)
         }
+        if text == "rendered" {
+            let p = loop.makePromise(of: Void.self)
+            ready.append(p)
+            return .whenReady(p.futureResult, cost: VerbCost.status, render: NIOLoopBound({ self.renders += 1; return .ok("rendered") }, eventLoop: loop))
+        }
         if text == "bye" { return .close(.ok("bye")) }
         if text.hasPrefix("echo ") { return .now(.ok(String(text.dropFirst(5)))) }
         if text == "status" { return .now(.ok("{}")) }
         return .now(.ok("pong"))
     }
 
-    func connectionsChanged(open: Int, refused: Int, evicted: Int) {
-        self.open = open
-        self.refused += refused
-        self.evicted += evicted
-    }
-
     func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { events[connection] = send }
     func unregisterEvents(connection: UInt64) { events.removeValue(forKey: connection) }
+}
+
+/// A socket whose client does not read: writes are held (their promises
+/// pending) until `take()`, as NIO holds them when the kernel's buffer is full.
+final class HeldWrites: ChannelOutboundHandler {
+    typealias OutboundIn = ByteBuffer
+    var held: [(ByteBuffer, EventLoopPromise<Void>?)] = []
+    var context: ChannelHandlerContext?
+    func handlerAdded(context: ChannelHandlerContext) { self.context = context }
+    func write(context: ChannelHandlerContext, data: NIOAny, promise: EventLoopPromise<Void>?) {
+        held.append((unwrapOutboundIn(data), promise))
+    }
+    func flush(context: ChannelHandlerContext) {}
+    var heldBytes: Int { held.reduce(0) { $0 + $1.0.readableBytes } }
+    /// The client reads everything: the writes go through and complete.
+    func take() -> String {
+        let out = held
+        held = []
+        var text = ""
+        for (b, p) in out {
+            text += String(buffer: b)
+            p?.succeed()
+        }
+        return text
+    }
 }
 
 /// Counts the reads the handler lets through to the socket.
@@ -94,12 +123,13 @@ final class ReadCounter: ChannelOutboundHandler {
         }
     }
 
-    func connect(clock: @escaping () -> UInt64 = { 1_000_000_000 }) throws -> Client {
+    func connect(clock: @escaping () -> UInt64 = { 1_000_000_000 }, pid: Int32? = nil, held: HeldWrites? = nil,
+                 scheduler: FairScheduler? = nil) throws -> Client {
         let reads = ReadCounter()
         let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandlers([
-            reads,
-            ConnectionHandler(host: host, table: table, scheduler: scheduler, clock: clock),
+        let peer: (Channel) -> PeerCredentials? = { _ in pid.map { PeerCredentials(pid: $0, uid: getuid(), gid: 0) } }
+        try channel.pipeline.syncOperations.addHandlers([reads] + (held.map { [$0] } ?? []) + [
+            ConnectionHandler(host: host, table: table, scheduler: scheduler ?? self.scheduler, clock: clock, peer: peer),
         ])
         try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
         return Client(channel: channel, reads: reads)
@@ -228,7 +258,7 @@ final class ReadCounter: ChannelOutboundHandler {
         #expect(try first.replies().first?.hasPrefix("err busy closing this connection, idle for 2") == true)
         try second.send("ping\n")
         #expect(try second.replies() == ["ok pong"])
-        #expect(host.evicted == 1 && host.open == 1)
+        #expect(table.evictedIdle == 1 && table.count == 1)
     }
 
     /// At the cap with nobody idle, the newcomer is refused with a reason.
@@ -238,7 +268,7 @@ final class ReadCounter: ChannelOutboundHandler {
         try first.send("ping\n")
         let second = try connect(clock: { 1_100_000_000 })
         #expect(try second.replies().first?.hasPrefix("err busy too many connections") == true)
-        #expect(host.refused == 1)
+        #expect(table.refused == 1)
         try first.send("ping\n")
         #expect(try first.replies() == ["ok pong", "ok pong"])
     }
@@ -281,5 +311,107 @@ final class ReadCounter: ChannelOutboundHandler {
         #expect(try c.replies() == ["end 7 played"])
         try c.channel.close().wait()
         #expect(host.events.isEmpty)
+    }
+
+    /// A client that does not read: lines stop running once its unsent replies
+    /// reach the mark, NIO holds one write (the lines of a turn coalesced), not a
+    /// write per reply, and when it reads again the rest is answered.
+    @Test func aClientThatDoesNotReadHoldsOneBoundedWrite() throws {
+        let held = HeldWrites()
+        let c = try connect(held: held)
+        let n = 20_000
+        try c.send(String(repeating: "ping\n", count: n))
+        for _ in 0..<200 { slice() }
+        let marks = table.output
+        // "ok pong\n" is 8 bytes: lines ran up to the mark and stopped.
+        #expect(host.asked.count <= marks.runBytes / 8 + 64)
+        #expect(host.asked.count >= 16)
+        #expect(held.held.count == 1)
+        #expect(table.unsentBytes == host.asked.count * 8)
+        #expect(table.unsentBytes <= marks.runBytes + 64 * 8)
+        // It reads: the rest runs.
+        var replies = 0
+        for _ in 0..<5_000 where replies < n {
+            replies += held.take().split(separator: "\n").count
+            slice()
+        }
+        #expect(replies == n)
+        #expect(table.unsentBytes == 0)
+    }
+
+    /// Event lines go out at once, and one that would take a non-reading
+    /// client's unsent output past the bound closes the connection (counted).
+    @Test func eventsPastTheOutputBoundCloseTheConnection() throws {
+        let held = HeldWrites()
+        let c = try connect(held: held)
+        let send = try #require(host.events.values.first)
+        send("end 1 played")
+        #expect(held.take() == "end 1 played\n")
+        let line = "end 123456 played"
+        let fit = table.output.limitBytes / (line.utf8.count + 1)
+        for _ in 0..<fit { send(line) }
+        #expect(c.channel.isActive)
+        #expect(held.held.count == 1)  // one write in flight; the rest coalesced behind it
+        send(line)
+        #expect(!c.channel.isActive)
+        #expect(table.closedUnread == 1)
+        #expect(table.unsentBytes == 0)  // its output was let go
+    }
+
+    /// A reply rendered in the connection's turn (`status wait`): many ready at
+    /// once are built a slice at a time, each charged its cost.
+    @Test func repliesReadyAtOnceAreRenderedInSlices() throws {
+        let ticks = LoopTicks()
+        let scheduler = FairScheduler(loop: loop, settings: self.scheduler.settings, ticks: ticks)
+        table.capacity = 64
+        let clients = try (0..<40).map { _ in try connect(scheduler: scheduler) }
+        for c in clients { try c.send("rendered\n") }
+        #expect(host.renders == 0)
+        ticks.advance()
+        for p in host.ready { p.succeed() }  // all in one loop tick
+        // Inline, a tick's share (64) and the one that crossed it: each costs VerbCost.status (24).
+        #expect(host.renders == 64 / VerbCost.status + 1)
+        var slices = 0
+        while host.renders < 40 && slices < 100 {
+            let before = host.renders
+            ticks.advance()
+            slice()
+            slices += 1
+            #expect(host.renders - before <= 64 / VerbCost.status + 1)
+        }
+        #expect(host.renders == 40)
+        for c in clients { #expect(try c.replies() == ["ok rendered"]) }
+        // A lone one in a later tick is answered at once.
+        let lone = try connect(scheduler: scheduler)
+        ticks.advance()
+        try lone.send("rendered\n")
+        host.ready.last?.succeed()
+        #expect(try lone.replies() == ["ok rendered"])
+    }
+
+    /// At the cap with nobody idle, a newcomer from a process holding fewer
+    /// connections takes one from the process holding the most; one from that
+    /// process itself is refused.
+    @Test func atTheCapANewcomerTakesASlotFromTheBusiestProcess() throws {
+        table.capacity = 3
+        let hog = try (0..<3).map { _ in try connect(clock: { 1_000_000_000 }, pid: 100) }
+        for h in hog { try h.send("ping\n"); _ = try h.replies() }
+        let again = try connect(clock: { 1_100_000_000 }, pid: 100)
+        #expect(try again.replies().first?.hasPrefix("err busy too many connections") == true)
+        #expect(table.refused == 1)
+        let other = try connect(clock: { 1_100_000_000 }, pid: 200)
+        try other.send("ping\n")
+        #expect(try other.replies() == ["ok pong"])
+        let told = try hog.compactMap { try $0.replies().first }
+        #expect(told.count == 1)
+        #expect(told.first?.hasPrefix("err busy closing this connection: process 100 holds 3 of the 3 connections") == true)
+        #expect(table.evictedShare == 1)
+        #expect(table.figures.busiest?.pid == 100 && table.figures.busiest?.connections == 2 && table.figures.processes == 2)
+        // Now 2 against 1: a third process still gets in; the second one's next newcomer does not.
+        let third = try connect(clock: { 1_100_000_000 }, pid: 300)
+        try third.send("ping\n")
+        #expect(try third.replies() == ["ok pong"])
+        let more = try connect(clock: { 1_100_000_000 }, pid: 200)
+        #expect(try more.replies().first?.hasPrefix("err busy too many connections") == true)
     }
 }

@@ -64,7 +64,7 @@ import Testing
         do { let v = m.next(); #expect(v == .run(line("ping"))) }
         do { let v = m.next(); #expect(v == .idle) }
         do { let v = m.releaseHeldRead(); #expect(v == .read) }
-        #expect(!m.readHeld)
+        #expect(m.reading == .free)
     }
 
     /// A client that does not take its replies gets no more lines run and no reads.
@@ -73,10 +73,10 @@ import Testing
         feed(&m, ["ping", "ping"])
         m.grantTurn(16)
         do { let v = m.next(); #expect(v == .run(line("ping"))) }
-        m.writabilityChanged(false)
+        m.replyQueued(m.output.runBytes)  // unsent: the client is not reading
         do { let v = m.next(); #expect(v == .idle) }
         do { let v = m.readRequested(); #expect(v == .hold) }
-        m.writabilityChanged(true)
+        do { let v = m.sent(m.output.runBytes); #expect(v) }  // it read them: work resumes
         do { let v = m.next(); #expect(v == .run(line("ping"))) }
         do { let v = m.next(); #expect(v == .idle) }
         do { let v = m.releaseHeldRead(); #expect(v == .read) }
@@ -95,7 +95,7 @@ import Testing
         #expect(m.readRequested() == .hold)  // asked already
         do { let v = m.releaseHeldRead(); #expect(v == .hold) }
         do { let v = m.readGranted(); #expect(v) }
-        #expect(!m.readHeld)
+        #expect(m.reading == .free)
         // The next read brings one line: light again, its reads are free.
         feed(&m, ["ping"])
         m.readFinished(lightLines: 4)
@@ -113,10 +113,10 @@ import Testing
         m.grantTurn(100)
         _ = drain(&m)
         do { let v = m.readRequested(); #expect(v == .askGrant) }
-        m.writabilityChanged(false)
+        m.replyQueued(m.output.runBytes)
         do { let v = m.readGranted(); #expect(!v) }
-        #expect(m.readHeld)
-        m.writabilityChanged(true)
+        #expect(m.reading == .held)
+        _ = m.sent(m.output.runBytes)
         do { let v = m.releaseHeldRead(); #expect(v == .askGrant) }
         do { let v = m.readGranted(); #expect(v) }
     }
@@ -125,16 +125,18 @@ import Testing
     @Test func halfCloseIsDoneWhenAllIsAnswered() {
         var m = ConnectionMachine()
         feed(&m, ["reload", "ping"])
-        do { let v = m.inputEnded(); #expect(!v) }
+        do { let v = m.inputEnded(); #expect(v == .answerFirst) }
+        #expect(m.lifecycle == .inputClosed)
         m.grantTurn(16)
         do { let v = m.next(); #expect(v == .run(line("reload"))) }
         m.deferred()
-        #expect(!m.done)
+        do { let v = m.finishIfDone(); #expect(!v) }
         m.answered()
         _ = drain(&m)
-        #expect(m.done)
-        m.close()
-        #expect(!m.done)
+        do { let v = m.finishIfDone(); #expect(v) }
+        #expect(m.lifecycle == .closing(.init(inputEnded: true)))
+        do { let v = m.finishIfDone(); #expect(!v) }  // once
+        do { let v = m.close(); #expect(!v) }  // closing already: no second last line
     }
 
     /// Closing discards what is queued and what arrives; reads go on (to drain).
@@ -201,11 +203,11 @@ import Testing
         var m = ConnectionMachine()
         _ = m.received(Array("ping\nstatus".utf8))
         #expect(m.queuedLines == 1)
-        do { let v = m.inputEnded(); #expect(!v) }
+        do { let v = m.inputEnded(); #expect(v == .answerFirst) }
         #expect(m.queuedLines == 2)
         m.grantTurn(100)
         #expect(drain(&m) == ["ping", "status"])
-        #expect(m.done)
+        do { let v = m.finishIfDone(); #expect(v) }
         var n = ConnectionMachine()
         _ = n.received(Array("ping\n".utf8))
         _ = n.inputEnded()
@@ -214,6 +216,8 @@ import Testing
 
     @Test func verbCosts() {
         #expect(VerbCost.of(line("status")) == VerbCost.status)
+        #expect(VerbCost.of(line("status\r")) == VerbCost.status)
+        #expect(VerbCost.of(line("status wait")) == VerbCost.other)  // its reply is charged when rendered
         #expect(VerbCost.of(line("stop all")) == VerbCost.stop)
         #expect(VerbCost.of(line("stop")) == VerbCost.stop)
         #expect(VerbCost.of(line("play pop")) == VerbCost.play)
@@ -226,5 +230,76 @@ import Testing
         #expect(VerbCost.of(line("statusx")) == VerbCost.other)
         #expect(VerbCost.of(line("")) == VerbCost.other)
         #expect(VerbCost.of(.tooLong) == VerbCost.tooLong)
+    }
+
+    /// Output: lines run while the unsent replies stay under the mark; event
+    /// lines may fill up to the bound (plus the largest reply held), no further.
+    @Test func outputIsBoundedInBytes() {
+        var m = ConnectionMachine(output: .init(runBytes: 100, limitBytes: 400))
+        feed(&m, ["ping", "ping"])
+        m.grantTurn(16)
+        do { let v = m.next(); #expect(v == .run(line("ping"))) }
+        m.replyQueued(1_000)  // a big reply: over the mark
+        #expect(!m.takesReplies && !m.runnable)
+        do { let v = m.next(); #expect(v == .idle) }
+        #expect(!m.busy)  // waiting only on its client: idle for the table
+        // Events: room for the bound beyond the big reply, not more.
+        do { let v = m.eventQueued(400); #expect(v) }
+        do { let v = m.eventQueued(1); #expect(!v) }
+        do { let v = m.sent(1_350); #expect(v) }  // it read: under the mark again
+        #expect(m.unsentBytes == 50 && m.runnable)
+        // The big reply's allowance is gone with it.
+        do { let v = m.eventQueued(351); #expect(!v) }
+        do { let v = m.eventQueued(350); #expect(v) }
+    }
+
+    /// A reply ready in the connection's turn runs before the lines after it, charged its cost.
+    @Test func aReadyReplyIsRenderedFirstAndCharged() {
+        var m = ConnectionMachine()
+        feed(&m, ["status wait", "ping"])
+        m.grantTurn(4)
+        do { let v = m.next(); #expect(v == .run(line("status wait"))) }
+        m.deferred()
+        do { let v = m.next(); #expect(v == .idle) }
+        #expect(m.busy)
+        m.replyReady(cost: VerbCost.status)
+        m.grantTurn(4)
+        do { let v = m.next(); #expect(v == .render) }
+        #expect(m.credit == 4 - VerbCost.status)
+        do { let v = m.next(); #expect(v == .yield) }
+        while m.next() == .yield { m.grantTurn(4) }
+        #expect(m.queuedLines == 0)
+    }
+
+    /// The close sequence: a refused newcomer closes as soon as its line is out
+    /// and what it sent was read; otherwise the write side shuts and it drains,
+    /// or both close once the client's EOF came.
+    @Test func theCloseSequence() {
+        var refused = ConnectionMachine()
+        do { let v = refused.close(refused: true); #expect(v) }
+        do { let v = refused.close(); #expect(!v) }  // one last line only
+        #expect(refused.drainNanoseconds(normal: 2, refused: 1) == 1)
+        do { let v = refused.lastLineWritten(); #expect(v == .output) }
+        #expect(!refused.closesAfterRead)
+        do { let v = refused.received(Array("play x\n".utf8)); #expect(!v) }  // discarded
+        #expect(refused.closesAfterRead)
+
+        var m = ConnectionMachine()
+        feed(&m, ["ping"])
+        do { let v = m.close(); #expect(v) }
+        #expect(m.queuedLines == 0 && m.drainNanoseconds(normal: 2, refused: 1) == 2)
+        do { let v = m.readRequested(); #expect(v == .read) }  // reads on, to discard
+        do { let v = m.inputEnded(); #expect(v == .closeNow) }
+        do { let v = m.lastLineWritten(); #expect(v == .all) }
+        m.closed()
+        #expect(m.lifecycle == .closed)
+        do { let v = m.lastLineWritten(); #expect(v == .none) }
+
+        // EOF first, then an error's last line: both ways at once.
+        var n = ConnectionMachine()
+        _ = n.received(Array("later\n".utf8))
+        do { let v = n.inputEnded(); #expect(v == .answerFirst) }
+        do { let v = n.close(); #expect(v) }
+        do { let v = n.lastLineWritten(); #expect(v == .all) }
     }
 }

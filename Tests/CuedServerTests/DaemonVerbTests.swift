@@ -100,6 +100,9 @@ final class DaemonHarness: Sendable {
         switch response {
         case .now(let r), .close(let r): return r
         case .later(let f): return try f.wait()
+        case .whenReady(let ready, _, let render):
+            try ready.wait()
+            return try ready.eventLoop.submit { render.value() }.wait()
         }
     }
 
@@ -203,7 +206,7 @@ final class Locked<T: Sendable>: Sendable {
                 #expect(status.cues.count == 3)
             case .statusWait:
                 verb = "status wait"
-                guard case .later = response else { Issue.record("status wait answered before the audio thread: \(reply)"); continue }
+                guard case .whenReady = response else { Issue.record("status wait answered before the audio thread: \(reply)"); continue }
                 guard case .ok(let json?) = reply, let status = Status.parse(json) else { Issue.record("status wait: \(reply)"); continue }
                 #expect(status.cues.count == 3)
             }
