@@ -10,7 +10,7 @@ import Glibc
 /// Its samples are a `SoundBuffer`, which cues naming the same file share (decoded
 /// once, counted once against the budget); the buffer is freed when the last cue
 /// holding it goes (a voice still playing holds one).
-public final class Cue: @unchecked Sendable {  // immutable after init; `played` is atomic
+public final class Cue: @unchecked Sendable {  // immutable after init
     public let name: String
     /// The decoded samples, maybe shared with other cues.
     public let sound: SoundBuffer
@@ -18,8 +18,6 @@ public final class Cue: @unchecked Sendable {  // immutable after init; `played`
     public let samples: UnsafeBufferPointer<Float>
     /// Where it was loaded from, for status and errors.
     public let source: String
-    /// How many times the audio thread started it.
-    public let played = Atomic<Int>(0)
 
     public var frames: Int { samples.count / 2 }
 

@@ -9,7 +9,6 @@ public enum SinkState: String, Sendable {
 
 /// Counters and state the audio thread publishes and the server reads.
 public final class EngineStats: Sendable {
-    public let played = Atomic<Int>(0)
     public let stolen = Atomic<Int>(0)
     public let clipped = Atomic<Int>(0)
     public let xruns = Atomic<Int>(0)

@@ -340,8 +340,6 @@ final class Playback {
     private func reportEnds() {
         ledger.takeEnds { end in
             if end.reason == .late || end.reason == .cut { stats.dropped.add(1, ordering: .relaxed) }
-            // Counted as played when the server submitted it; one that never sounded is taken off.
-            if !end.started { stats.played.subtract(1, ordering: .relaxed) }
             if end.isReported { onEvent(.voiceEnded(end)) }
         }
     }

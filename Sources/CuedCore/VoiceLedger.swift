@@ -212,8 +212,6 @@ public struct VoiceLedger {
     public mutating func finish(_ id: UInt64, _ reason: VoiceEndReason, started: Bool, lateNs: UInt64 = 0) {
         guard let r = records.removeValue(forKey: id) else { return }
         if case .sounding = r.phase, let i = sounding.firstIndex(of: id) { sounding.remove(at: i) }
-        // The cue's count was taken when the server submitted the voice; one that never sounded is taken off.
-        if !started { r.request.cue.played.subtract(1, ordering: .relaxed) }
         ends.append(Self.end(r.request, reason, started: started, lateNs: lateNs))
     }
 

@@ -155,9 +155,9 @@ public final class Daemon {
     func respond(to request: Request, connection c: inout ConnectionState, receivedAt at: UInt64) -> Response {
         switch request {
         case .ping: return .now(.ok("pong"))
-        case .play(let name, let options): return play(name, options, &c, at)
-        case .playFile(let path, let options): return playFile(path, options, &c)
-        case .stop(let target): return player.stop(target, owner: c.owner)
+        case .play(let name, let options): return Self.response(play(.named(name), options, &c, at: at), options)
+        case .playFile(let path, let options): return Self.response(play(.file(path), options, &c, at: at), options)
+        case .stop(let target): return .later(stop(target, &c).map { .ok("\($0)") }.flatMapErrorThrowing { .err(.internal, "\($0)") })
         case .events(let on): return events(on, &c)
         case .state(let target, let quiet): return .now(refresh(&c, at) { $0.set(target, quiet: quiet) })
         case .drag(let points):
@@ -187,6 +187,14 @@ public final class Daemon {
         }
     }
 
+    /// Sets the global profile for `client`, within its limit on state changes: the typed
+    /// call behind `profile LEVEL` and the D-Bus face's Profile property.
+    func setProfile(_ p: Profile, _ client: inout ConnectionState, at: UInt64) -> PlayResult? {
+        if let refused = player.allowChange(&client, at) { return PlayResult(refused) }
+        setProfile(p)
+        return nil
+    }
+
     private func change(_ conn: inout ConnectionState, _ at: UInt64, _ handler: () -> Response) -> Response {
         if let refused = player.allowChange(&conn, at) { return .now(refused) }
         return handler()
@@ -201,19 +209,53 @@ public final class Daemon {
         return o
     }
 
-    /// A cue of the bank, else a sound of the theme.
-    private func play(_ name: String, _ options: PlayOptions, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
-        let options = honoured(options, conn)
-        if let variants = runtime.bank.variants[name] {
-            return player.start(variants, name: name, design: runtime.design(name), options, &conn,
-                                admission(conn.app, options, trusted: conn.trustsImportant), requestTime: at, gain: gain)
-        }
-        return player.playThemeSound(name, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), bankNames: runtime.bank.names, gain: gain)
+    // MARK: - Typed calls: what every client asks (the socket, the bus, notifications)
+
+    /// What a client asks to sound.
+    enum Sound: Equatable, Sendable {
+        /// A cue of the bank (its next variant), else a sound of the theme.
+        case named(String)
+        /// A sound file by absolute path.
+        case file(String)
     }
 
-    private func playFile(_ path: String, _ options: PlayOptions, _ conn: inout ConnectionState) -> Response {
-        let options = honoured(options, conn)
-        return player.playFile(path, options, &conn, admission(conn.app, options, trusted: conn.trustsImportant), gain: gain)
+    /// Plays `sound` for `client`: mute, profile, its rate limit, the cue's design, the
+    /// decoding lane, the audio queue. The one way into playing, for every client.
+    func play(_ sound: Sound, _ options: PlayOptions, _ client: inout ConnectionState, at: UInt64) -> Play {
+        let options = honoured(options, client)
+        let admission = self.admission(client.app, options, trusted: client.trustsImportant)
+        switch sound {
+        case .named(let name):
+            if let variants = runtime.bank.variants[name] {
+                return player.start(variants, name: name, design: runtime.design(name), options, &client, admission, requestTime: at,
+                                    gain: gain)
+            }
+            return player.playThemeSound(name, options, &client, admission, bankNames: runtime.bank.names, gain: gain)
+        case .file(let path):
+            return player.playFile(path, options, &client, admission, gain: gain)
+        }
+    }
+
+    /// Fades out what `target` names, of `client`'s app (or connection): how many voices stopped.
+    func stop(_ target: StopTarget, _ client: inout ConnectionState) -> EventLoopFuture<Int> {
+        player.stop(target, owner: client.owner)
+    }
+
+    /// A play's answer as protocol v1 says it.
+    static func response(_ play: Play, _ options: PlayOptions) -> Response {
+        switch play {
+        case .now(let r): return .now(reply(r, options))
+        case .later(let f): return .later(f.map { reply($0, options) })
+        }
+    }
+
+    static func reply(_ r: PlayResult, _ options: PlayOptions) -> Reply {
+        switch r {
+        case .started(let voice): return .ok(options.wantsID ? "\(voice)" : nil)
+        case .ended(let end, let context): return PlayPolicy.reply(for: end, context)
+        case .notPlayed(let why): return .ok(why.rawValue)
+        case .refused(let code, let message): return .err(code, message)
+        }
     }
 
     /// The gain of a voice from the config in force when it is submitted.
@@ -313,9 +355,9 @@ public final class Daemon {
         guard let variants = rt.bank.variants[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
         switch player.start(variants, name: name, design: rt.design(name), options, &conn, admission(conn.app, options),
                             requestTime: at, gain: gain) {
-        case .now(.ok(nil)): return .ok(name)
-        case .now(let reply): return reply
-        case .later, .whenReady, .close: return .err(.internal, "unexpected deferred reply")
+        case .now(.started): return .ok(name)
+        case .now(let r): return Self.reply(r, options)
+        case .later: return .err(.internal, "unexpected deferred reply")
         }
     }
 
@@ -334,6 +376,8 @@ public final class Daemon {
     func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) {
         player.observeEnds(connection: connection, observe)
     }
+
+    func stopObservingEnds(connection: UInt64) { player.observeEnds(connection: connection, nil) }
 
     // MARK: - Mute
 
@@ -437,7 +481,8 @@ public final class Daemon {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
                      sinkWhy: engine.sinkWhy, connections: connections?.figures ?? ConnectionFigures(), rateLimited: rateLimited,
                      sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, unlistedPlays: player.counts.otherPlayed, theme: sounds.status(), memory: memoryStatus(),
+                     counts: player.counts.apps, played: player.played, playedByCue: player.playedByCue,
+                     unlistedPlays: player.counts.otherPlayed, theme: sounds.status(), memory: memoryStatus(),
                      bus: desktop?.busStatus ?? Status.Bus()).status
     }
 

@@ -13,8 +13,9 @@ protocol FeedbackSignals: AnyObject, Sendable {
 extension DesktopBus: FeedbackSignals {}
 
 /// The loop's side of the D-Bus face: each TriggerFeedback becomes a voice
-/// through the daemon's own verbs (so mute, profiles, rate limits, the
-/// decoding lane and the voice ledger apply as to any client), and each
+/// through the daemon's typed calls (`Daemon.play`, `Daemon.stop`: mute,
+/// profiles, rate limits, the decoding lane and the voice ledger apply as to
+/// any client; each bus client is a client of its own), and each
 /// voice's one end becomes exactly one FeedbackEnded. Notify calls become a
 /// notification sound (`NotificationPolicy`). Loop-confined.
 ///
@@ -26,8 +27,8 @@ extension DesktopBus: FeedbackSignals {}
 /// sound there: nothing, as feedbackd); else, for events the theme does not
 /// know, a cue of that name, else a sound of the sound theme.
 final class FeedbackCenter {
-    /// The connection id of every voice the bus starts (no socket has it).
-    static let connectionID = UInt64.max - 1
+    /// Client ids of the bus's clients count down from here (sockets count up from 1).
+    static let firstClientID = UInt64.max - 1
     /// The app label of notification sounds (`mute app notifications`, `profile app notifications …`).
     static let notificationsApp = "notifications"
     /// D-Bus clients whose rate limits are kept (the least recent is forgotten).
@@ -49,9 +50,12 @@ final class FeedbackCenter {
     }
     private var live: [UInt32: Live] = [:]
     private var byVoice: [UInt64: UInt32] = [:]
-    /// Each D-Bus client as a connection of its own: its own rate limits.
+    /// Each D-Bus client as a client of its own: its own id, rate limits and voices' ends.
     private var clients: [String: Daemon.ConnectionState] = [:]
     private var clientOrder: [String] = []
+    private var nextClientID = FeedbackCenter.firstClientID - 1
+    /// Clients forgotten while a feedback of theirs was live: their client id, until it ends.
+    private var forgotten: [String: UInt64] = [:]
     private var notificationConnection: Daemon.ConnectionState
     private var notifications: NotificationPolicy
 
@@ -60,11 +64,10 @@ final class FeedbackCenter {
         self.signals = signals
         self.logger = logger
         notificationConnection = Daemon.ConnectionState(limits: daemon.limits, now: now)
-        notificationConnection.id = Self.connectionID
+        notificationConnection.id = Self.firstClientID
         notificationConnection.app = Self.notificationsApp
         notificationConnection.trustsImportant = true
         notifications = NotificationPolicy(now: now)
-        daemon.observeEnds(connection: Self.connectionID) { [unowned self] end in self.voiceEnded(end) }
     }
 
     var liveCount: Int { live.count }
@@ -87,50 +90,41 @@ final class FeedbackCenter {
 
     func trigger(_ t: FeedbackTrigger, now: UInt64 = MonotonicClock.now()) {
         live[t.id] = Live(sender: t.sender, timeout: t.timeout, important: t.important)
-        guard let request = resolve(t) else {
+        guard let (sound, options) = resolve(t) else {
             finish(t.id, .notFound)
             return
         }
         var conn = connection(for: t.sender, app: t.appID, now: now)
-        let response = daemon.respond(to: request, connection: &conn, receivedAt: now)
+        let play = daemon.play(sound, options, &conn, at: now)
         clients[t.sender] = conn
-        switch response {
-        case .now(let reply), .close(let reply): started(t.id, reply)
-        case .later(let future): future.assumeIsolated().whenComplete { [self] result in
-            switch result {
-            case .success(let reply): started(t.id, reply)
-            case .failure: finish(t.id, .notFound)
-            }
-        }
-        case .whenReady(let ready, _, let render): ready.assumeIsolated().whenComplete { [self] _ in started(t.id, render.value()) }
-        }
+        play.whenDone { [self] result in started(t.id, result) }
     }
 
-    /// The request that plays the event's sound, or nil when there is none at its level.
-    func resolve(_ t: FeedbackTrigger) -> Request? {
+    /// The sound that plays the event, and how, or nil when there is none at its level.
+    func resolve(_ t: FeedbackTrigger) -> (Daemon.Sound, PlayOptions)? {
         let hint = t.profile.flatMap(Profile.init(rawValue:)) ?? .full
         let level = daemon.feedbackLevel(app: t.appID, hint: hint, important: t.important)
         var options = PlayOptions(wantsID: true)
         options.loop = t.timeout == 0 ? .forever : t.timeout > 0 ? .seconds(Double(t.timeout)) : .once
         options.important = t.important
         if let file = t.soundFile, level == .full {
-            return file.hasPrefix("/") ? .playFile(path: file, options: options) : nil
+            return file.hasPrefix("/") ? (.file(file), options) : nil
         }
         switch daemon.current.feedbackTheme.lookup(t.event, at: level) {
-        case .sound(.effect(let name)): return Label.isValid(name) ? .play(cue: name, options: options) : nil
-        case .sound(.file(let path)): return path.hasPrefix("/") ? .playFile(path: path, options: options) : nil
+        case .sound(.effect(let name)): return Label.isValid(name) ? (.named(name), options) : nil
+        case .sound(.file(let path)): return path.hasPrefix("/") ? (.file(path), options) : nil
         case .noSound: return nil
         case .unknown:
             guard level > .silent, Label.isValid(t.event) else { return nil }
-            return .play(cue: t.event, options: options)
+            return (.named(t.event), options)
         }
     }
 
-    private func started(_ id: UInt32, _ reply: Reply) {
+    private func started(_ id: UInt32, _ result: PlayResult) {
         guard live[id] != nil else { return }
-        guard case .ok(let text?) = reply, let voice = UInt64(text) else {
+        guard let voice = result.voice else {
             // Muted, silent, disabled, refused, not found: nothing sounds.
-            if case .err(let code, let message) = reply {
+            if case .refused(let code, let message) = result {
                 logger.debug("feedback not played", metadata: ["feedback.id": "\(id)", "error": "\(code.rawValue) \(message)"])
             }
             finish(id, .notFound)
@@ -150,7 +144,7 @@ final class FeedbackCenter {
     /// crashed phone app must not ring on); a sound played once plays out, so a
     /// script may trigger one and exit (feedbackd would cut it off).
     func left(_ sender: String) {
-        if sender != "*" { clients.removeValue(forKey: sender); clientOrder.removeAll { $0 == sender } }
+        if sender != "*" { forget(sender); clientOrder.removeAll { $0 == sender } }
         for (id, f) in live where (sender == "*" || f.sender == sender) && f.timeout >= 0 {
             if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
         }
@@ -158,7 +152,7 @@ final class FeedbackCenter {
 
     private func stopVoice(_ voice: UInt64, sender: String) {
         var conn = clients[sender] ?? Daemon.ConnectionState(limits: Daemon.Limits())
-        _ = daemon.respond(to: .stop(.id(voice)), connection: &conn, receivedAt: MonotonicClock.now())
+        _ = daemon.stop(.id(voice), &conn)
     }
 
     private func voiceEnded(_ end: VoiceEnd) {
@@ -168,8 +162,12 @@ final class FeedbackCenter {
 
     /// The one FeedbackEnded of a feedback.
     private func finish(_ id: UInt32, _ reason: FeedbackEndReason) {
-        guard live.removeValue(forKey: id) != nil else { return }
+        guard let f = live.removeValue(forKey: id) else { return }
         signals.feedbackEnded(id, reason: reason)
+        if let client = forgotten[f.sender], !live.values.contains(where: { $0.sender == f.sender }) {
+            forgotten[f.sender] = nil
+            daemon.stopObservingEnds(connection: client)
+        }
     }
 
     static func reason(_ r: VoiceEndReason, timeout: Int32) -> FeedbackEndReason {
@@ -182,18 +180,28 @@ final class FeedbackCenter {
         }
     }
 
-    /// The sender's connection state (its rate limits), its app label set.
+    /// The sender's client state (its id, its rate limits; its voices' ends come here),
+    /// its app label set.
     private func connection(for sender: String, app: String, now: UInt64) -> Daemon.ConnectionState {
         var conn: Daemon.ConnectionState
         if let c = clients[sender] { conn = c } else {
             conn = Daemon.ConnectionState(limits: daemon.limits, now: now)
-            if clientOrder.count >= Self.maxClients { clients.removeValue(forKey: clientOrder.removeFirst()) }
+            conn.id = nextClientID
+            nextClientID -= 1
+            if clientOrder.count >= Self.maxClients { forget(clientOrder.removeFirst()) }
             clientOrder.append(sender)
+            daemon.observeEnds(connection: conn.id) { [unowned self] end in self.voiceEnded(end) }
         }
-        conn.id = Self.connectionID
         conn.events = true
         conn.app = Label.isValid(app) ? app : nil
         return conn
+    }
+
+    /// A client the face no longer keeps: its ends are no longer observed once none of
+    /// its feedbacks is live (those end as they would have).
+    private func forget(_ sender: String) {
+        guard let c = clients.removeValue(forKey: sender) else { return }
+        if live.values.contains(where: { $0.sender == sender }) { forgotten[sender] = c.id } else { daemon.stopObservingEnds(connection: c.id) }
     }
 
     // MARK: - Notifications
@@ -209,22 +217,15 @@ final class FeedbackCenter {
             var options = PlayOptions()
             // A critical one in silent (critical_in_silent): the policy let it through, the profile must too.
             options.important = critical
-            let request: Request
-            if sound.hasPrefix("/") { request = .playFile(path: sound, options: options) } else if Label.isValid(sound) {
-                request = .play(cue: sound, options: options)
-            } else {
+            let what: Daemon.Sound
+            if sound.hasPrefix("/") { what = .file(sound) } else if Label.isValid(sound) { what = .named(sound) } else {
                 logger.debug("notification: not a sound name", metadata: ["app": "\(n.appName)"])
                 return
             }
-            let response = daemon.respond(to: request, connection: &notificationConnection, receivedAt: now)
-            if case .later(let f) = response {
-                f.whenSuccess { [logger] reply in
-                    if case .err(let code, let message) = reply {
-                        logger.info("notification sound not played", metadata: ["app": "\(n.appName)", "error": "\(code.rawValue) \(message)"])
-                    }
+            daemon.play(what, options, &notificationConnection, at: now).whenDone { [logger] result in
+                if case .refused(let code, let message) = result {
+                    logger.info("notification sound not played", metadata: ["app": "\(n.appName)", "error": "\(code.rawValue) \(message)"])
                 }
-            } else if case .now(.err(let code, let message)) = response {
-                logger.info("notification sound not played", metadata: ["app": "\(n.appName)", "error": "\(code.rawValue) \(message)"])
             }
         }
     }
@@ -240,12 +241,12 @@ final class FeedbackCenter {
         }
     }
 
-    /// The `Profile` property set by `sender`: the `profile` verb on that client's own
-    /// connection state, so the limit on state changes (20 a second) holds as on the socket.
+    /// The `Profile` property set by `sender`, on that client's own state, so the limit on
+    /// state changes (20 a second) holds as on the socket.
     func setProfile(_ name: String, sender: String, now: UInt64 = MonotonicClock.now()) {
         guard let p = Profile(rawValue: name) else { return }
         var conn = connection(for: sender, app: "", now: now)
-        if case .now(.err(let code, let message)) = daemon.respond(to: .profile(p), connection: &conn, receivedAt: now) {
+        if case .refused(let code, let message)? = daemon.setProfile(p, &conn, at: now) {
             logger.info("D-Bus: Profile not set", metadata: ["sender": "\(sender)", "error": "\(code.rawValue) \(message)"])
         }
         clients[sender] = conn

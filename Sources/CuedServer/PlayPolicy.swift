@@ -34,13 +34,17 @@ final class PlayPolicy {
 
     /// Requests refused by a rate limit (cues and state changes), for `status`.
     private(set) var rateLimited = 0
+    /// Cues played (queued, less those that never sounded), in all and per bank cue
+    /// since the bank was loaded: counted on the loop only.
+    private(set) var played = 0
+    private(set) var playedByCue: [String: Int] = [:]
     private(set) var counts = AppCounts()
 
     /// Replies waiting on the audio thread: `play … wait` (by voice id) and `stop` (by ticket).
     private var nextTicket: UInt64 = 1
     private var nextVoiceID: UInt64 = 1
-    private var waitingForVoices: [UInt64: EventLoopPromise<Reply>] = [:]
-    private var waitingForStops: [UInt64: EventLoopPromise<Reply>] = [:]
+    private var waitingForVoices: [UInt64: EventLoopPromise<PlayResult>] = [:]
+    private var waitingForStops: [UInt64: EventLoopPromise<Int>] = [:]
     /// `status wait`: the reply made once the audio thread has taken what was queued before it.
     private var waitingForSyncs: [UInt64: (promise: EventLoopPromise<Reply>, reply: () -> Reply)] = [:]
     /// How to write an event line to each connection (registered while it is open).
@@ -71,11 +75,11 @@ final class PlayPolicy {
     // MARK: - Admission
 
     /// Mute, profile and the rate limit: nil if a cue may start (the profile's
-    /// gain then added to its options), else the reply.
-    func admit(_ admission: Admission, _ options: inout PlayOptions, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> Reply? {
-        guard case .play(let gainDB) = admission else { return admission.reply }
+    /// gain then added to its options), else why not.
+    func admit(_ admission: Admission, _ options: inout PlayOptions, _ conn: inout Daemon.ConnectionState, _ now: UInt64) -> PlayResult? {
+        guard case .play(let gainDB) = admission else { return admission.reply.map(PlayResult.init) }
         options.gainDB += gainDB
-        return allowPlay(&conn, now)
+        return allowPlay(&conn, now).map(PlayResult.init)
     }
 
     /// A token for one more cue on this connection, or the reply refusing it.
@@ -98,14 +102,14 @@ final class PlayPolicy {
     /// variants, its cooldown, pitch and gain jitter, its voice limit), the audio queue;
     /// with `wait`, the reply comes when it has sounded.
     func start(_ variants: [Cue], name: String, design: CueDesign, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-               _ admission: Admission, requestTime: UInt64, gain: Gain) -> Response {
+               _ admission: Admission, requestTime: UInt64, gain: Gain) -> Play {
         var options = options
         if let refused = admit(admission, &options, &conn, requestTime) { return .now(refused) }
-        guard !variants.isEmpty else { return .now(.err(.internal, "cue '\(name)' has no sound")) }
+        guard !variants.isEmpty else { return .now(.refused(.internal, "cue '\(name)' has no sound")) }
         var limit = design.limit
         if design.cooldownNanoseconds > 0 {
             if let last = lastStarts[name], requestTime &- last < design.cooldownNanoseconds {
-                guard design.cooldown == .restart else { return .now(.ok("cooldown")) }
+                guard design.cooldown == .restart else { return .now(.notPlayed(.cooldown)) }
                 limit = CueVoiceLimit(maxVoices: 1, steal: .oldest)  // the playing one gives way
             }
             lastStarts[name] = requestTime
@@ -116,13 +120,16 @@ final class PlayPolicy {
         pickers[name] = picker
         let (rate, db) = design.jitter(using: &random)
         options.gainDB += db
-        return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain, rate: rate, limit: limit)
+        return submit(cue, name: name, options, Asker(conn), requestTime: requestTime, gain: gain, rate: rate, limit: limit,
+                      bankCue: true)
     }
 
-    /// A reload replaced the bank: variant orders start afresh, cooldowns are forgotten.
+    /// A reload replaced the bank: variant orders start afresh, cooldowns are forgotten,
+    /// and the per-cue counts start again.
     func bankReplaced() {
         pickers = [:]
         lastStarts = [:]
+        playedByCue = [:]
     }
 
     /// `play NAME` for a name the bank does not have: the sound theme. A
@@ -130,7 +137,7 @@ final class PlayPolicy {
     /// off the loop, then played. Mute, profile and the rate limit apply first,
     /// so a muted, silent or flooding client costs no lookup.
     func playThemeSound(_ name: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-                        _ admission: Admission, bankNames: [String], gain: @escaping Gain) -> Response {
+                        _ admission: Admission, bankNames: [String], gain: @escaping Gain) -> Play {
         let now = MonotonicClock.now()
         var options = options
         if let refused = admit(admission, &options, &conn, now) { return .now(refused) }
@@ -171,7 +178,7 @@ final class PlayPolicy {
     }
 
     func playFile(_ path: String, _ options: PlayOptions, _ conn: inout Daemon.ConnectionState,
-                  _ admission: Admission, gain: @escaping Gain) -> Response {
+                  _ admission: Admission, gain: @escaping Gain) -> Play {
         var options = options
         if let refused = admit(admission, &options, &conn, MonotonicClock.now()) { return .now(refused) }
         let sounds = self.sounds
@@ -196,10 +203,11 @@ final class PlayPolicy {
     }
 
     /// `rate`: the design's (jitter), times the request's `rate=` and `pitch=`.
+    /// `bankCue`: counted per cue in `status` (a bank cue's variants together).
     private func submit(_ cue: Cue, name: String, _ options: PlayOptions, _ asker: Asker, requestTime: UInt64,
-                        gain: Gain, rate: Double = 1, limit: CueVoiceLimit? = nil) -> Response {
+                        gain: Gain, rate: Double = 1, limit: CueVoiceLimit? = nil, bankCue: Bool = false) -> Play {
         // SIGTERM's grace is for cues already playing; a new one would be cut off.
-        if stopping.load(ordering: .relaxed) { return .now(.err(.notPlayed, Self.stoppingReason)) }
+        if stopping.load(ordering: .relaxed) { return .now(.refused(.notPlayed, Self.stoppingReason)) }
         let id = nextVoiceID
         nextVoiceID &+= 1
         var notify: VoiceNotify = []
@@ -217,19 +225,15 @@ final class PlayPolicy {
                                    detached: options.detach, notify: notify)
         request.rate = rate * options.rate * CueDesign.rate(cents: options.pitchCents)
         request.limit = limit
-        // Counted now, on the loop, so `status` right after the reply has it (the audio
-        // thread takes it off again if the voice never sounds).
-        cue.played.add(1, ordering: .relaxed)
-        engine.stats.played.add(1, ordering: .relaxed)
-        guard engine.submit(.play(request)) else {
-            cue.played.subtract(1, ordering: .relaxed)
-            engine.stats.played.subtract(1, ordering: .relaxed)
-            return .now(.err(.internal, "audio queue is full; try again"))
-        }
+        guard engine.submit(.play(request)) else { return .now(.refused(.internal, "audio queue is full; try again")) }
+        // Counted now, on the loop, so `status` right after the reply has it; taken off
+        // again, here too, if the voice never sounds (`ended`). Only the loop counts.
+        played += 1
+        if bankCue { playedByCue[name, default: 0] += 1 }
         if let app = asker.app { counts.played(app, via: asker.via) }
         if loops != .once && !options.detach && eventLines[asker.connection] != nil { loopingConnections.insert(asker.connection) }
-        guard options.wait else { return .now(.ok(options.wantsID ? "\(id)" : nil)) }
-        let promise = loop.makePromise(of: Reply.self)
+        guard options.wait else { return .now(.started(voice: id)) }
+        let promise = loop.makePromise(of: PlayResult.self)
         waitingForVoices[id] = promise
         return .later(promise.futureResult)
     }
@@ -261,26 +265,27 @@ final class PlayPolicy {
 
     /// When a sound lookup finishes (back on the loop), plays it or says why not.
     private func whenLoaded(_ lookup: EventLoopFuture<SoundLookup>, name: String, _ options: PlayOptions,
-                            _ conn: Daemon.ConnectionState, gain: @escaping Gain) -> Response {
+                            _ conn: Daemon.ConnectionState, gain: @escaping Gain) -> Play {
         let asker = Asker(conn)
-        return .later(lookup.assumeIsolated().flatMap { result in
+        return .later(lookup.assumeIsolated().flatMap { result -> EventLoopFuture<PlayResult> in
             switch result {
             case .cue(let cue):
                 // Timed from now: the decode is not the audio path's latency, and
                 // the 250 ms start deadline must not drop a sound that just loaded.
                 switch self.submit(cue, name: name, options, asker, requestTime: MonotonicClock.now(), gain: gain) {
-                case .now(let r), .close(let r): return self.loop.makeSucceededFuture(r)
+                case .now(let r): return self.loop.makeSucceededFuture(r)
                 case .later(let f): return f
-                case .whenReady(let ready, _, let render): return ready.assumeIsolated().map { render.value() }.nonisolated()
                 }
-            case .disabled: return self.loop.makeSucceededFuture(.ok("disabled"))
-            case .notFound: return self.loop.makeSucceededFuture(.err(.unknownCue, "no sound named '\(name)'"))
-            case .failed(let reply): return self.loop.makeSucceededFuture(reply)
+            case .disabled: return self.loop.makeSucceededFuture(.notPlayed(.disabled))
+            case .notFound: return self.loop.makeSucceededFuture(.refused(.unknownCue, "no sound named '\(name)'"))
+            case .failed(let reply): return self.loop.makeSucceededFuture(PlayResult(reply))
             }
         }.nonisolated())
     }
 
-    func stop(_ target: StopTarget, owner: String) -> Response {
+    /// Fades out what `target` names (for `owner`); the future has how many voices
+    /// stopped, or fails if the audio queue is full.
+    func stop(_ target: StopTarget, owner: String) -> EventLoopFuture<Int> {
         let id = ticket()
         let scope: StopScope
         switch target {
@@ -289,11 +294,13 @@ final class PlayPolicy {
         case .id(let voice): scope = .id(voice)
         case .all: scope = .all
         }
-        guard engine.submit(.stop(scope, ticket: id)) else { return .now(.err(.internal, "audio queue is full; try again")) }
-        let promise = loop.makePromise(of: Reply.self)
+        guard engine.submit(.stop(scope, ticket: id)) else { return loop.makeFailedFuture(QueueFull()) }
+        let promise = loop.makePromise(of: Int.self)
         waitingForStops[id] = promise
-        return .later(promise.futureResult)
+        return promise.futureResult
     }
+
+    struct QueueFull: Error, CustomStringConvertible { var description: String { "audio queue is full; try again" } }
 
     /// `reply()` once the audio thread has taken every command queued before this one
     /// (a cue just queued has started, or the open of its device was tried), so that what
@@ -325,7 +332,7 @@ final class PlayPolicy {
         case .voiceEnded(let end):
             ended(end)
         case .stopped(let id, let n):
-            waitingForStops.removeValue(forKey: id)?.succeed(.ok("\(n)"))
+            waitingForStops.removeValue(forKey: id)?.succeed(n)
         case .synced(let id):
             synced(id)
         case .opened, .openFailed, .writeFailed, .stalled, .lost, .streamStopped, .closed:
@@ -348,8 +355,13 @@ final class PlayPolicy {
             }
             if !end.owner.hasPrefix("#") { counts.dropped(end.owner) }
         }
+        if !end.started {  // counted when it was queued
+            played -= 1
+            if let n = playedByCue[end.cue], n > 0 { playedByCue[end.cue] = n - 1 }
+        }
         if end.notify.contains(.wait) {
-            waitingForVoices.removeValue(forKey: end.id)?.succeed(reply(for: end))
+            waitingForVoices.removeValue(forKey: end.id)?.succeed(
+                .ended(end, EndContext(deviceError: engine.stats.sinkError, stopping: stopping.load(ordering: .relaxed))))
         }
         if end.notify.contains(.events) {
             if let observe = endObservers[end.connection] { observe(end) } else {
@@ -358,16 +370,22 @@ final class PlayPolicy {
         }
     }
 
+    /// What was true when a voice ended, that `play … wait`'s reply says.
+    struct EndContext: Equatable, Sendable {
+        var deviceError: String?
+        var stopping = false
+    }
+
     /// What `play … wait` answers for an end (protocol v1's replies).
-    func reply(for end: VoiceEnd) -> Reply {
+    static func reply(for end: VoiceEnd, _ context: EndContext) -> Reply {
         // The device's own error, said apart: its timeouts (an open that waited 2 s) are not the cue's.
-        let deviceError = engine.stats.sinkError.map { "; the device's error: \($0)" } ?? ""
+        let deviceError = context.deviceError.map { "; the device's error: \($0)" } ?? ""
         switch end.reason {
         case .played: return .ok(nil)
         case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted, .disconnected: return .ok("stopped")
         case .shutdown where end.started: return .ok("stopped")
         case .shutdown: return .err(.notPlayed, Self.stoppingReason)
-        case .late where stopping.load(ordering: .relaxed): return .err(.notPlayed, Self.stoppingReason)
+        case .late where context.stopping: return .err(.notPlayed, Self.stoppingReason)
         case .late: return .err(.notPlayed, "the device did not start it within 250 ms of the request" + deviceError)
         case .cut: return .err(.notPlayed, "the device failed while it played; too late to start it again" + deviceError)
         case .busy: return .err(.notPlayed, "every voice is taken by a cue of a higher priority")
@@ -384,5 +402,5 @@ final class PlayPolicy {
         _ = engine.submit(.stop(.loopsOf(connection: connection), ticket: ticket()))
     }
     /// Every end of the voices a non-socket client starts with events on (on the loop).
-    func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) { endObservers[connection] = observe }
+    func observeEnds(connection: UInt64, _ observe: ((VoiceEnd) -> Void)?) { endObservers[connection] = observe }
 }

@@ -54,6 +54,9 @@ struct StatusReport {
     var rateLimited = 0
     var sessions = 0
     var counts: [String: Status.App] = [:]
+    /// Cues played in all, and per bank cue since the bank was loaded (counted on the loop).
+    var played = 0
+    var playedByCue: [String: Int] = [:]
     /// Plays of apps `counts` has no room for.
     var unlistedPlays = 0
     var theme = Status.Theme()
@@ -116,11 +119,11 @@ struct StatusReport {
         for name in runtime.bank.names {
             let variants = runtime.bank.variants[name] ?? []
             out.cues[name] = Status.Cue(frames: variants.first?.frames ?? 0,
-                                        played: variants.reduce(0) { $0 + $1.played.load(ordering: .relaxed) },
+                                        played: playedByCue[name] ?? 0,
                                         variants: variants.count,
                                         order: variants.count > 1 ? runtime.design(name).order.rawValue : nil)
         }
-        out.played = s.played.load(ordering: .relaxed)
+        out.played = played
         out.voicesActive = s.voicesActive.load(ordering: .relaxed)
         out.voicesStolen = s.stolen.load(ordering: .relaxed)
         out.clippedSamples = s.clipped.load(ordering: .relaxed)
