@@ -171,73 +171,52 @@ public enum CommandParser {
         default: break
         }
 
-        // Everything else is one protocol request.
+        // Everything else is one protocol request: a verb of the table. A plain one
+        // takes its words as they are (the parser checks them); the others are built
+        // from cuectl's options below.
         var render = Invocation.Render.payload
         var line: [String]
-        switch verb {
-        case "ping", "drop", "reload":
-            try only([]); try count(0...0, verb); line = [verb]
-        case "play":
-            try only(playOptions); try count(1...1, "play CUE \(playUsage)")
-            _ = try label(operands[0], "cue name")
-            line = ["play", operands[0]]
-            render = .play(what: operands[0])
-        case "preload":
-            try only(["--theme="]); try count(1...1, "preload CUE [--theme=NAME[:PROFILE]]")
-            _ = try label(operands[0], "cue name")
-            line = ["preload", operands[0]]
-        case "play-file":
-            try only(fileOptions); try count(1...1, "play-file PATH \(fileUsage)")
-            let path = absolute(operands[0], cwd: cwd)
-            line = ["play-file", FilePath.encode(path)]
-            render = .play(what: path)
-        case "stop":
-            try only([]); try count(0...2, "stop [CUE|all|id ID]")
-            if operands.count == 2 {
-                guard operands[0] == "id" else { throw UsageError("usage: cuectl stop [CUE|all|id ID]") }
-            } else if let target = operands.first, target != "all" { _ = try label(target, "cue name") }
-            line = ["stop"] + operands
-        case "state":
-            try only(["--quiet"])
-            guard operands.count == 1 || (operands.count == 2 && operands[1] == "quiet") else {
-                throw UsageError("usage: cuectl state pull|release|loading|idle [--quiet]")
-            }
-            line = ["state", operands[0]] + (quiet || operands.count == 2 ? ["quiet"] : [])
-        case "drag", "threshold":
-            try only([]); try count(1...1, "\(verb) POINTS"); line = [verb, operands[0]]
-        case "detent":
-            try only([]); try count(0...1, "detent [POINTS|off|config]"); line = [verb] + operands
-        case "session":
-            try only([]); try count(0...1, "session [NAME]")
-            if let name = operands.first { _ = try label(name, "session name") }
-            line = ["session"] + operands
-        case "mute", "unmute":
-            try only([])
-            guard operands.isEmpty || (operands.count == 2 && operands[0] == "app") else {
-                throw UsageError("usage: cuectl \(verb) [app NAME]")
-            }
-            if operands.count == 2 { _ = try label(operands[1], "app name") }
-            line = [verb] + operands
-        case "profile":
-            try only([])
-            let usage = "usage: cuectl profile [full|quiet|silent], or cuectl profile app NAME [full|quiet|silent|default]"
-            if operands.first == "app" {
-                guard (2...3).contains(operands.count) else { throw UsageError(usage) }
-                _ = try label(operands[1], "app name")
-            } else if operands.count > 1 {
-                throw UsageError(usage)
-            }
-            line = ["profile"] + operands
-        case "cues":
-            try only(["--theme", "--variants"]); try count(0...0, "cues [--theme|--variants]")
-            if theme && variants { throw UsageError("usage: cuectl cues [--theme|--variants]") }
-            line = theme ? ["cues", "theme"] : variants ? ["cues", "variants"] : ["cues"]
-        case "status":
-            try only(["--json"]); try count(0...0, "status [--json]")
-            line = ["status"]
-            render = json ? .statusJSON : .statusTable
-        default:
+        guard let spec = VerbSpec.named(Substring(verb)), let usage = spec.cuectl.usage else {
             throw UsageError("unknown command '\(verb)'")
+        }
+        let oneLineUsage = usage.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        switch spec.cuectl {
+        case .none:
+            throw UsageError("unknown command '\(verb)'")
+        case .plain:
+            try only([])
+            line = [verb] + operands
+        case .options:
+            switch verb {
+            case "play":
+                try only(playOptions); try count(1...1, oneLineUsage)
+                _ = try label(operands[0], "cue name")
+                line = ["play", operands[0]]
+                render = .play(what: operands[0])
+            case "preload":
+                try only(["--theme="]); try count(1...1, oneLineUsage)
+                _ = try label(operands[0], "cue name")
+                line = ["preload", operands[0]]
+            case "play-file":
+                try only(fileOptions); try count(1...1, oneLineUsage)
+                let path = absolute(operands[0], cwd: cwd)
+                line = ["play-file", FilePath.encode(path)]
+                render = .play(what: path)
+            case "state":
+                try only(["--quiet"])
+                guard operands.count == 1 || (operands.count == 2 && operands[1] == "quiet") else { throw UsageError("usage: cuectl \(oneLineUsage)") }
+                line = ["state", operands[0]] + (quiet || operands.count == 2 ? ["quiet"] : [])
+            case "cues":
+                try only(["--theme", "--variants"]); try count(0...0, oneLineUsage)
+                if theme && variants { throw UsageError("usage: cuectl \(oneLineUsage)") }
+                line = theme ? ["cues", "theme"] : variants ? ["cues", "variants"] : ["cues"]
+            case "status":
+                try only(["--json"]); try count(0...0, oneLineUsage)
+                line = ["status"]
+                render = json ? .statusJSON : .statusTable
+            default:
+                throw UsageError("cuectl builds no '\(verb)' line (a verb of the table with options needs its case here)")
+            }
         }
         if let gain { line.append(gain) }
         if wait { line.append("wait") }
@@ -254,19 +233,18 @@ public enum CommandParser {
         if let rate { line.append("rate=" + rate) }
         if let pitch { line.append("pitch=" + pitch) }
 
-        // Each word must stay one word on the wire.
-        for w in line.dropFirst() where w.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
-            throw UsageError("'\(w.escapingControls())' is not one word")
-        }
-        let text = line.joined(separator: " ")
-        guard text.utf8.count <= ProtocolLimits.maxLineBytes else {
-            throw UsageError("the request is \(text.utf8.count) bytes, over the protocol's \(ProtocolLimits.maxLineBytes)")
-        }
+        // The words as given (a name with a space is one word, refused as a name): the
+        // verb table's parser checks them; what goes on the wire is the request's own line.
+        let request: Request
         do {
-            inv.action = .request(try RequestParser.parse(text), render: render)
+            request = try RequestParser.parse(words: line)
         } catch {
             throw UsageError(error.message.hasPrefix("usage: ") ? "usage: cuectl " + error.message.dropFirst(7) : error.message)
         }
+        guard request.line.utf8.count <= ProtocolLimits.maxLineBytes else {
+            throw UsageError("the request is \(request.line.utf8.count) bytes, over the protocol's \(ProtocolLimits.maxLineBytes)")
+        }
+        inv.action = .request(request, render: render)
         return inv
     }
 

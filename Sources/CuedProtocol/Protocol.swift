@@ -225,107 +225,9 @@ extension String {
     }
 }
 
-/// A verb and how many arguments it takes; the table is the grammar.
-struct Verb: Sendable {
-    let name: String
-    let minArgs: Int
-    let maxArgs: Int
-    let usage: String
-    let parse: @Sendable ([Substring]) throws(ProtocolError) -> Request
-}
-
 public enum RequestParser {
-    static let verbs: [Verb] = [
-        Verb(name: "app", minArgs: 1, maxArgs: 2, usage: "app NAME [via=KIND]") { args throws(ProtocolError) in
-            let name = try label(args[0], what: "app name")
-            guard args.count == 2 else { return .app(name) }
-            guard args[1].hasPrefix("via=") else { throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))'; usage: app NAME [via=KIND]") }
-            return .app(name, via: try label(args[1].dropFirst(4), what: "via"))
-        },
-        Verb(name: "cues", minArgs: 0, maxArgs: 1, usage: "cues [theme|variants]") { args throws(ProtocolError) in
-            guard let a = args.first else { return .cues(theme: false) }
-            if a == "variants" { return .cues(theme: false, variants: true) }
-            guard a == "theme" else { throw ProtocolError(.badArgument, "usage: cues [theme|variants]") }
-            return .cues(theme: true)
-        },
-        Verb(name: "drag", minArgs: 1, maxArgs: 1, usage: "drag POINTS") { args throws(ProtocolError) in
-            .drag(try points(args[0], in: ProtocolLimits.dragRange, what: "pull distance"))
-        },
-        Verb(name: "drop", minArgs: 0, maxArgs: 0, usage: "drop") { _ in .drop },
-        Verb(name: "mute", minArgs: 0, maxArgs: 2, usage: "mute [app NAME]") { args throws(ProtocolError) in
-            try appTarget(args, usage: "mute [app NAME]").map(Request.muteApp) ?? .mute
-        },
-        Verb(name: "events", minArgs: 1, maxArgs: 1, usage: "events on|off") { args throws(ProtocolError) in
-            switch args[0] {
-            case "on": return .events(true)
-            case "off": return .events(false)
-            default: throw ProtocolError(.badArgument, "usage: events on|off")
-            }
-        },
-        Verb(name: "ping", minArgs: 0, maxArgs: 0, usage: "ping") { _ in .ping },
-        Verb(name: "play", minArgs: 1, maxArgs: 11, usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]") { args throws(ProtocolError) in
-            let cue = try label(args[0], what: "cue name")
-            return .play(cue: cue, options: try playOptions(args.dropFirst(), usage: "play CUE \(playUsage) [theme=NAME[:PROFILE]]"))
-        },
-        Verb(name: "play-file", minArgs: 1, maxArgs: 10, usage: "play-file PATH \(playUsage)") { args throws(ProtocolError) in
-            let path = try filePath(args[0])
-            let options = try playOptions(args.dropFirst(), usage: "play-file PATH \(playUsage)")
-            guard options.theme == nil else { throw ProtocolError(.badArgument, "a file is no theme's: theme= goes with play and preload") }
-            return .playFile(path: path, options: options)
-        },
-        Verb(name: "preload", minArgs: 1, maxArgs: 2, usage: "preload CUE [theme=NAME[:PROFILE]]") { args throws(ProtocolError) in
-            let cue = try label(args[0], what: "cue name")
-            guard args.count == 2 else { return .preload(cue: cue, theme: nil) }
-            guard args[1].hasPrefix("theme=") else {
-                throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))'; usage: preload CUE [theme=NAME[:PROFILE]]")
-            }
-            return .preload(cue: cue, theme: try themeChoice(args[1].dropFirst(6)))
-        },
-        Verb(name: "profile", minArgs: 0, maxArgs: 3, usage: profileUsage) { args throws(ProtocolError) in try profile(args) },
-        Verb(name: "reload", minArgs: 0, maxArgs: 0, usage: "reload") { _ in .reload },
-        Verb(name: "session", minArgs: 0, maxArgs: 1, usage: "session [NAME]") { args throws(ProtocolError) in
-            guard let name = args.first else { return .session(nil) }
-            return .session(try label(name, what: "session name"))
-        },
-        Verb(name: "state", minArgs: 1, maxArgs: 2, usage: "state pull|release|loading|idle [quiet]") { args throws(ProtocolError) in
-            guard let s = RefreshState(rawValue: String(args[0])) else {
-                throw ProtocolError(.badArgument, "unknown state '\(args[0].prefix(32))' (pull, release, loading or idle)")
-            }
-            if args.count == 2 && args[1] != "quiet" {
-                throw ProtocolError(.badArgument, "unknown option '\(args[1].prefix(32))' (only 'quiet')")
-            }
-            return .state(s, quiet: args.count == 2)
-        },
-        Verb(name: "status", minArgs: 0, maxArgs: 1, usage: "status [wait]") { args throws(ProtocolError) in
-            guard let a = args.first else { return .status }
-            guard a == "wait" else { throw ProtocolError(.badArgument, "unknown option '\(a.prefix(32))' (only 'wait')") }
-            return .statusWait
-        },
-        Verb(name: "stop", minArgs: 0, maxArgs: 2, usage: "stop [CUE|all|id ID]") { args throws(ProtocolError) in
-            guard let a = args.first else { return .stop(.mine) }
-            if args.count == 2 {
-                guard a == "id" else { throw ProtocolError(.badArgument, "usage: stop [CUE|all|id ID]") }
-                guard let id = voiceID(args[1]) else {
-                    throw ProtocolError(.badArgument, "voice id '\(args[1].prefix(32))' is not a whole number from 1 to \(UInt64.max) (what `play … id` answered)")
-                }
-                return .stop(.id(id))
-            }
-            if a == "all" { return .stop(.all) }
-            return .stop(.cue(try label(a, what: "cue name")))
-        },
-        Verb(name: "detent", minArgs: 0, maxArgs: 1, usage: "detent [POINTS|off|config]") { args throws(ProtocolError) in
-            guard let a = args.first else { return .detent(nil) }
-            if a == "off" { return .detent(.every(0)) }
-            if a == "config" { return .detent(.config) }
-            return .detent(.every(try points(a, in: ProtocolLimits.detentRange, what: "detent")))
-        },
-        Verb(name: "threshold", minArgs: 1, maxArgs: 1, usage: "threshold POINTS") { args throws(ProtocolError) in
-            .threshold(try points(args[0], in: ProtocolLimits.thresholdRange, what: "threshold"))
-        },
-        Verb(name: "unmute", minArgs: 0, maxArgs: 2, usage: "unmute [app NAME]") { args throws(ProtocolError) in
-            try appTarget(args, usage: "unmute [app NAME]").map(Request.unmuteApp) ?? .unmute
-        },
-    ]
+    /// The verbs, from the one table (Verbs.swift).
+    static var verbs: [VerbSpec] { VerbSpec.all }
 
     public static var verbNames: [String] { verbs.map(\.name) }
 
@@ -513,6 +415,19 @@ public enum RequestParser {
 
     public static func parse(_ line: String) throws(ProtocolError) -> Request {
         try parse(Array(line.utf8))
+    }
+
+    /// A request from its words as a program holds them (cuectl's arguments): each is one
+    /// word whatever it holds, checked by its verb as on the wire (a word with a space or a
+    /// control character is refused by the rule for what it stands for).
+    public static func parse(words: [String]) throws(ProtocolError) -> Request {
+        guard let first = words.first else { throw ProtocolError(.unknownVerb, "empty request (verbs: \(verbNames.joined(separator: " ")))") }
+        guard let verb = VerbSpec.named(Substring(first)) else {
+            throw ProtocolError(.unknownVerb, "'\(first.prefix(32))' is not a verb (verbs: \(verbNames.joined(separator: " ")))")
+        }
+        let args = words.dropFirst().map { Substring($0) }
+        guard (verb.minArgs...verb.maxArgs).contains(args.count) else { throw ProtocolError(.badArgument, "usage: \(verb.usage)") }
+        return try verb.parse(args)
     }
 }
 

@@ -411,39 +411,23 @@ struct ConnectionMachine {
     }
 }
 
-/// What a line costs to run, in units of a `ping` (about 2 µs of cued's CPU),
-/// by its verb: `status` builds a few KiB of JSON, about 100 µs (so does
-/// rendering `status wait`'s reply, charged then); `stop`, `reload` and the
-/// plays go through other threads or the sound cache (a play about 7 µs).
-/// Measured by pipelining each verb on one connection (release build, 2026-11),
-/// checked with bench/reliability.py's fairness rows (see RELIABILITY.md).
+/// What a line costs to run, in units of a `ping` (about 2 µs of cued's CPU), by
+/// its verb, from the verb table (`VerbSpec.cost`): `status` builds a few KiB of
+/// JSON, about 100 µs (so does rendering `status wait`'s reply, charged then);
+/// `stop`, `reload` and the plays go through other threads or the sound cache (a
+/// play about 7 µs). Measured by pipelining each verb on one connection (release
+/// build, 2026-11), checked with the reliability fairness rows (RELIABILITY.md).
 enum VerbCost {
-    static let status = 48
-    static let stop = 4
-    static let reload = 4
-    static let play = 2
-    static let cues = 4
+    static let status = VerbSpec.named("status")!.cost.alone
+    static let stop = VerbSpec.named("stop")!.cost.alone
+    static let reload = VerbSpec.named("reload")!.cost.alone
+    static let play = VerbSpec.named("play")!.cost.alone
+    static let cues = VerbSpec.named("cues")!.cost.alone
     static let other = 1
     static let tooLong = 1
 
     static func of(_ event: LineEvent) -> Int {
         guard case .line(let bytes) = event else { return tooLong }
-        // The verb: up to the first space or CR, case as sent (the parser rejects other cases).
-        var end = 0
-        while end < bytes.count, end < 10, bytes[end] != 0x20, bytes[end] != 0x0D, bytes[end] != 0x09 { end += 1 }
-        switch bytes[0..<end].count {
-        case 4:
-            if bytes[0..<4].elementsEqual("play".utf8) { return play }
-            if bytes[0..<4].elementsEqual("stop".utf8) { return stop }
-            if bytes[0..<4].elementsEqual("cues".utf8) { return cues }
-        case 6:
-            // `status wait` only queues a sync; its reply is charged `status` when it is rendered.
-            if bytes[0..<6].elementsEqual("status".utf8) { return end < bytes.count && bytes[end] != 0x0D ? other : status }
-            if bytes[0..<6].elementsEqual("reload".utf8) { return reload }
-        case 9:
-            if bytes[0..<9].elementsEqual("play-file".utf8) { return play }
-        default: break
-        }
-        return other
+        return VerbSpec.cost(ofLine: bytes)
     }
 }

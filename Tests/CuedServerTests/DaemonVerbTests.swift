@@ -213,6 +213,8 @@ final class Locked<T: Sendable>: Sendable {
             seen.insert(verb)
         }
         #expect(seen.count == 23)
+        // Every verb of the table is among those lines: a new one fails here until it is.
+        #expect(Set(VerbSpec.all.map(\.name)).subtracting(lines.map { String($0.split(separator: " ")[0]) }).isEmpty)
         // Only `reload` reloads (no state change falls through to it).
         #expect(h.loads.value == 1)
     }

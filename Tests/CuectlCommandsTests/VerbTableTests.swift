@@ -1,0 +1,49 @@
+import CuedProtocol
+import CuectlCommands
+import Testing
+
+/// The verb table is the grammar: everything derived from it holds for every verb, so a
+/// new verb is one entry (and its handler: DaemonVerbTests' switch asks for it).
+@Suite struct VerbTableTests {
+    /// Its example parses and says itself again (the wire line is canonical).
+    @Test(arguments: VerbSpec.all.map(\.name))
+    func theExampleParsesAndRoundTrips(verb: String) throws {
+        let spec = try #require(VerbSpec.named(Substring(verb)))
+        let request = try RequestParser.parse(spec.example)
+        #expect(request.line == spec.example)
+        #expect(try RequestParser.parse(words: spec.example.split(separator: " ").map(String.init)) == request)
+    }
+
+    /// What a line costs the event loop comes from its verb's entry, read from the bytes.
+    @Test func theCostOfALineIsItsVerbs() {
+        for spec in VerbSpec.all {
+            let alone = spec.name, withArgs = spec.name + " x"
+            #expect(VerbSpec.cost(ofLine: Array(alone.utf8)) == spec.cost.alone, "\(alone)")
+            #expect(VerbSpec.cost(ofLine: Array((alone + "\r").utf8)) == spec.cost.alone, "\(alone)\\r")
+            #expect(VerbSpec.cost(ofLine: Array(withArgs.utf8)) == spec.cost.withArguments, "\(withArgs)")
+        }
+        #expect(VerbSpec.cost(ofLine: Array("nosuchverb".utf8)) == 1)
+        #expect(VerbSpec.cost(ofLine: Array("statuses".utf8)) == 1)
+    }
+
+    /// cuectl offers every verb the table gives it: its help shows the table's usage and help,
+    /// and a plain verb's words go on the wire as the protocol parses them.
+    @Test(arguments: VerbSpec.all.map(\.name))
+    func cuectlOffersWhatTheTableSays(verb: String) throws {
+        let spec = try #require(VerbSpec.named(Substring(verb)))
+        guard let usage = spec.cuectl.usage, let help = spec.cuectl.help else {
+            #expect(!CuectlHelp.commands.contains(verb))
+            return
+        }
+        #expect(CuectlHelp.commands.contains(verb))
+        let text = CuectlHelp.text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
+        #expect(text.contains(usage.split(whereSeparator: \.isWhitespace).joined(separator: " ")), "\(usage)")
+        #expect(text.contains(help.split(whereSeparator: \.isWhitespace).joined(separator: " ")), "\(help)")
+        if case .plain = spec.cuectl {
+            let words = spec.example.split(separator: " ").map(String.init)
+            let inv = try CommandParser.parse(words, cwd: "/")
+            guard case .request(let r, _) = inv.action else { Issue.record("\(verb): \(inv.action)"); return }
+            #expect(r == (try RequestParser.parse(spec.example)))
+        }
+    }
+}
