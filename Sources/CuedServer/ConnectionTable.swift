@@ -200,7 +200,7 @@ final class ConnectionMemory {
             lane.submit { state in
                 guard case .active = state else { return }
                 let t = MonotonicClock.now()
-                _ = cued_connections_malloc_trim(0)
+                MemoryTrim.now()
                 logger.debug("gave memory back after connections left", metadata: [
                     "connections.from": "\(from)", "connections.to": "\(open)", "trim_us": "\((MonotonicClock.now() - t) / 1000)"])
             }
@@ -208,5 +208,3 @@ final class ConnectionMemory {
     }
 }
 
-@_silgen_name("malloc_trim")
-private func cued_connections_malloc_trim(_ pad: Int) -> Int32

@@ -143,10 +143,11 @@ public enum RuntimeLoader {
 }
 
 /// Gives what malloc keeps free inside its heaps back to the system (glibc's
-/// `malloc_trim`): after a reload freed a bank's names and tables, which are small
-/// allocations spread over the arenas (reloading from 10,000 cues to none left RSS
-/// at 33.4 MiB without it, 18.9 with it; idle is 17). It walks every arena under
-/// its lock, so it runs in the reload lane, never on the event loop.
+/// `malloc_trim`): after a reload freed a bank's names and tables, or a burst of
+/// connections left, which are small allocations spread over the arenas (reloading
+/// from 10,000 cues to none left RSS at 33.4 MiB without it, 18.9 with it; idle is
+/// 17). It walks every arena under its lock, so it runs in a lane, never on the
+/// event loop.
 enum MemoryTrim {
     static func now() { _ = cued_malloc_trim(0) }
 }
