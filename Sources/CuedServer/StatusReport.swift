@@ -92,6 +92,10 @@ struct StatusReport {
         out.sink.error = s.sinkError
         out.sink.kind = s.sinkKind
         out.sink.delayUs = s.deviceDelayMicroseconds
+        let margin = s.marginFrames.load(ordering: .relaxed)
+        out.sink.marginFrames = margin > 0 ? margin : nil
+        out.sink.marginGrowths = s.marginGrowths.load(ordering: .relaxed)
+        out.sink.marginShrinks = s.marginShrinks.load(ordering: .relaxed)
         for name in runtime.bank.names {
             let c = runtime.bank[name]!
             out.cues[name] = Status.Cue(frames: c.frames, played: c.played.load(ordering: .relaxed))

@@ -332,7 +332,7 @@ struct PipeWireTests {
         let recorder = try stack.record(to: path)
         #expect(try d.request("play pop wait") == "ok")
         #expect(eventually { ((try? Recording(path: path))?.occurrences(of: Fixture.standard["pop"]!.stereo).count ?? 0) == 1 },
-                "the cue after the suspend was not heard whole")
+                "the cue after the suspend was not heard whole: \(((try? Recording(path: path)).map { "\($0.sounds().prefix(4)); \($0.firstMismatch($0.sounds(), Fixture.standard["pop"]!.stereo))" }) ?? "no recording"); cued: \((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles)" } ?? "")")
         recorder.stop()
     }
 
