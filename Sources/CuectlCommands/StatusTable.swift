@@ -55,7 +55,7 @@ public enum StatusTable {
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }
 
-    /// The margin against stalls: `256 frames (5.3 ms), grown 1×, shrunk 0×`, or `fixed`.
+    /// The margin against stalls: `256 frames (5.3 ms), grown 1× after 1 miss, shrunk 0×`, or `fixed by the device`.
     static func marginLine(_ k: Status.Sink) -> String {
         guard let frames = k.marginFrames else { return "fixed by the device" }
         var line = "\(frames) frames"
@@ -63,7 +63,7 @@ public enum StatusTable {
             let tenths = (frames * 10_000 / rate + 5) / 10
             line += " (\(tenths / 10).\(tenths % 10) ms)"
         }
-        return line + ", grown \(k.marginGrowths)×, shrunk \(k.marginShrinks)×"
+        return line + ", grown \(k.marginGrowths)× after \(k.marginMisses) \(k.marginMisses == 1 ? "miss" : "misses"), shrunk \(k.marginShrinks)×"
     }
 
     /// The session bus in a few words: `connected; feedback owner (2 live); notifications watching`.

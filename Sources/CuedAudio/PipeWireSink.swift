@@ -259,11 +259,15 @@ public final class PipeWireSink: Sink {
     public func rewind(frames: Int) -> Int { defer { mirror() }; return slot.rewind(frames) }
 
     /// The cycle cued's margin asks of the graph (`node.latency`); the graph runs the smallest any
-    /// of its nodes asks, at the next cycle boundary.
-    public func setMargin(frames: Int) {
-        guard !userLatency, frames != latency else { return }
+    /// of its nodes asks, from its next cycle on. A buffer held for the shorter cycle is given back
+    /// first, to be filled to the longer one before that cycle can run (see `GraphSlot.resize`).
+    public func setMargin(frames: Int, canGiveBack: Int) -> Int {
+        guard !userLatency, frames != latency else { return 0 }
+        let back = slot.resize(to: frames, canGiveBack: canGiveBack)
+        mirror()
         latency = frames
         if let stream { _ = cued_pw_stream_set_latency(stream, UInt32(frames), UInt32(rate)) }
+        return back
     }
 
     /// Once what was written has played and the linger has passed: the stream goes inactive, so

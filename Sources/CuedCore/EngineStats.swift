@@ -29,6 +29,8 @@ public final class EngineStats: Sendable {
     public let marginFrames = Atomic<Int>(0)
     public let marginGrowths = Atomic<Int>(0)
     public let marginShrinks = Atomic<Int>(0)
+    /// Misses the margin saw (an xrun, or cycles missed in one go), whether or not it could grow.
+    public let marginMisses = Atomic<Int>(0)
     /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
     public let threadPriority = Atomic<Int>(0)
     public var threadPriorityName: String {
@@ -100,6 +102,7 @@ public final class EngineStats: Sendable {
         marginFrames.store(tuner.frames ?? 0, ordering: .relaxed)
         marginGrowths.store(tuner.growths, ordering: .relaxed)
         marginShrinks.store(tuner.shrinks, ordering: .relaxed)
+        marginMisses.store(tuner.misses, ordering: .relaxed)
     }
 
     func recordLatency(ns: UInt64) {

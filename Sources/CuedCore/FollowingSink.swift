@@ -79,7 +79,7 @@ public final class FollowingSink: Sink {
     public func delayFrames(now: UInt64) -> Int { current!.delayFrames(now: now) }
     public func rewindableFrames() -> Int { current!.rewindableFrames() }
     public func rewind(frames: Int) -> Int { current!.rewind(frames: frames) }
-    public func setMargin(frames: Int) { current?.setMargin(frames: frames) }
+    public func setMargin(frames: Int, canGiveBack: Int) -> Int { current?.setMargin(frames: frames, canGiveBack: canGiveBack) ?? 0 }
     public func stop() { current?.stop() }
     public func close() {
         current?.close()

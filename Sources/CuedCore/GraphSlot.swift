@@ -223,6 +223,25 @@ public struct GraphSlot<Buffer: Equatable>: Equatable {
         }
     }
 
+    /// Cued now asks the graph for cycles of `want` frames, and the graph switches at its next
+    /// cycle: a buffer held for a shorter one (being filled, or ready) gives back its frames (up to
+    /// `canGiveBack`, those whose mix is at hand; all or none) to be written again into it, now
+    /// sized for the new cycle; until it is full the graph's cycle does not run. Returns how many.
+    /// (Not doing so lost the first cycle after every switch to a longer one: the converter, asked
+    /// for the new cycle, found the old one's frames.)
+    public mutating func resize(to want: Int, canGiveBack: Int) -> Int {
+        let size = min(want, capacity > 0 ? capacity : want)
+        let (b, frames, target): (Buffer, Int, Int)
+        switch state {
+        case .empty: return 0
+        case .filling(let x, let f, let t), .refilling(let x, let f, let t): (b, frames, target) = (x, f, t)
+        case .ready(let x, let f): (b, frames, target) = (x, f, f)
+        }
+        guard target < size, frames <= canGiveBack else { return 0 }
+        state = active && frames > 0 ? .refilling(b, frames: 0, target: size) : .filling(b, frames: 0, target: size)
+        return frames
+    }
+
     /// Cycles found missed since the last call.
     public mutating func takeMissedCycles() -> Int {
         defer { missed = 0 }

@@ -30,8 +30,13 @@ public struct MarginTuner: Sendable, Equatable {
     /// Misses reported (each at most one growth).
     public private(set) var misses = 0
     public private(set) var quietNs: UInt64
+    /// Misses this close together are one stall.
+    public static let sameStallNs: UInt64 = 100_000_000
     /// The last miss or change (0: none yet).
     private var since: UInt64 = 0
+    /// The stall being counted: the level before it, and the frames it missed so far.
+    private var stallLevel = 0
+    private var stallFrames = 0
     /// The last change was a shrink.
     private var shrank = false
 
@@ -68,21 +73,31 @@ public struct MarginTuner: Sendable, Equatable {
     }
 
     /// A miss at `now`: `cycles` graph cycles played without cued's audio (0: an xrun, whose
-    /// length is not known). Returns whether the margin grew.
+    /// length is not known). Misses within `sameStallNs` of the last are one stall (it is found a
+    /// look at a time, and the margin may have grown in between): counted once, grown to cover
+    /// all of it. Returns whether the margin grew.
     public mutating func missed(cycles: Int = 0, now: UInt64) -> Bool {
-        misses += 1
-        if shrank && now &- since < quietNs { quietNs = min(quietNs &* 2, Self.maxQuietNs) }
+        let sameStall = misses > 0 && now &- since < Self.sameStallNs && !shrank
+        if !sameStall {
+            misses += 1
+            if shrank && now &- since < quietNs { quietNs = min(quietNs &* 2, Self.maxQuietNs) }
+            stallLevel = level
+            stallFrames = 0
+        }
         since = now
         shrank = false
         let top = maxLevel
-        guard level < top else { return false }
-        var steps = 1
-        if case .quantum = margin, cycles > 1 {
-            // Late by up to `cycles + 1` of the current cycle: a cycle that long at least.
-            while (1 << steps) < cycles + 1 { steps += 1 }
+        var want = stallLevel + 1
+        if case .quantum = margin, let f = frames, let first = Self.frames(margin, level: stallLevel) {
+            // Late by up to the frames missed and a cycle more: a cycle that long at least.
+            stallFrames += max(1, cycles) * f
+            while want < top, let g = Self.frames(margin, level: want), g < stallFrames + first { want += 1 }
+        } else if sameStall {
+            return false  // an xrun's length is not known: one step a stall
         }
-        level = min(top, level + steps)
-        growths += 1
+        guard min(want, top) > level else { return false }
+        if level == stallLevel { growths += 1 }
+        level = min(want, top)
         return true
     }
 

@@ -239,7 +239,7 @@ final class Playback {
         // The margin learnt so far goes on with the new stream (a reopen of the same device keeps it).
         let stream = OutputStream(format: f, pacing: d.pacing, tuner: self.stream?.tuner
                                   ?? MarginTuner(quietNs: UInt64(max(0, configuration.marginQuietSeconds) * 1e9)))
-        if let cycle = stream.cycleFrames { sink.setMargin(frames: cycle) }
+        if let cycle = stream.cycleFrames { _ = sink.setMargin(frames: cycle, canGiveBack: 0) }
         self.stream = stream
         stats.publish(stream.tuner)
         stats.setSink(.idle, format: f, kind: d.kind)
@@ -351,8 +351,13 @@ final class Playback {
         if result.missedCycles > 0 && machine.phase != .lingering { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
         let delay = sink.delayFrames(now: now)
         if stream.didWrite(frames: result.frames, xruns: result.xruns, missedCycles: result.missedCycles, delay: delay, now: now) {
-            // The margin grew after a miss, or shrank after a quiet while.
-            if let cycle = stream.cycleFrames { sink.setMargin(frames: cycle) }
+            // The margin grew after a miss, or shrank after a quiet while. A longer cycle: what the
+            // device gave back (made for the shorter one) is written again, to the new length.
+            if let cycle = stream.cycleFrames,
+               case let back = sink.setMargin(frames: cycle, canGiveBack: stream.rewindable(deviceCan: .max)), back > 0 {
+                stream.didRewind(back, now: now)
+                buffer.unwrite(stream.unwritten, mixer: mixer)
+            }
             stats.publish(stream.tuner)
         }
         self.stream = stream

@@ -85,14 +85,25 @@ final class RenderBuffer {
         return (result, convert(UnsafePointer(scratch), frames: frames, at: position, mixer: mixer, counted: counted))
     }
 
+    /// The last `frames` frames rendered are to be written again as they were (the device gave
+    /// back some, and those not written yet follow them): converted again from their mix, from the
+    /// start. Nothing to report: their voices and clipping were reported when they were rendered.
+    func unwrite(_ frames: Int, mixer: Mixer) {
+        tail(frames, copyOut: true)
+        _ = convertOnly(UnsafePointer(scratch), frames: frames, mixer: mixer)
+    }
+
     private func convert(_ mix: UnsafePointer<Float>, frames: Int, at position: Int, mixer: Mixer, counted: Int) -> Report {
-        let clipped: Int
-        switch format.sampleFormat {
-        case .s16: clipped = mixer.convert(frames: frames, from: mix, toS16: output.assumingMemoryBound(to: Int16.self))
-        case .float: clipped = mixer.convert(frames: frames, from: mix, toFloat: output.assumingMemoryBound(to: Float.self))
-        }
+        Report(mixer: mixer, position: position, clipped: max(0, convertOnly(mix, frames: frames, mixer: mixer) - counted))
+    }
+
+    /// Converts into the output, to be written from the start; returns the samples clipped.
+    private func convertOnly(_ mix: UnsafePointer<Float>, frames: Int, mixer: Mixer) -> Int {
         offset = 0
-        return Report(mixer: mixer, position: position, clipped: max(0, clipped - counted))
+        switch format.sampleFormat {
+        case .s16: return mixer.convert(frames: frames, from: mix, toS16: output.assumingMemoryBound(to: Int16.self))
+        case .float: return mixer.convert(frames: frames, from: mix, toFloat: output.assumingMemoryBound(to: Float.self))
+        }
     }
 
     /// Appends rendered frames to the history ring.

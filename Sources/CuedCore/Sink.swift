@@ -193,8 +193,11 @@ public protocol Sink: AnyObject {
     /// Gives back up to `frames` of the frames last written (the next write replaces
     /// them); returns how many it gave back.
     func rewind(frames: Int) -> Int
-    /// A `.quantum` margin changed: ask the graph for cycles of `frames`.
-    func setMargin(frames: Int)
+    /// A `.quantum` margin changed: ask the graph for cycles of `frames`. A graph that switches to
+    /// a longer cycle takes it at once, before a buffer made for the shorter one could be: the sink
+    /// first gives back up to `canGiveBack` frames it holds that are too few for the new cycle (as
+    /// `rewind` would), and returns how many, to be written again.
+    func setMargin(frames: Int, canGiveBack: Int) -> Int
     /// Stops the stream at once, discarding what is queued (the engine only
     /// stops once what it wrote has played out, and any linger has passed).
     func stop()
@@ -211,5 +214,5 @@ extension Sink {
     public func idleDeviceFailed() -> Bool { false }
     public func rewindableFrames() -> Int { 0 }
     public func rewind(frames: Int) -> Int { 0 }
-    public func setMargin(frames: Int) {}
+    public func setMargin(frames: Int, canGiveBack: Int) -> Int { 0 }
 }

@@ -26,6 +26,8 @@ public struct Status: Sendable, Equatable {
         public var marginFrames: Int?
         public var marginGrowths = 0
         public var marginShrinks = 0
+        /// Misses it saw (an xrun, or graph cycles missed in one go), grown after or not (at its limit).
+        public var marginMisses = 0
         public init() {}
     }
 
@@ -134,7 +136,7 @@ public struct Status: Sendable, Equatable {
         // sink
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
-        case marginFrames = "margin_frames", marginGrowths = "margin_growths", marginShrinks = "margin_shrinks"
+        case marginFrames = "margin_frames", marginGrowths = "margin_growths", marginShrinks = "margin_shrinks", marginMisses = "margin_misses"
         // cue, app
         case frames
         // latency
@@ -155,7 +157,7 @@ public struct Status: Sendable, Equatable {
                             (.periodFrames, n(sink.periodFrames)), (.bufferFrames, n(sink.bufferFrames)),
                             (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why)),
                             (.marginFrames, n(sink.marginFrames)), (.marginGrowths, n(sink.marginGrowths)),
-                            (.marginShrinks, n(sink.marginShrinks))])
+                            (.marginShrinks, n(sink.marginShrinks)), (.marginMisses, n(sink.marginMisses))])
         let cuesJSON = JSON.object(cues.keys.sorted().map { name in
             let c = cues[name]!
             return (name, obj([(.frames, n(c.frames)), (.played, n(c.played))]))
@@ -215,6 +217,7 @@ public struct Status: Sendable, Equatable {
         sink.marginFrames = int(v(sk, .marginFrames))
         sink.marginGrowths = int(v(sk, .marginGrowths)) ?? 0
         sink.marginShrinks = int(v(sk, .marginShrinks)) ?? 0
+        sink.marginMisses = int(v(sk, .marginMisses)) ?? 0
         for (name, c) in pairs(v(json, .cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0)
         }

@@ -96,6 +96,7 @@ struct StatusReport {
         out.sink.marginFrames = margin > 0 ? margin : nil
         out.sink.marginGrowths = s.marginGrowths.load(ordering: .relaxed)
         out.sink.marginShrinks = s.marginShrinks.load(ordering: .relaxed)
+        out.sink.marginMisses = s.marginMisses.load(ordering: .relaxed)
         for name in runtime.bank.names {
             let c = runtime.bank[name]!
             out.cues[name] = Status.Cue(frames: c.frames, played: c.played.load(ordering: .relaxed))

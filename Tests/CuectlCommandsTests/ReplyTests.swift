@@ -37,6 +37,7 @@ import Testing
         s.sink.channels = 2
         s.sink.format = "S16_LE"
         s.sink.delayUs = 4321
+        s.sink.marginFrames = 256; s.sink.marginGrowths = 1; s.sink.marginMisses = 1
         s.stalls = 3
         s.devicesLost = 8
         s.rewinds = 9
@@ -61,7 +62,8 @@ import Testing
         for piece in ["9.9", "alsa:default: running (plugin)", "delay 4321 µs", "3 stalls", "8 lost", "9 rewinds", "11 missed cycles", "5 idle evicted",
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
                       "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures,
-                      "not saved (retrying): No space left on device", "backup: played 0, profile silent"] {
+                      "not saved (retrying): No space left on device", "backup: played 0, profile silent",
+                      "256 frames (5.3 ms), grown 1× after 1 miss, shrunk 0×"] {
             #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
         }
         #expect(table.split(separator: "\n").contains { $0.hasPrefix("profile ") && $0.hasSuffix(" quiet") }, "no profile row in:\n\(table)")

@@ -74,7 +74,13 @@ final class FakeDevice: Sink {
         return OpenedDevice(kind: "fake", format: format, pacing: pacing)
     }
 
-    func setMargin(frames: Int) { marginsAsked.append(frames) }
+    /// Whether a longer cycle makes it give back what it holds (as the native stream does).
+    var givesBackOnMargin = false
+    func setMargin(frames: Int, canGiveBack: Int) -> Int {
+        marginsAsked.append(frames)
+        guard givesBackOnMargin, frames > (marginsAsked.dropLast().last ?? 0) else { return 0 }
+        return rewind(frames: min(canGiveBack, rewindableFrames()))
+    }
     /// Stalled: it says it has no room and takes nothing, until reopened.
     private(set) var stalled = false
 

@@ -169,6 +169,24 @@ import Testing
         #expect(slot.active && slot.ready == 2)
     }
 
+    /// Cued asks for a longer cycle, which the graph may run from its next: the buffer held for the
+    /// shorter one gives its frames back (to be written again) and waits, with the graph's cycle, to
+    /// be filled to the new length; one long enough already, or frames without their mix, stay.
+    @Test func aLongerCycleTakesBackABufferMadeForTheShorterOne() {
+        var g = Graph()
+        var slot = Slot()
+        g.write(&slot, 128)
+        #expect(slot.resize(to: 256, canGiveBack: 64) == 0)       // their mix is not all at hand
+        #expect(slot.resize(to: 256, canGiveBack: 128) == 128)
+        #expect(slot.state == .refilling(1, frames: 0, target: 256) && !slot.cycleMayRun)
+        g.write(&slot, 128, want: 256)
+        #expect(slot.ready == nil)
+        g.write(&slot, 128, want: 256)
+        #expect(slot.state == .ready(1, frames: 256))
+        #expect(slot.resize(to: 256, canGiveBack: 1_000) == 0)    // long enough already
+        #expect(slot.resize(to: 128, canGiveBack: 1_000) == 0)    // a shorter cycle takes what there is
+    }
+
     /// The stream took its buffers away (a renegotiation): nothing is held any more.
     @Test func buffersTakenAwayLeaveTheSlotEmpty() {
         var g = Graph()

@@ -38,6 +38,19 @@ import Testing
         #expect(u.frames == 1_024 && u.maxLevel == 3) // the limit
     }
 
+    /// One stall is found a look at a time (and at the longer cycle once it grew): misses within
+    /// a tenth of a second are one, counted once, grown to cover all it missed.
+    @Test func aStallFoundInSeveralLooksIsOneMiss() {
+        var t = MarginTuner(.quantum(start: 128, limit: 2_048))
+        let r1 = t.missed(cycles: 2, now: t0)                   // 256 missed: 512 covers it
+        #expect(r1 && t.frames == 512)
+        let r2 = t.missed(cycles: 1, now: t0 + 5_000_000)       // 512 more of the same stall: 896 + 128
+        #expect(r2 && t.frames == 1_024)
+        #expect(t.misses == 1 && t.growths == 1)
+        let r3 = t.missed(cycles: 1, now: t0 + 200_000_000)     // another stall
+        #expect(r3 && t.frames == 2_048 && t.misses == 2 && t.growths == 2)
+    }
+
     @Test func aFixedMarginNeverMoves() {
         var t = MarginTuner(.fixed)
         #expect(t.frames == nil)

@@ -438,6 +438,23 @@ import Testing
         #expect(run.stats.marginGrowths.load(ordering: .relaxed) == 1)
     }
 
+    /// A longer cycle: what the device gives back (made for the shorter one) is written again,
+    /// in order, from its mix: no frame of the bed lost, repeated or moved.
+    @Test func whatADeviceGivesBackForALongerCycleIsWrittenAgainInOrder() throws {
+        let d = FakeDevice(periodFrames: 128, bufferFrames: 2_048, rewindMargin: 0, writeAhead: .fill)
+        d.margin = .quantum(start: 128, limit: 1_024)
+        d.givesBackOnMargin = true
+        var run = FakeRun(d)
+        run.play(PlaybackTests.bedCue, id: 1, notify: [])
+        run.run(for: 50 * .ms)
+        d.missedCyclesToReport = 1
+        run.run(for: 200 * .ms)
+        #expect(d.marginsAsked == [128, 256])
+        let n = min(d.frames, PlaybackTests.bedFrames)
+        let wrong = (0..<n).filter { d.frame($0) != PlaybackTests.bed($0) }
+        #expect(n > 10_000 && wrong.isEmpty, "\(wrong.count) frames differ from the bed, the first at \(wrong.first ?? -1)")
+    }
+
     /// A device that lingers: after its last cue has sounded the stream runs on, written silence,
     /// for the linger, and is stopped once after it; `status` shows it idle meanwhile. A cycle
     /// missed in that silence is no hole (not counted as one), but the margin learns from it.
