@@ -306,12 +306,16 @@ public final class ALSASink: Sink {
     ///   behind little: see `OutputStream`.
     /// - Rewound: pipewire only. Its plugin copies from ALSA's ring once per graph cycle, a
     ///   quantum at a time, and the quantum is at most the period it asks the graph for (its
-    ///   `node.latency`), so all but the next period can be given back (the margin a rewind
-    ///   leaves, grown a period at a time after an xrun). Leaving less raced the graph: with 48
+    ///   `node.latency`), so all but the next period can be given back. Leaving less raced the graph: with 48
     ///   frames left, 1 rewind in about 10,000 let a cycle find too little and the plugin
     ///   reported an xrun (silence in the stream). pulse: no, the plugin hands every write to the
     ///   server at once; a rewind only moves ALSA's pointer and the frames written again were
     ///   played twice (measured). hw, dmix and the rest: not rewound (no sound card here).
+    /// - The margin: on hw, dmix and a file the low water grows a period after an xrun. A sound
+    ///   server's plugin is kept full, so its margin is its buffer (22 ms on pipewire): an xrun
+    ///   there is cued's thread not refilling it for that long (the machine stalled: bench/NOTES.md),
+    ///   which leaving more on a rewind does not help (it only stopped rewinds: one xrun, and every
+    ///   later cue waited behind the whole buffer); a longer buffer would take a reopen. Fixed.
     /// - Watched while idle: PipeWire's plugin has one poll descriptor, its own eventfd, which it
     ///   writes when there is room or when its server connection fails. With the stream stopped
     ///   only the failure can write it: after clearing it once, a readable descriptor while idle
@@ -327,8 +331,7 @@ public final class ALSASink: Sink {
     static func pacing(kind: String, format f: SinkFormat, descriptors: Int) -> Pacing {
         switch kind {
         case "pipewire":
-            return Pacing(writeAhead: .fill, rewinds: true, watchesWhileIdle: descriptors == 1,
-                          margin: .frames(start: f.periodFrames, step: f.periodFrames, limit: f.bufferFrames))
+            return Pacing(writeAhead: .fill, rewindKeeps: f.periodFrames, watchesWhileIdle: descriptors == 1)
         case "pulse":
             return Pacing(writeAhead: .fill, idleCloseLimitNs: 7_000_000_000, drainMarginNs: 100_000_000)
         default:

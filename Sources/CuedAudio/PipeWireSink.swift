@@ -20,13 +20,11 @@ import Glibc
 /// Errors (libpipewire missing, no server, a core or stream error) become `SinkError`s.
 /// Threading: the audio thread only (see `Sink`), but `init` and `preflight`. See docs/AUDIO.md.
 public final class PipeWireSink: Sink {
-    public let spec: String
+    public let spec: String, rate: Int, streamProperties: [String: String]
     /// A node name or serial (`target.object`), nil: the session manager's default.
     public let target: String?
-    public let rate: Int
     /// The quantum first asked for (`node.latency` = quantumFrames/rate) and cued's period.
     public let quantumFrames: Int
-    public let streamProperties: [String: String]
     /// How long `open` waits for the server to link the stream and agree on a format.
     public var openTimeoutMs = 2000
     /// How long the stream stays active, fed silence, after its last cue (`Pacing.lingerNs`).
@@ -34,15 +32,12 @@ public final class PipeWireSink: Sink {
     /// The longest cycle cued's margin asks of the graph: the default graph's own (21 ms).
     public static let marginLimitFrames = 1024
 
-    private static let channels = 2
-    private static let stride = 2 * MemoryLayout<Int16>.size
+    private static let channels = 2, stride = 2 * MemoryLayout<Int16>.size
 
     private var loop: UnsafeMutablePointer<pw_loop>?
-    /// The context's data loop, driven by this thread (its own thread stopped).
-    private var dataLoop: UnsafeMutablePointer<pw_loop>?
+    private var dataLoop: UnsafeMutablePointer<pw_loop>?  // the context's, driven by this thread
     private var context: OpaquePointer?
-    /// Where the data thread says it runs (see `cued_pw_take_data_loop`); lives as long as the context.
-    private var markSlot: UnsafeMutablePointer<pthread_t>?
+    private var markSlot: UnsafeMutablePointer<pthread_t>?  // see `cued_pw_take_data_loop`: as long as the context
     private var core: OpaquePointer?
     private var stream: OpaquePointer?
     private var events: UnsafeMutablePointer<cued_pw_events>?
@@ -51,6 +46,8 @@ public final class PipeWireSink: Sink {
     /// The cycle asked of the graph now (frames), and whether the user's `[stream]` node.latency
     /// fixes it (then cued's margin does not change it).
     private var latency: Int
+    /// Cycles left in which the graph may still switch to a longer cycle cued just asked for.
+    private var switchPending = 0
     private var userLatency: Bool { streamProperties["node.latency"] != nil }
 
     /// What PipeWire shows for cued's stream (`[stream]` in the config overrides them).
@@ -75,8 +72,8 @@ public final class PipeWireSink: Sink {
 
     /// A `node.latency` value ("N/D" s) in frames at `rate`.
     static func frames(ofLatency value: String?, rate: Int) -> Int? {
-        guard let parts = value?.split(separator: "/"), parts.count == 2, let n = Int(parts[0]), let d = Int(parts[1]), n > 0, d > 0 else { return nil }
-        return n * rate / d
+        let p = value?.split(separator: "/").compactMap { Int($0) } ?? []
+        return p.count == 2 && p[0] > 0 && p[1] > 0 ? p[0] * rate / p[1] : nil
     }
 
     public func open() throws(SinkError) -> OpenedDevice {
@@ -99,13 +96,11 @@ public final class PipeWireSink: Sink {
         buffer[0] = pollfd(fd: cued_pw_loop_get_fd(dataLoop), events: Int16(POLLIN), revents: 0)
         buffer[1] = pollfd(fd: cued_pw_loop_get_fd(loop), events: Int16(POLLIN), revents: 0)
         fds = buffer
-        // The buffer: the most that can wait in front of the device, one quantum queued
-        // and one in the graph, for a graph quantum up to 1024 (another client can hold it there).
+        // The buffer: one quantum queued and one in the graph, for a graph quantum up to 1024.
         let format = SinkFormat(rate: rate, channels: Self.channels, sampleFormat: .s16,
                                 periodFrames: quantumFrames, bufferFrames: max(4 * quantumFrames, 2048))
-        // Each wake-up of the loops is consumed by `dispatch` (so polled again, not slept through);
-        // its room is the buffer the graph asks for next, however small (a forced quantum of 64).
-        let pacing = Pacing(writeAhead: .fill, descriptorsStayReadable: false, partialWrites: true, rewinds: true,
+        // Each wake-up is consumed by `dispatch` (polled again); its room, however small, is all it takes.
+        let pacing = Pacing(writeAhead: .fill, descriptorsStayReadable: false, partialWrites: true, rewindKeeps: 0,
                             watchesWhileIdle: true, lingerNs: UInt64(lingerMs) * 1_000_000,
                             margin: userLatency ? .fixed : .quantum(start: quantumFrames, limit: max(quantumFrames, Self.marginLimitFrames)))
         return OpenedDevice(kind: "pipewire", format: format, pacing: pacing)
@@ -201,6 +196,7 @@ public final class PipeWireSink: Sink {
             slot.buffersGone()
         } else if slot.ready != nil && events.pointee.ready == nil {
             slot.taken()
+            switchPending = events.pointee.quantum >= latency ? 0 : max(0, switchPending - 1)
         }
         mirror()
     }
@@ -228,8 +224,10 @@ public final class PipeWireSink: Sink {
     /// Frames a write can take now (a buffer dequeued for it if need be).
     private func room() -> Int {
         guard let stream else { return 0 }
-        // At least the cycle the graph runs and the one cued asks of it (see `GraphSlot`).
-        let n = slot.room(want: max(Int(clamping: events?.pointee.quantum ?? 0), latency)) {
+        // The cycle the graph runs; the longer one cued asked for while the graph may still switch
+        // to it (a few cycles; it does not if another node holds it shorter); see `GraphSlot`.
+        let q = Int(clamping: events?.pointee.quantum ?? 0)
+        let n = slot.room(want: switchPending > 0 || q == 0 ? max(q, latency) : q) {
             guard let b = cued_pw_stream_dequeue_buffer(stream) else { return nil }
             return (b, Int(clamping: b.pointee.requested), Int(cued_pw_buffer_capacity(b, Int32(Self.stride))))
         }
@@ -265,6 +263,7 @@ public final class PipeWireSink: Sink {
         guard !userLatency, frames != latency else { return 0 }
         let back = slot.resize(to: frames, canGiveBack: canGiveBack)
         mirror()
+        switchPending = frames > latency ? 16 : 0
         latency = frames
         if let stream { _ = cued_pw_stream_set_latency(stream, UInt32(frames), UInt32(rate)) }
         return back

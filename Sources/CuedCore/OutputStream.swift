@@ -14,11 +14,13 @@ public struct OutputStream: Sendable {
     public let descriptorsStayReadable: Bool
     /// Less than a period is written when that is all the room there is (see `Pacing.partialWrites`).
     public let takesAnyRoom: Bool
+    /// What a rewind leaves the device (`Pacing.rewindKeeps`); nil: it is not rewound.
+    public let rewindKeeps: Int?
     /// The margin against stalls, grown after a miss and shrunk after a quiet while (kept across
     /// reopens: a new stream takes the last one's).
     public private(set) var tuner: MarginTuner
     /// The margin this stream keeps itself (a `.frames` one; nil otherwise): under `.lowWater` the
-    /// frames kept queued beyond a period; on a ring that rewinds, what a rewind leaves it.
+    /// frames kept queued beyond a period.
     public var marginFrames: Int? {
         if case .frames = tuner.margin { return tuner.frames }
         return nil
@@ -64,6 +66,7 @@ public struct OutputStream: Sendable {
         writeAhead = pacing.writeAhead
         descriptorsStayReadable = pacing.descriptorsStayReadable
         takesAnyRoom = pacing.partialWrites
+        rewindKeeps = pacing.rewindKeeps
         self.tuner = tuner
         self.tuner.use(pacing.margin)
         limitFrames = format.bufferFrames + format.periodFrames
@@ -164,11 +167,10 @@ public struct OutputStream: Sendable {
         return changed
     }
 
-    /// Of `deviceCan` frames the device could give back, how many to take: a ring keeps the
-    /// margin, and only frames whose mix is at hand are taken.
+    /// Of `deviceCan` frames the device could give back, how many to take: it keeps what it may
+    /// take meanwhile, and only frames whose mix is at hand are taken.
     public func rewindable(deviceCan: Int) -> Int {
-        let keep = writeAhead == .fill ? marginFrames ?? 0 : 0
-        return max(0, min(deviceCan - keep, history - unwritten))
+        max(0, min(deviceCan - (rewindKeeps ?? 0), history - unwritten))
     }
 
     /// The device gave back `frames` of those last written: they are written again.

@@ -258,7 +258,7 @@ final class Playback {
             ledger.finish(id, .late, started: false)
             return
         }
-        if device.pacing.rewinds && stream.written > 0, case let can = stream.rewindable(deviceCan: sink.rewindableFrames()), can > 0,
+        if device.pacing.rewindKeeps != nil && stream.written > 0, case let can = stream.rewindable(deviceCan: sink.rewindableFrames()), can > 0,
            case let back = min(can, sink.rewind(frames: can)), back > 0 {
             stream.didRewind(back, now: now)
             stats.rewinds.add(1, ordering: .relaxed)

@@ -53,8 +53,7 @@ public enum WriteAhead: Sendable, Equatable {
 public enum Margin: Sendable, Equatable {
     /// Nothing cued writes changes it (the device paces itself, or takes all it is given at once).
     case fixed
-    /// Frames kept queued beyond what the device takes next: under `.lowWater` the margin above
-    /// a period, on a device that rewinds what a rewind leaves it. From `start`, by `step`, up to `limit`.
+    /// Frames kept queued beyond a period under `.lowWater`: from `start`, by `step`, up to `limit`.
     case frames(start: Int, step: Int, limit: Int)
     /// The cycle the device asks of its graph (PipeWire's `node.latency`), which is how long
     /// cued's thread may be late for one: from `start`, doubling (the graph runs powers of two)
@@ -77,9 +76,10 @@ public struct Pacing: Sendable, Equatable {
     /// then less than a period is written. False: a device whose room grows (a ring) is written
     /// a period at a time (it stalled at a forced quantum of 64 before this).
     public var partialWrites: Bool
-    /// Whether it can give back frames written and not yet taken (`rewind`): a cue that arrives
-    /// mid-stream is mixed into them instead of being queued behind them.
-    public var rewinds: Bool
+    /// Whether it can give back frames written and not yet taken (`rewind`), and how many of those
+    /// a rewind leaves it (what it may take before the frames are written again); nil: it cannot.
+    /// A cue that arrives mid-stream is mixed into what it gives back instead of queued behind it.
+    public var rewindKeeps: Int?
     /// Whether its poll descriptors, while the stream is stopped, become readable if the device or
     /// its sound server fails (PipeWire's plugin signals its own eventfd; the native stream's loops).
     public var watchesWhileIdle: Bool
@@ -97,10 +97,10 @@ public struct Pacing: Sendable, Equatable {
     public var margin: Margin
 
     public init(writeAhead: WriteAhead = .lowWater, descriptorsStayReadable: Bool = true, partialWrites: Bool = false,
-                rewinds: Bool = false, watchesWhileIdle: Bool = false, idleCloseLimitNs: UInt64? = nil,
+                rewindKeeps: Int? = nil, watchesWhileIdle: Bool = false, idleCloseLimitNs: UInt64? = nil,
                 drainMarginNs: UInt64? = nil, lingerNs: UInt64 = 0, margin: Margin = .fixed) {
         self.writeAhead = writeAhead; self.descriptorsStayReadable = descriptorsStayReadable
-        self.partialWrites = partialWrites; self.rewinds = rewinds; self.watchesWhileIdle = watchesWhileIdle
+        self.partialWrites = partialWrites; self.rewindKeeps = rewindKeeps; self.watchesWhileIdle = watchesWhileIdle
         self.idleCloseLimitNs = idleCloseLimitNs; self.drainMarginNs = drainMarginNs
         self.lingerNs = lingerNs; self.margin = margin
     }
@@ -187,7 +187,7 @@ public protocol Sink: AnyObject {
     func idleDeviceFailed() -> Bool
     /// Frames written that have not sounded yet at `now` (the device delay).
     func delayFrames(now: UInt64) -> Int
-    /// While the stream runs, on a device that `rewinds`: how many of the frames last written it
+    /// While the stream runs, on a device that rewinds: how many of the frames last written it
     /// could give back now (what it has not taken yet); 0 if none.
     func rewindableFrames() -> Int
     /// Gives back up to `frames` of the frames last written (the next write replaces

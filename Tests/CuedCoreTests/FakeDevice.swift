@@ -14,7 +14,7 @@ final class FakeDevice: Sink {
     var now: UInt64 = 0
     let format: SinkFormat
     let clockless: Bool
-    /// Frames it keeps when giving back (nil: it cannot rewind): the margin it starts with.
+    /// Frames it keeps when giving back (nil: it cannot rewind).
     let rewindMargin: Int?
     let writeAhead: WriteAhead
     /// How long it lingers after its last cue (`Pacing.lingerNs`).
@@ -62,9 +62,8 @@ final class FakeDevice: Sink {
     func frame(_ i: Int) -> Int16 { samples[2 * i] }
 
     var pacing: Pacing {
-        let m = margin ?? (rewindMargin.map { .frames(start: $0, step: format.periodFrames, limit: format.bufferFrames) }
-                           ?? (writeAhead == .lowWater ? Pacing.lowWaterMargin(format) : .fixed))
-        return Pacing(writeAhead: writeAhead, descriptorsStayReadable: descriptorsStayReadable, rewinds: rewindMargin != nil,
+        let m = margin ?? (writeAhead == .lowWater ? Pacing.lowWaterMargin(format) : .fixed)
+        return Pacing(writeAhead: writeAhead, descriptorsStayReadable: descriptorsStayReadable, rewindKeeps: rewindMargin,
                       lingerNs: lingerNs, margin: m)
     }
 
