@@ -198,7 +198,8 @@ install-units:
 # and add debhelper to the build's needs, and nothing needs a maintainer script
 # (user units are enabled per user). A native package (its version is cued's own),
 # so its changelog is changelog.gz. Depends are what the binaries link, by
-# dpkg-shlibdeps, so they carry the libraries' minimum versions.
+# dpkg-shlibdeps, so they carry the libraries' minimum versions; what cued loads
+# when used (libpipewire, libsystemd's sd-bus) is recommended in control.in.
 VERSION    = $(shell sed -n 's/.*static let string = "\([^"]*\)".*/\1/p' Sources/CuedProtocol/Protocol.swift)
 DEB_ARCH   = $(shell dpkg --print-architecture)
 DEB_DIR   ?= .build/deb

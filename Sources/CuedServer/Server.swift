@@ -219,6 +219,7 @@ public final class Server: Sendable {
         o.replace = config.dbus.replace
         o.notifications = config.notifications.enabled
         o.socketPath = DesktopBus.socketPath(environment: options.environment)
+        o.busConfigured = DesktopBus.busConfigured(environment: options.environment)
         let bridge = BusBridge(loop: loop)
         let bus = DesktopBus(options: o, host: bridge, logger: logger)
         let made = loop.submit { [logger] in
