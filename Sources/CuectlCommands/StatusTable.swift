@@ -60,7 +60,7 @@ public enum StatusTable {
         guard let frames = k.marginFrames else { return "fixed by the device" }
         var line = "\(frames) frames"
         if let rate = k.rate, rate > 0 {
-            let tenths = (frames * 10_000 / rate + 5) / 10
+            let tenths = (frames * 100_000 / rate + 5) / 10  // of a millisecond, rounded
             line += " (\(tenths / 10).\(tenths % 10) ms)"
         }
         return line + ", grown \(k.marginGrowths)× after \(k.marginMisses) \(k.marginMisses == 1 ? "miss" : "misses"), shrunk \(k.marginShrinks)×"
