@@ -306,14 +306,20 @@ import Testing
         #expect(d.m.phase == .idle && d.m.stateTime == d.ns)
     }
 
-    /// A cue while the stream lingers joins it at once (the stream is running: no wake-up).
-    @Test func aCueWhileLingeringJoinsTheRunningStream() {
+    /// A device that lingers 2 s, its one cue sounded: lingering.
+    func lingering() -> Driver {
         var d = Driver()
         d.cue("a")
         d.send(.opened(.init(bufferNs: 10_000_000, lingerNs: 2_000_000_000)))
         d.wrote(sounding: false, delayMs: 0)
         d.advance(by: 0)
         #expect(d.m.phase == .lingering)
+        return d
+    }
+
+    /// A cue while the stream lingers joins it at once (the stream is running: no wake-up).
+    @Test func aCueWhileLingeringJoinsTheRunningStream() {
+        var d = lingering()
         for _ in 0..<10 { d.advance(by: 50); d.wrote(sounding: false) }
         #expect(d.cue("b") == ["start b"])
         #expect(d.m.phase == .streaming)
@@ -325,11 +331,7 @@ import Testing
     /// The sound server went away while the stream lingered: nothing sounds, so the device is
     /// closed (not reopened under voices), and the next cue opens it afresh; a shutdown ends it.
     @Test func aFailureOrAShutdownWhileLingeringClosesIt() {
-        var d = Driver()
-        d.cue("a")
-        d.send(.opened(.init(bufferNs: 10_000_000, lingerNs: 2_000_000_000)))
-        d.wrote(sounding: false, delayMs: 0)
-        d.advance(by: 0)
+        var d = lingering()
         #expect(d.send(.writeFailed) == ["close"])
         #expect(d.m.phase == .closed)
         #expect(d.cue("b") == ["open"])

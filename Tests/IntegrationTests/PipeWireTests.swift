@@ -92,6 +92,19 @@ struct PipeWireTests {
         eventually { (try? d.status())?.sink.state == "idle" }
     }
 
+    /// Five `play pop wait`, `apart` µs apart, recorded at the monitor.
+    func fivePopsRecorded(_ d: DaemonHarness, _ stack: PipeWireStack, apart: useconds_t) throws -> Recording {
+        let path = stack.dir.file("pops-\(UInt32.random(in: 0...UInt32.max)).raw")
+        let recorder = try stack.record(to: path)
+        for _ in 0..<5 {
+            #expect(try d.request("play pop wait") == "ok")
+            usleep(apart)
+        }
+        usleep(200_000)
+        recorder.stop()
+        return try Recording(path: path)
+    }
+
     /// Whether sound (a non-zero sample) reaches the recording at `raw` within a few seconds.
     func heard(at raw: String) -> Bool {
         eventually { ((try? Data(contentsOf: URL(fileURLWithPath: raw))) ?? Data()).contains { $0 != 0 } }
@@ -601,15 +614,7 @@ struct PipeWireTests {
         // covers ten cycles: to its 1,024-frame limit), and the cues after it are heard whole at it.
         let grown = try d.status()
         #expect(grown.sink.marginGrowths >= 1 && ((grown.sink.marginFrames ?? 0) > cycle || cycle >= 1_024), "\(grown.sink)")
-        let after = stack.dir.file("after.raw")
-        let recorder2 = try stack.record(to: after)
-        for _ in 0..<5 {
-            #expect(try d.request("play pop wait") == "ok")
-            usleep(100_000)
-        }
-        usleep(200_000)
-        recorder2.stop()
-        let pops = try Recording(path: after)
+        let pops = try fivePopsRecorded(d, stack, apart: 100_000)
         let end = try d.status()
         if pops.occurrences(of: Fixture.standard["pop"]!.stereo).count != 5 || end.sink.marginMisses > grown.sink.marginMisses {
             Issue.record("after the margin grew to \(grown.sink.marginFrames ?? 0) frames: \(pops.occurrences(of: Fixture.standard["pop"]!.stereo).count) of 5 pops whole, \(pops.firstMismatch(pops.sounds(), Fixture.standard["pop"]!.stereo)); misses \(grown.sink.marginMisses) → \(end.sink.marginMisses), missed cycles \(grown.missedCycles) → \(end.missedCycles)")
@@ -625,15 +630,7 @@ struct PipeWireTests {
         let d = try DaemonHarness(cues: Fixture.standard, args: ["--sink", "pipewire", "--log-level", "debug", "--config", "%DIR%/config/cued/cued.toml"],
                                   extraEnv: stack.environment, config: "[stream]\n\"node.latency\" = \"512/48000\"\n")
         #expect(try d.request("play pop wait") == "ok")  // opened before the recording
-        let raw = stack.dir.file("monitor.raw")
-        let recorder = try stack.record(to: raw)
-        for _ in 0..<5 {
-            #expect(try d.request("play pop wait") == "ok")
-            usleep(50_000)
-        }
-        usleep(200_000)
-        recorder.stop()
-        let rec = try Recording(path: raw)
+        let rec = try fivePopsRecorded(d, stack, apart: 50_000)
         let pop = Fixture.standard["pop"]!.stereo
         let st = try d.status()
         #expect(st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
