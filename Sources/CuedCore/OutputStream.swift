@@ -41,6 +41,9 @@ public struct OutputStream: Sendable {
     public let limitFrames: Int
     /// Frames of mix kept for a rewind: a buffer and a period.
     public let historyCapacity: Int
+    /// The most rendered at once: a period, or half the buffer on a device that takes what it has
+    /// room for (`takesAnyRoom`).
+    public let maxRender: Int
 
     public private(set) var written = 0
     public private(set) var unwritten = 0
@@ -71,6 +74,7 @@ public struct OutputStream: Sendable {
         self.tuner.use(pacing.margin)
         limitFrames = format.bufferFrames + format.periodFrames
         historyCapacity = format.bufferFrames + format.periodFrames
+        maxRender = pacing.partialWrites ? max(format.periodFrames, format.bufferFrames / 2) : format.periodFrames
         timeline = FrameTimeline(rate: format.rate)
     }
 
@@ -131,6 +135,10 @@ public struct OutputStream: Sendable {
                                               : delayAt &+ nanoseconds(delay - lowWaterFrames + 1))
             }
         }
+        // A device that takes what it has room for (the native stream: a buffer of the graph's
+        // cycle) gets it rendered at once, not a period a turn: after a margin growth the first
+        // buffer of the longer cycle must be made within one of the shorter.
+        if takesAnyRoom && unwritten == 0 && room != .max && room > period { return .write(render: min(room, maxRender)) }
         return .write(render: unwritten > 0 ? 0 : period)
     }
 

@@ -228,17 +228,17 @@ final class Playback {
             return
         }
         let f = d.format
+        // The margin learnt so far goes on with the new stream (a reopen of the same device keeps it).
+        let stream = OutputStream(format: f, pacing: d.pacing, tuner: self.stream?.tuner
+                                  ?? MarginTuner(quietNs: UInt64(max(0, configuration.marginQuietSeconds) * 1e9)))
         if !(buffer?.fits(f) ?? false) { buffer = RenderBuffer(format: f) }
-        if mixer == nil || f.periodFrames > mixer!.maxFrames || f.rate != mixer!.rate {
+        if mixer == nil || stream.maxRender > mixer!.maxFrames || f.rate != mixer!.rate {
             let old = mixer
-            mixer = Mixer(maxVoices: configuration.voices, maxFrames: f.periodFrames, stealFadeFrames: f.rate * 2 / 1000, rate: f.rate)
+            mixer = Mixer(maxVoices: configuration.voices, maxFrames: stream.maxRender, stealFadeFrames: f.rate * 2 / 1000, rate: f.rate)
             old?.removeAll { removed($0, now: now) }
         }
         device = d
         published = nil
-        // The margin learnt so far goes on with the new stream (a reopen of the same device keeps it).
-        let stream = OutputStream(format: f, pacing: d.pacing, tuner: self.stream?.tuner
-                                  ?? MarginTuner(quietNs: UInt64(max(0, configuration.marginQuietSeconds) * 1e9)))
         if let cycle = stream.cycleFrames { _ = sink.setMargin(frames: cycle, canGiveBack: 0) }
         self.stream = stream
         stats.publish(stream.tuner)
