@@ -150,11 +150,12 @@ public struct OutputStream: Sendable {
 
     /// The device took `frames` (`xruns` recovered on the way, `missedCycles` of its graph played
     /// without the stream) and now holds `delay` frames unheard. Returns whether the margin changed:
-    /// grown after a miss, or shrunk after a quiet while.
+    /// grown after a miss that was `heard` (not in a lingering stream's silence: the margin answers
+    /// what a user hears, not the stalls silence hid), or shrunk after a quiet while.
     @discardableResult
-    public mutating func didWrite(frames: Int, xruns: Int, missedCycles: Int = 0, delay: Int, now: UInt64) -> Bool {
+    public mutating func didWrite(frames: Int, xruns: Int, missedCycles: Int = 0, heard: Bool = true, delay: Int, now: UInt64) -> Bool {
         defer { self.delay = max(0, delay); delayAt = now }
-        let changed = xruns > 0 || missedCycles > 0 ? tuner.missed(cycles: missedCycles, now: now) : tuner.tick(now: now)
+        let changed = heard && (xruns > 0 || missedCycles > 0) ? tuner.missed(cycles: missedCycles, now: now) : tuner.tick(now: now)
         let n = max(0, min(frames, unwritten))
         written += n
         unwritten -= n

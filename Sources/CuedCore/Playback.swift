@@ -347,10 +347,12 @@ final class Playback {
         }
         buffer.wrote(result.frames)
         if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed) }
-        // Counted where they are heard: in a lingering stream's silence a missed cycle is silence too.
-        if result.missedCycles > 0 && machine.phase != .lingering { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
+        // Counted, and the margin grown, where they are heard: in a lingering stream's silence a
+        // missed cycle is silence too.
+        let heard = machine.phase != .lingering
+        if result.missedCycles > 0 && heard { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
         let delay = sink.delayFrames(now: now)
-        if stream.didWrite(frames: result.frames, xruns: result.xruns, missedCycles: result.missedCycles, delay: delay, now: now) {
+        if stream.didWrite(frames: result.frames, xruns: result.xruns, missedCycles: result.missedCycles, heard: heard, delay: delay, now: now) {
             // The margin grew after a miss, or shrank after a quiet while. A longer cycle: what the
             // device gave back (made for the shorter one) is written again, to the new length.
             if let cycle = stream.cycleFrames,
