@@ -10,7 +10,7 @@
 
 /* libsystemd is not linked: it is loaded (dlopen) the first time cued connects to a session
    bus that is there (`cued_sd_load`), so that a cued on a machine without a bus does not load it,
-   its five dependencies and their relocations at every start. Every sd-bus call goes through
+   its six dependencies and their relocations at every start. Every sd-bus call goes through
    `cued_sd()`'s table, each typed from sd-bus.h's own prototype (csdbus.c's calls by name, through
    macros; Swift's as `cued_sd().pointee.NAME!(...)`). */
 #define CUED_SD_FUNCTIONS(X) \
