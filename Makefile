@@ -56,13 +56,15 @@ deps:
 # SwiftPM refuses any -D in a pkg-config file's Cflags, with a warning on every build, and
 # libpipewire-0.3.pc has -D_REENTRANT (a no-op with glibc): make's builds read the same
 # flags without it, from a copy in .build/pkgconfig (a plain `swift build` still warns).
+# Nor its Libs: cued loads libpipewire when it first opens a PipeWire output (dlopen, see
+# Sources/CPipeWire/shim.h), not at every start (a plain `swift build` links it, unused).
 PC_DIR := $(CURDIR)/.build/pkgconfig
 SYSTEM_PKG_CONFIG_PATH := $(PKG_CONFIG_PATH)
 export PKG_CONFIG_PATH := $(PC_DIR)$(if $(SYSTEM_PKG_CONFIG_PATH),:$(SYSTEM_PKG_CONFIG_PATH))
 pkgconfig: deps
 	@mkdir -p '$(PC_DIR)'; export PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)'; \
-	printf 'Name: libpipewire-0.3\nDescription: libpipewire without -D flags (for SwiftPM)\nVersion: %s\nLibs: %s\nCflags: %s\n' \
-	  "$$(pkg-config --modversion libpipewire-0.3)" "$$(pkg-config --libs libpipewire-0.3)" \
+	printf 'Name: libpipewire-0.3\nDescription: libpipewire headers without -D flags, not linked (for SwiftPM)\nVersion: %s\nLibs:\nCflags: %s\n' \
+	  "$$(pkg-config --modversion libpipewire-0.3)" \
 	  "$$(pkg-config --cflags-only-I libpipewire-0.3)" > '$(PC_DIR)/libpipewire-0.3.pc.tmp' && \
 	mv '$(PC_DIR)/libpipewire-0.3.pc.tmp' '$(PC_DIR)/libpipewire-0.3.pc'
 
@@ -216,7 +218,8 @@ install-units:
 # and add debhelper to the build's needs, and nothing needs a maintainer script
 # (user units are enabled per user). A native package (its version is cued's own),
 # so its changelog is changelog.gz. Depends are what the binaries link, by
-# dpkg-shlibdeps, so they carry the libraries' minimum versions.
+# dpkg-shlibdeps, so they carry the libraries' minimum versions; what cued loads
+# when used (libpipewire, libsystemd's sd-bus) is recommended in control.in.
 VERSION    = $(shell sed -n 's/.*static let string = "\([^"]*\)".*/\1/p' Sources/CuedProtocol/Protocol.swift)
 DEB_ARCH   = $(shell dpkg --print-architecture)
 DEB_DIR   ?= .build/deb

@@ -19,8 +19,8 @@ let package = Package(
         .systemLibrary(name: "CSndFile", pkgConfig: "sndfile", providers: [.apt(["libsndfile1-dev"])]),
         .systemLibrary(name: "CSampleRate", pkgConfig: "samplerate", providers: [.apt(["libsamplerate0-dev"])]),
         .systemLibrary(name: "CPipeWire", pkgConfig: "libpipewire-0.3", providers: [.apt(["libpipewire-0.3-dev"])]),
-        // sd-bus's vtable macros and variadic calls, as plain C functions (libsystemd).
-        .target(name: "CSDBus", linkerSettings: [.linkedLibrary("systemd")]),
+        // sd-bus's vtable macros and variadic calls, as plain C functions; libsystemd loaded when a bus is there.
+        .target(name: "CSDBus"),
 
         // Pure: no audio, no sockets, no NIO.
         .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),

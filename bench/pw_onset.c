@@ -21,8 +21,10 @@
                    [--calibrate]
    Output lines (stdout, one event a line, flushed):
      R <rate> <channels>                 the stream is capturing (format agreed)
-     O <ns> <peak> <quantum> <cycle_ns>  an onset: the frame's CLOCK_MONOTONIC time on the graph's
-                                         clock, its |sample|, the frames of that cycle, its start
+     O <ns> <peak> <quantum> <cycle_ns> <arrival_ns>  an onset: the frame's CLOCK_MONOTONIC time on the
+                                         graph's clock, its |sample|, the frames of that cycle, its start, and
+                                         when this recorder's callback had it (what an app recording the
+                                         monitor sees: a cycle later, and its own wake-up)
      E <onset_ns> <loud> <span>          the sound that began at onset_ns, once the next one begins: its
                                          frames over the threshold, and the frames captured from its first
                                          to its last (span - loud: frames under the threshold inside it,
@@ -65,7 +67,7 @@
 
 #define RING 4096
 enum { EV_ONSET = 1, EV_GAP, EV_CLICK, EV_CYCLE, EV_END };
-struct event { int type; int64_t a, b, c, d; };
+struct event { int type; int64_t a, b, c, d, e; };
 
 #define NHIST 32
 struct rec {
@@ -112,6 +114,7 @@ struct rec {
     uint32_t seed;
     char line[256];
     size_t line_len;
+    int64_t arrival;             /* when the capture callback that found an event ran */
 };
 
 static int64_t mono_ns(void) {
@@ -124,7 +127,7 @@ static void push(struct rec *r, int type, int64_t a, int64_t b, int64_t c, int64
     uint32_t h = atomic_load_explicit(&r->head, memory_order_relaxed);
     if (h - atomic_load_explicit(&r->tail, memory_order_acquire) >= RING)
         return; /* the main thread is far behind: drop */
-    r->ring[h % RING] = (struct event){ type, a, b, c, d };
+    r->ring[h % RING] = (struct event){ type, a, b, c, d, r->arrival };
     atomic_store_explicit(&r->head, h + 1, memory_order_release);
     pw_loop_signal_event(r->loop, r->wake);
 }
@@ -146,6 +149,7 @@ static void count_quantum(struct rec *r, uint32_t q) {
 
 /* The data thread, inside the graph's cycle. */
 static void on_capture(void *data) {
+    ((struct rec *)data)->arrival = mono_ns();
     struct rec *r = data;
     struct pw_buffer *b = pw_stream_dequeue_buffer(r->cap);
     if (b == NULL)
@@ -266,7 +270,7 @@ static void drain_events(void *data, uint64_t count) {
     for (; t != h; t++) {
         struct event *e = &r->ring[t % RING];
         switch (e->type) {
-        case EV_ONSET: printf("O %lld %lld %lld %lld\n", (long long)e->a, (long long)e->b, (long long)e->c, (long long)e->d); break;
+        case EV_ONSET: printf("O %lld %lld %lld %lld %lld\n", (long long)e->a, (long long)e->b, (long long)e->c, (long long)e->d, (long long)e->e); break;
         case EV_GAP: printf("G %lld %lld %lld\n", (long long)e->a, (long long)e->b, (long long)e->c); break;
         case EV_END: printf("E %lld %lld %lld\n", (long long)e->a, (long long)e->b, (long long)e->c); break;
         case EV_CYCLE: printf("C %lld %lld %lld %lld\n", (long long)e->a, (long long)e->b, (long long)e->c, (long long)e->d); break;

@@ -4,6 +4,49 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Every sd-bus call through the table libsystemd was loaded into (see csdbus.h). */
+#define sd_bus_add_match (cued_sd()->sd_bus_add_match)
+#define sd_bus_add_object_vtable (cued_sd()->sd_bus_add_object_vtable)
+#define sd_bus_call_method (cued_sd()->sd_bus_call_method)
+#define sd_bus_emit_properties_changed (cued_sd()->sd_bus_emit_properties_changed)
+#define sd_bus_emit_signal (cued_sd()->sd_bus_emit_signal)
+#define sd_bus_error_set (cued_sd()->sd_bus_error_set)
+#define sd_bus_flush_close_unref (cued_sd()->sd_bus_flush_close_unref)
+#define sd_bus_get_address (cued_sd()->sd_bus_get_address)
+#define sd_bus_get_events (cued_sd()->sd_bus_get_events)
+#define sd_bus_get_fd (cued_sd()->sd_bus_get_fd)
+#define sd_bus_get_n_queued_write (cued_sd()->sd_bus_get_n_queued_write)
+#define sd_bus_get_timeout (cued_sd()->sd_bus_get_timeout)
+#define sd_bus_is_open (cued_sd()->sd_bus_is_open)
+#define sd_bus_message_append (cued_sd()->sd_bus_message_append)
+#define sd_bus_message_enter_container (cued_sd()->sd_bus_message_enter_container)
+#define sd_bus_message_exit_container (cued_sd()->sd_bus_message_exit_container)
+#define sd_bus_message_get_sender (cued_sd()->sd_bus_message_get_sender)
+#define sd_bus_message_is_method_call (cued_sd()->sd_bus_message_is_method_call)
+#define sd_bus_message_peek_type (cued_sd()->sd_bus_message_peek_type)
+#define sd_bus_message_read (cued_sd()->sd_bus_message_read)
+#define sd_bus_message_read_basic (cued_sd()->sd_bus_message_read_basic)
+#define sd_bus_message_skip (cued_sd()->sd_bus_message_skip)
+#define sd_bus_message_unref (cued_sd()->sd_bus_message_unref)
+#define sd_bus_new (cued_sd()->sd_bus_new)
+#define sd_bus_open_user_with_description (cued_sd()->sd_bus_open_user_with_description)
+#define sd_bus_process (cued_sd()->sd_bus_process)
+#define sd_bus_reply_method_errorf (cued_sd()->sd_bus_reply_method_errorf)
+#define sd_bus_reply_method_return (cued_sd()->sd_bus_reply_method_return)
+#define sd_bus_request_name (cued_sd()->sd_bus_request_name)
+#define sd_bus_set_address (cued_sd()->sd_bus_set_address)
+#define sd_bus_set_bus_client (cued_sd()->sd_bus_set_bus_client)
+#define sd_bus_set_description (cued_sd()->sd_bus_set_description)
+#define sd_bus_set_monitor (cued_sd()->sd_bus_set_monitor)
+#define sd_bus_slot_set_destroy_callback (cued_sd()->sd_bus_slot_set_destroy_callback)
+#define sd_bus_slot_unref (cued_sd()->sd_bus_slot_unref)
+#define sd_bus_start (cued_sd()->sd_bus_start)
+
+/* SD_BUS_VTABLE_START refers to libsystemd's format marker, not linked: a stand-in here, and
+   the real one put in the vtable once loaded (cued_fb_add_object). */
+static const unsigned vtable_format_stand_in = 0;
+#define sd_bus_object_vtable_format vtable_format_stand_in
+
 struct cued_fb_object {
     const cued_fb_handlers *handlers;
     void *userdata;
@@ -98,7 +141,7 @@ static int set_profile(sd_bus *bus, const char *path, const char *interface, con
     return o->handlers->set_profile(o->userdata, sd_bus_message_get_sender(value), s, error);
 }
 
-static const sd_bus_vtable feedback_vtable[] = {
+static sd_bus_vtable feedback_vtable[] = {
     SD_BUS_VTABLE_START(0),
     SD_BUS_WRITABLE_PROPERTY("Profile", "s", get_profile, set_profile, 0, SD_BUS_VTABLE_PROPERTY_EMITS_CHANGE),
     SD_BUS_METHOD_WITH_NAMES("TriggerFeedback", "ssa{sv}i",
@@ -116,6 +159,7 @@ int cued_fb_add_object(sd_bus *bus, sd_bus_slot **slot, const cued_fb_handlers *
     if (o == NULL) return -ENOMEM;
     o->handlers = handlers;
     o->userdata = userdata;
+    feedback_vtable[0].x.start.vtable_format_reference = cued_sd_vtable_format();
     int r = sd_bus_add_object_vtable(bus, slot, CUED_FB_PATH, CUED_FB_INTERFACE, feedback_vtable, o);
     if (r < 0) { free(o); return r; }
     sd_bus_slot_set_destroy_callback(*slot, free_object);

@@ -21,6 +21,7 @@ public enum StatusTable {
         rows.append(("sink", sink))
         if let why = s.sink.why { rows.append(("", why)) }
         if let e = s.sink.error { rows.append(("sink error", e)) }
+        rows.append(("margin", marginLine(s.sink)))
         let l = s.latencyUs
         rows.append(("latency", "p50 \(text(l.p50)) µs, p99 \(text(l.p99)) µs, max \(text(l.max)) µs"))
         rows.append(("", "(\(Status.Latency.measures))"))
@@ -62,6 +63,17 @@ public enum StatusTable {
         rows.append(("d-bus", busLine(s.bus)))
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
+    }
+
+    /// The margin against stalls: `256 frames (5.3 ms), grown 1× after 1 miss, shrunk 0×`, or `fixed by the device`.
+    static func marginLine(_ k: Status.Sink) -> String {
+        guard let frames = k.marginFrames else { return "fixed by the device" }
+        var line = "\(frames) frames"
+        if let rate = k.rate, rate > 0 {
+            let tenths = (frames * 100_000 / rate + 5) / 10  // of a millisecond, rounded
+            line += " (\(tenths / 10).\(tenths % 10) ms)"
+        }
+        return line + ", grown \(k.marginGrowths)× after \(k.marginMisses) \(k.marginMisses == 1 ? "miss" : "misses"), shrunk \(k.marginShrinks)×"
     }
 
     /// The session bus in a few words: `connected; feedback owner (2 live); notifications watching`.

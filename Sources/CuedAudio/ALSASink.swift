@@ -26,8 +26,6 @@ public final class ALSASink: Sink {
     public private(set) var kind: String = "alsa"
     private var pcm: OpaquePointer?
     private var fds = UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0)
-    /// Frames within this of being taken are never rewound (0: the PCM is not rewound).
-    private var rewindMargin = 0
 
     /// What a sound server shows for cued's stream: desktop mixers list it as
     /// an event sound, and role policies (e.g. ducking, "system sounds" volume) apply.
@@ -86,7 +84,7 @@ public final class ALSASink: Sink {
         }
     }
 
-    public func open() throws(SinkError) -> SinkFormat {
+    public func open() throws(SinkError) -> OpenedDevice {
         close()
         var handle: OpaquePointer?
         var rc = snd_pcm_open(&handle, device, SND_PCM_STREAM_PLAYBACK, SND_PCM_NONBLOCK)
@@ -106,8 +104,7 @@ public final class ALSASink: Sink {
             }
             fds = UnsafeMutableBufferPointer(rebasing: buffer[0..<Int(rc)])
             pcm = handle
-            rewindMargin = Self.rewindMargin(kind: kind, periodFrames: format.periodFrames)
-            return format
+            return OpenedDevice(kind: kind, format: format, pacing: Self.pacing(kind: kind, format: format, descriptors: fds.count))
         } catch {
             snd_pcm_close(handle)
             throw error
@@ -302,45 +299,61 @@ public final class ALSASink: Sink {
         }
     }
 
-    /// Which PCMs are rewound, and how close to the frames they take:
-    /// - pipewire: its plugin copies from ALSA's ring once per graph cycle, a quantum at
-    ///   a time, and the quantum is at most the period it asks the graph for (its
-    ///   `node.latency`), so all but the next period can be given back. Leaving less raced
-    ///   the graph: with 48 frames left, 1 rewind in about 10,000 let a cycle find too little
-    ///   and the plugin reported an xrun (silence in the stream); with a period left, a cycle
-    ///   between the rewind and the write takes only frames that were kept.
-    /// - pulse: no. The plugin hands every write to the server at once; a rewind only
-    ///   moves ALSA's pointer and the frames written again are played twice (measured).
-    /// - hw, dmix and the rest: not rewound (not measured here: no sound card).
-    static func rewindMargin(kind: String, periodFrames: Int) -> Int {
-        kind == "pipewire" ? max(1, periodFrames) : 0
-    }
-
-    /// A sound server's plugin (pipewire, pulse) is fed as far as it takes: its ring is
-    /// not the device, the server takes from it on its own cycle (and pipewire's can give
-    /// back what a new cue must be mixed into). The rest (hw, dmix, a file) is kept a
-    /// period and a margin ahead, so a cue that arrives mid-stream is written at once
-    /// behind little: see `OutputStream`.
-    public var writeAhead: WriteAhead {
-        kind == "pipewire" || kind == "pulse" ? .fill : .lowWater
+    /// How each kind of PCM is fed:
+    /// - A sound server's plugin (pipewire, pulse) is fed as far as it takes: its ring is not
+    ///   the device, the server takes from it on its own cycle. The rest (hw, dmix, a file) is
+    ///   kept a period and a margin ahead, so a cue that arrives mid-stream is written at once
+    ///   behind little: see `OutputStream`.
+    /// - Rewound: pipewire only. Its plugin copies from ALSA's ring once per graph cycle, a
+    ///   quantum at a time, and the quantum is at most the period it asks the graph for (its
+    ///   `node.latency`), so all but the next period can be given back. Leaving less raced the graph: with 48
+    ///   frames left, 1 rewind in about 10,000 let a cycle find too little and the plugin
+    ///   reported an xrun (silence in the stream). pulse: no, the plugin hands every write to the
+    ///   server at once; a rewind only moves ALSA's pointer and the frames written again were
+    ///   played twice (measured). hw, dmix and the rest: not rewound (no sound card here).
+    /// - The margin: on hw, dmix and a file the low water grows a period after an xrun. A sound
+    ///   server's plugin is kept full, so its margin is its buffer (22 ms on pipewire): an xrun
+    ///   there is cued's thread not refilling it for that long (the machine stalled: bench/NOTES.md),
+    ///   which leaving more on a rewind does not help (it only stopped rewinds: one xrun, and every
+    ///   later cue waited behind the whole buffer); a longer buffer would take a reopen. Fixed.
+    /// - Watched while idle: PipeWire's plugin has one poll descriptor, its own eventfd, which it
+    ///   writes when there is room or when its server connection fails. With the stream stopped
+    ///   only the failure can write it: after clearing it once, a readable descriptor while idle
+    ///   means the server went away (a restart).
+    /// - pulse: the plugin's stream, corked between bursts, still has its timing updated
+    ///   (PA_STREAM_AUTO_TIMING_UPDATE): pipewire-pulse woke ~2.3 times a second for it. Closing
+    ///   costs the next cue ~16 ms more (p50 40 ms instead of 24), so only after 7 s without a
+    ///   cue: not at the moment WirePlumber suspends the idle sink (its 5 s), where the close and
+    ///   the suspend met and pipewire-pulse crashed once in 86 cycles (issue 20; the cause not
+    ///   proved, the coincidence removed). Its delay figure (pa_stream_get_latency, through
+    ///   pipewire-pulse) missed the last 2 ms of a cue in about 1 of 400 bursts even with 20 ms
+    ///   to spare; the tail costs nothing audible, so 100 ms there.
+    static func pacing(kind: String, format f: SinkFormat, descriptors: Int) -> Pacing {
+        switch kind {
+        case "pipewire":
+            return Pacing(writeAhead: .fill, rewindKeeps: f.periodFrames, watchesWhileIdle: descriptors == 1)
+        case "pulse":
+            return Pacing(writeAhead: .fill, idleCloseLimitNs: 7_000_000_000, drainMarginNs: 100_000_000)
+        default:
+            return Pacing(writeAhead: .lowWater, margin: Pacing.lowWaterMargin(f))
+        }
     }
 
     public func rewindableFrames() -> Int {
-        guard rewindMargin > 0, let pcm else { return 0 }
+        guard kind == "pipewire", let pcm else { return 0 }
         guard snd_pcm_state(pcm) == SND_PCM_STATE_RUNNING else { return 0 }
         // The plugin's own pointer moves on its thread: read it fresh, right before.
         guard snd_pcm_avail_update(pcm) >= 0 else { return 0 }
-        let n = Int(snd_pcm_rewindable(pcm))
-        return n > rewindMargin ? n - rewindMargin : 0
+        return max(0, Int(snd_pcm_rewindable(pcm)))
     }
 
     public func rewind(frames: Int) -> Int {
-        guard rewindMargin > 0, let pcm, frames > 0 else { return 0 }
+        guard kind == "pipewire", let pcm, frames > 0 else { return 0 }
         let n = snd_pcm_rewind(pcm, snd_pcm_uframes_t(frames))
         return n > 0 ? Int(n) : 0
     }
 
-    public func delayFrames() -> Int {
+    public func delayFrames(now: UInt64) -> Int {
         guard let pcm else { return 0 }
         var delay = snd_pcm_sframes_t(0)
         return snd_pcm_delay(pcm, &delay) >= 0 ? max(0, delay) : 0
@@ -355,27 +368,6 @@ public final class ALSASink: Sink {
         snd_pcm_drop(pcm)
         if kind == "pipewire" { clearWakeups() }
     }
-
-    /// PipeWire's plugin has one poll descriptor, its own eventfd, which it writes
-    /// when there is room or when its server connection fails. With the stream
-    /// stopped only the failure can write it: after clearing it once, a readable
-    /// descriptor while idle means the server went away (a restart).
-    public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> {
-        kind == "pipewire" && fds.count == 1 ? fds : UnsafeMutableBufferPointer(start: nil, count: 0)
-    }
-
-    /// The pulse plugin's stream, corked between bursts, still has its timing
-    /// updated (PA_STREAM_AUTO_TIMING_UPDATE): pipewire-pulse woke ~2.3 times a second
-    /// for it. Closing costs the next cue ~16 ms more (p50 40 ms instead of 24), so only
-    /// after 7 s without a cue: not at the moment WirePlumber suspends the idle sink (its
-    /// 5 s), where the close and the suspend met and pipewire-pulse crashed once in 86
-    /// cycles (issue 20; the cause not proved, the coincidence removed).
-    public var idleCloseLimitSeconds: Double? { kind == "pulse" ? 7 : nil }
-
-    /// pulse's delay figure (pa_stream_get_latency, through pipewire-pulse) missed the
-    /// last 2 ms of a cue in about 1 of 400 bursts even with 20 ms to spare; the tail
-    /// costs nothing audible, so 100 ms there.
-    public var drainMarginSeconds: Double? { kind == "pulse" ? 0.1 : nil }
 
     public func idleDeviceFailed() -> Bool {
         guard let pcm else { return false }

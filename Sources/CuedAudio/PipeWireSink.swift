@@ -5,124 +5,50 @@ import CuedProtocol
 import Glibc
 #endif
 
-/// Plays through a native PipeWire stream (`--sink pipewire[:TARGET]`): no ALSA
-/// plugin and no second ring in front of the graph's own buffers.
+/// Plays through a native PipeWire stream (`--sink pipewire[:TARGET]`): no ALSA plugin and no
+/// second ring in front of the graph's own buffers. This file keeps only the libpipewire calls:
+/// what to do with the graph's buffers (fill, hand over, take back, count the cycles missed, the
+/// delay) is `GraphSlot`'s, a value tested without PipeWire, and the stream's timing (the linger,
+/// the cycle asked of the graph) the engine's (`Pacing`, `DeviceMachine`, `MarginTuner`).
 ///
-/// How it is driven: one thread, cued's audio thread, runs both of libpipewire's
-/// loops. The stream lives on a non-threaded `pw_loop` (the context's main loop,
-/// entered in `open`), and the context's data loop, whose own thread `open` stops, is
-/// entered by the audio thread too. Their descriptors (`pw_loop_get_fd`: epoll fds,
-/// readable when any of a loop's sources is) are the sink's `pollDescriptors` and,
-/// while the stream is stopped, its `idleWatchDescriptors`. Every call that needs
-/// fresh news runs both loops once without waiting (`pw_loop_iterate(loop, 0)`): the
-/// data loop runs the graph's cycle for the stream (the server's wake-up for the
-/// node, the converter, the stream's RT_PROCESS callback), the main loop the server's
-/// messages, all recorded in `cued_pw_events`. No second thread is in the path from a
-/// cycle to the buffer it plays, and none can be late for it while the other runs.
-///
-/// Buffers: a write fills a buffer dequeued from the stream (`pw_stream_dequeue_buffer`,
-/// the graph's own memory) up to the frames the graph asks for (`pw_buffer.requested`:
-/// one quantum, or what its resampler needs), across writes if cued's period is
-/// smaller, and once full makes it the one `ready` buffer. The process callback, inside
-/// the graph's next cycle, queues it and the graph plays it in that same cycle; the
-/// write that follows prepares the next. Until that cycle the ready buffer is still
-/// cued's: a cue that arrives mid-stream takes it back (`rewind`) and is mixed into it,
-/// so it is heard in the graph's next cycle, not behind a buffer already handed over.
-///
-/// Timing (`delayFrames`, from `pw_stream_get_time_n`): frames in the buffer being
-/// filled or ready, plus any still queued (`queued`) and the resampler's (`buffered`),
-/// plus what the graph holds: the rest of the buffer it took in its last cycle and
-/// the device delay (`delay`), less the time elapsed since the cycle stamped `now`.
-///
-/// Idle: when the engine stops the stream (its last cue has played), the stream stays
-/// active for `lingerMs` more (the graph plays silence for it): the cues of one gesture
-/// come within a second or two of each other, and a running stream takes the next one
-/// in the graph's next cycle, where waking a stopped one costs the server a round
-/// trip and the graph a quantum switch. Then it goes inactive (`pw_stream_set_active`)
-/// so that the graph can return to its own quantum and suspend.
-///
-/// Missed cycles (`SinkWrite.missedCycles`): libpipewire tells a client nothing when the
-/// graph runs a cycle without its audio (the buffer came too late, or the stream's node
-/// was not scheduled in time): PipeWire plays silence there and no xrun reaches cued.
-/// Before each buffer is queued, the graph position and the frames the graph has taken
-/// from the queue are compared (`CycleAccount`); what the position gained beyond what
-/// was taken, the graph played without the stream.
-///
-/// Errors (server absent, core error or disconnect, stream error state) become
-/// `SinkError`s; the engine closes the sink and opens it again later.
-/// Threading: every method on the audio thread only (see `Sink`), except `init`
-/// and `preflight`, called before it starts.
+/// One thread, cued's audio thread, runs both of libpipewire's loops: the context's main loop
+/// (entered in `open`) and its data loop, whose own thread `open` stops. Their descriptors are
+/// the sink's `pollDescriptors`; every call that needs fresh news runs both once without waiting
+/// (`dispatch`): the data loop runs the graph's cycle for the stream (the server's wake-up, the
+/// converter, the RT_PROCESS callback that queues the buffer the slot made ready), the main loop
+/// the server's messages. No second thread is in the path from a cycle to the buffer it plays.
+/// Errors (libpipewire missing, no server, a core or stream error) become `SinkError`s.
+/// Threading: the audio thread only (see `Sink`), but `init` and `preflight`. See docs/AUDIO.md.
 public final class PipeWireSink: Sink {
-    public let spec: String
+    public let spec: String, rate: Int, streamProperties: [String: String]
     /// A node name or serial (`target.object`), nil: the session manager's default.
     public let target: String?
-    public let rate: Int
-    /// The quantum asked for (`node.latency` = quantumFrames/rate) and cued's period.
+    /// The quantum first asked for (`node.latency` = quantumFrames/rate) and cued's period.
     public let quantumFrames: Int
-    public let streamProperties: [String: String]
-    public var kind: String { "pipewire" }
-    /// The graph's buffers are the device: fill what it asks for (the sink itself
-    /// keeps one buffer ready ahead of the graph's next cycle).
-    public var writeAhead: WriteAhead { .fill }
-    /// Every wake-up of the loop's descriptor is consumed by the dispatch in `hasRoom`: a
-    /// wake-up without room (a message from the server) is followed by another poll, not a
-    /// timer that would sleep through the `process` that follows it (the graph asks for the
-    /// next buffer once a cycle, and it is needed within that cycle).
-    public var descriptorsStayReadable: Bool { false }
-    /// Its room is the buffer the graph asks for next: a quantum smaller than the period
-    /// (forced by the user or another app) is filled as it is.
-    public var takesAnyRoom: Bool { true }
     /// How long `open` waits for the server to link the stream and agree on a format.
     public var openTimeoutMs = 2000
-    /// How long the stream stays active once the engine stopped it (see the type's notes).
+    /// How long the stream stays active, fed silence, after its last cue (`Pacing.lingerNs`).
     public let lingerMs: Int
+    /// The longest cycle cued's margin asks of the graph: the default graph's own (21 ms).
+    public static let marginLimitFrames = 1024
 
-    private static let channels = 2
-    private static let stride = 2 * MemoryLayout<Int16>.size
-    private static let initialized: Bool = { cued_pw_init(); return true }()
+    private static let channels = 2, stride = 2 * MemoryLayout<Int16>.size
 
     private var loop: UnsafeMutablePointer<pw_loop>?
-    /// The context's data loop, driven by this thread (its own thread stopped).
-    private var dataLoop: UnsafeMutablePointer<pw_loop>?
+    private var dataLoop: UnsafeMutablePointer<pw_loop>?  // the context's, driven by this thread
     private var context: OpaquePointer?
-    /// Where the data thread says it runs (see `cued_pw_take_data_loop`); lives as long as the context.
-    private var markSlot: UnsafeMutablePointer<pthread_t>?
+    private var markSlot: UnsafeMutablePointer<pthread_t>?  // see `cued_pw_take_data_loop`: as long as the context
     private var core: OpaquePointer?
     private var stream: OpaquePointer?
     private var events: UnsafeMutablePointer<cued_pw_events>?
     private var fds = UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0)
-    /// The dequeued buffer being filled (`events.held`), its frames so far and the frames it is filled to.
-    private var held: UnsafeMutablePointer<pw_buffer>? {
-        get { events?.pointee.held }
-        set { events?.pointee.held = newValue }
-    }
-    /// The buffer the next cycle takes (`events.ready`), and its frames.
-    private var ready: UnsafeMutablePointer<pw_buffer>? {
-        get { events?.pointee.ready }
-        set { events?.pointee.ready = newValue }
-    }
-    private var readyFrames = 0
-    /// The ready buffer is silence the sink made while lingering, not frames written.
-    private var readyIsSilence = false
-    /// The ready buffer was taken back (a rewind) and is being filled again: the graph's
-    /// cycle is not run (`dispatch` leaves the data loop alone) until it is ready again,
-    /// else the cycle that comes meanwhile would find nothing (a hole) where the buffer
-    /// was. The engine writes it at once (its mix is at hand): microseconds.
-    private var refilling = false
-    private var heldFrames = 0
-    private var heldTarget = 0
-    /// What the graph asked for the held buffer (`pw_buffer.requested`), nil: not known.
-    private var heldAsked: Int?
-    /// The frames of the last buffer made ready: what the graph takes per cycle.
-    private var lastBufferFrames = 0
-    private var active = false
-    /// When the stream was last made active (monotonic ns).
-    private var activatedAt: UInt64 = 0
-    /// While the stream lingers active after the engine stopped it: when it goes inactive (0: not lingering).
-    private var lingerUntil: UInt64 = 0
-    private var cycles = CycleAccount()
-    /// Missed cycles found and not yet reported by a write.
-    private var missedUnreported = 0
+    private var slot: GraphSlot<UnsafeMutablePointer<pw_buffer>>
+    /// The cycle asked of the graph now (frames), and whether the user's `[stream]` node.latency
+    /// fixes it (then cued's margin does not change it).
+    private var latency: Int
+    /// Cycles left in which the graph may still switch to a longer cycle cued just asked for.
+    private var switchPending = 0
+    private var userLatency: Bool { streamProperties["node.latency"] != nil }
 
     /// What PipeWire shows for cued's stream (`[stream]` in the config overrides them).
     public static let defaultStreamProperties = [
@@ -137,15 +63,23 @@ public final class PipeWireSink: Sink {
         self.quantumFrames = max(16, min(quantumFrames, 8192))
         self.rate = rate
         self.streamProperties = streamProperties
+        latency = Self.frames(ofLatency: streamProperties["node.latency"], rate: rate) ?? self.quantumFrames
+        slot = GraphSlot(rate: rate, quantum: self.quantumFrames)
         spec = self.target.map { "pipewire:" + $0 } ?? "pipewire"
     }
 
     deinit { close() }
 
-    public func open() throws(SinkError) -> SinkFormat {
+    /// A `node.latency` value ("N/D" s) in frames at `rate`.
+    static func frames(ofLatency value: String?, rate: Int) -> Int? {
+        let p = value?.split(separator: "/").compactMap { Int($0) } ?? []
+        return p.count == 2 && p[0] > 0 && p[1] > 0 ? p[0] * rate / p[1] : nil
+    }
+
+    public func open() throws(SinkError) -> OpenedDevice {
         close()
-        _ = Self.initialized
-        guard let loop = pw_loop_new(nil) else { throw SinkError("PipeWire: cannot create a loop: \(String(cString: strerror(errno)))") }
+        if let why = cued_pw_load() { throw SinkError(String(cString: why)) }
+        guard let loop = cued_pw_loop_new() else { throw SinkError("PipeWire: cannot create a loop: \(String(cString: strerror(errno)))") }
         self.loop = loop
         // The loop belongs to this thread: the data thread's hand-offs (pw_loop_invoke)
         // are queued to it, not run on the caller, once it is entered.
@@ -153,7 +87,7 @@ public final class PipeWireSink: Sink {
         do throws(SinkError) {
             try connect(loop)
             try waitUntilReady()
-            _ = pw_stream_set_active(stream, false)
+            _ = cued_pw_stream_set_active(stream, false)
         } catch {
             close()
             throw error
@@ -162,10 +96,14 @@ public final class PipeWireSink: Sink {
         buffer[0] = pollfd(fd: cued_pw_loop_get_fd(dataLoop), events: Int16(POLLIN), revents: 0)
         buffer[1] = pollfd(fd: cued_pw_loop_get_fd(loop), events: Int16(POLLIN), revents: 0)
         fds = buffer
-        // The buffer: the most that can wait in front of the device, one quantum queued
-        // and one in the graph, for a graph quantum up to 1024 (another client can hold it there).
-        return SinkFormat(rate: rate, channels: Self.channels, sampleFormat: .s16,
-                          periodFrames: quantumFrames, bufferFrames: max(4 * quantumFrames, 2048))
+        // The buffer: one quantum queued and one in the graph, for a graph quantum up to 1024.
+        let format = SinkFormat(rate: rate, channels: Self.channels, sampleFormat: .s16,
+                                periodFrames: quantumFrames, bufferFrames: max(4 * quantumFrames, 2048))
+        // Each wake-up is consumed by `dispatch` (polled again); its room, however small, is all it takes.
+        let pacing = Pacing(writeAhead: .fill, descriptorsStayReadable: false, partialWrites: true, rewindKeeps: 0,
+                            watchesWhileIdle: true, lingerNs: UInt64(lingerMs) * 1_000_000,
+                            margin: userLatency ? .fixed : .quantum(start: quantumFrames, limit: max(quantumFrames, Self.marginLimitFrames)))
+        return OpenedDevice(kind: "pipewire", format: format, pacing: pacing)
     }
 
     private func connect(_ loop: UnsafeMutablePointer<pw_loop>) throws(SinkError) {
@@ -173,36 +111,36 @@ public final class PipeWireSink: Sink {
         // client.conf, not client-rt.conf: the data thread it would make real-time is stopped at
         // once (below); the graph runs on cued's audio thread, real-time on its own. (Open to first
         // sound of a 100 ms cue: 110-116 ms either way.)
-        pw_properties_set(contextProps, "config.name", "client.conf")
-        guard let context = pw_context_new(loop, contextProps, 0) else {
+        _ = cued_pw_properties_set(contextProps, "config.name", "client.conf")
+        guard let context = cued_pw_context_new(loop, contextProps) else {
             throw SinkError("PipeWire: cannot create a context: \(String(cString: strerror(errno)))")
         }
         self.context = context
         // The graph's cycles for the stream run on this thread (see the type's notes).
-        let slot = UnsafeMutablePointer<pthread_t>.allocate(capacity: 1)
-        slot.initialize(to: 0)
-        markSlot = slot
-        guard let dataLoop = cued_pw_take_data_loop(context, slot, Int32(openTimeoutMs)) else {
+        let mark = UnsafeMutablePointer<pthread_t>.allocate(capacity: 1)
+        mark.initialize(to: 0)
+        markSlot = mark
+        guard let dataLoop = cued_pw_take_data_loop(context, mark, Int32(openTimeoutMs)) else {
             throw SinkError(errno == ETIMEDOUT ? "PipeWire: the context's data thread did not start within \(openTimeoutMs) ms"
                                                : "PipeWire: the context has no data loop")
         }
         self.dataLoop = dataLoop
-        guard let core = pw_context_connect(context, nil, 0) else {
+        guard let core = cued_pw_context_connect(context) else {
             throw SinkError("cannot connect to PipeWire: \(String(cString: strerror(errno)))")
         }
         self.core = core
         let props = cued_pw_properties_new()
-        for (k, v) in streamProperties { pw_properties_set(props, k, v) }
+        for (k, v) in streamProperties { _ = cued_pw_properties_set(props, k, v) }
         // Scheduled only once linked to its target. pw_stream's default (want-driver true) puts an
         // unlinked node on the graph's driver; the session manager agrees the format and buffers
         // (what `open` waits for) before it links the node, and just after a server restart that
         // gap is wide: a cue written in it was played into no link and lost (the idle-restart
         // test, 3 in 12 runs). Unlinked, the stream keeps what is queued until the link exists.
-        if streamProperties["node.want-driver"] == nil { pw_properties_set(props, "node.want-driver", "false") }
-        // A `[stream]` node.latency is the user's word; else the quantum asked for.
-        if streamProperties["node.latency"] == nil { pw_properties_set(props, "node.latency", "\(quantumFrames)/\(rate)") }
-        if let target { pw_properties_set(props, "target.object", target) }
-        guard let stream = pw_stream_new(core, "cued", props) else {
+        if streamProperties["node.want-driver"] == nil { _ = cued_pw_properties_set(props, "node.want-driver", "false") }
+        // A `[stream]` node.latency is the user's word; else the cycle cued's margin asks (at first its quantum).
+        if !userLatency { _ = cued_pw_properties_set(props, "node.latency", "\(latency)/\(rate)") }
+        if let target { _ = cued_pw_properties_set(props, "target.object", target) }
+        guard let stream = cued_pw_stream_new(core, "cued", props) else {
             throw SinkError("PipeWire: cannot create a stream: \(String(cString: strerror(errno)))")
         }
         self.stream = stream
@@ -229,8 +167,8 @@ public final class PipeWireSink: Sink {
                 && (e.state == PW_STREAM_STATE_PAUSED.rawValue || e.state == PW_STREAM_STATE_STREAMING.rawValue) { return }
             let now = MonotonicClock.now()
             guard now < deadline else {
-                let state = String(cString: pw_stream_state_as_string(pw_stream_state(rawValue: e.state)))
-                throw SinkError("PipeWire: the stream was \(OutputFailure.notLinked) within \(openTimeoutMs) ms (state \(state), "
+                throw SinkError("PipeWire: the stream was \(OutputFailure.notLinked) within \(openTimeoutMs) ms (state "
+                                + String(cString: cued_pw_stream_state_string(e.state)) + ", "
                                 + (e.format_ready != 0 ? "format agreed" : "no format yet") + "): is a session manager such as WirePlumber running?")
             }
             if let dataLoop { _ = cued_pw_loop_iterate(dataLoop, 0) }
@@ -242,262 +180,118 @@ public final class PipeWireSink: Sink {
     /// Throws the failure the listeners recorded, if any.
     private func check() throws(SinkError) {
         guard let events else { throw SinkError("PipeWire stream is not open") }
-        if events.pointee.failed != 0 {
-            throw SinkError(withUnsafeBytes(of: events.pointee.error) { raw in
-                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-            })
-        }
+        if events.pointee.failed != 0 { throw SinkError(withUnsafeBytes(of: events.pointee.error) { String(cString: $0.bindMemory(to: CChar.self).baseAddress!) }) }
     }
 
-    /// Runs what is ready on both loops, without waiting: the graph's cycle first.
+    /// Runs what is ready on both loops, without waiting: the graph's cycle first (unless the
+    /// slot holds a buffer taken back), then tells the slot what the cycle and the stream did.
     private func dispatch() throws(SinkError) {
-        guard let loop, let dataLoop else { throw SinkError("PipeWire stream is not open") }
-        var rc: Int32 = refilling ? 0 : cued_pw_loop_iterate(dataLoop, 0)
+        guard let loop, let dataLoop, let events else { throw SinkError("PipeWire stream is not open") }
+        var rc: Int32 = slot.cycleMayRun ? cued_pw_loop_iterate(dataLoop, 0) : 0
         if rc >= 0 || rc == -EINTR { rc = cued_pw_loop_iterate(loop, 0) }
         if rc < 0 && rc != -EINTR { throw SinkError("PipeWire: pw_loop_iterate: \(String(cString: strerror(-rc)))") }
         try check()
-        if let events, events.pointee.buffers_changed != 0 {
-            // The stream took its buffers away (renegotiated): what was held or ready is gone.
+        if events.pointee.buffers_changed != 0 {
             events.pointee.buffers_changed = 0
-            heldFrames = 0
-            readyFrames = 0
-            readyIsSilence = false
-            refilling = false  // else a refill of a buffer that is gone would keep the graph's cycle from running
+            slot.buffersGone()
+        } else if slot.ready != nil && events.pointee.ready == nil {
+            slot.taken()
+            switchPending = events.pointee.quantum >= latency ? 0 : max(0, switchPending - 1)
         }
+        mirror()
+    }
+
+    /// The slot's buffers, where the callbacks see them.
+    private func mirror() {
+        events?.pointee.held = slot.held
+        events?.pointee.ready = slot.ready
+    }
+
+    private func graphTime() -> GraphSlot<UnsafeMutablePointer<pw_buffer>>.GraphTime? {
+        var t = pw_time()
+        guard let stream, let e = events?.pointee, cued_pw_stream_get_time(stream, &t) == 0 else { return nil }
+        return .init(now: UInt64(max(0, t.now)), ticks: t.ticks, rateNum: Int(t.rate.num), rateDenom: Int(t.rate.denom),
+                     delay: t.delay, queued: t.queued, buffered: t.buffered, queuedTotal: UInt64(e.queued_frames),
+                     lastTook: UInt64(e.last_took))
     }
 
     public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { fds }
-    public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { fds }
 
-    public func hasRoom() throws(SinkError) -> Bool {
-        try dispatch()
-        return room() > 0
-    }
+    public func hasRoom() throws(SinkError) -> Bool { try dispatch(); return room() > 0 }
+    public func idleDeviceFailed() -> Bool { (try? dispatch()) == nil }
+    public func availableFrames() -> Int { (try? dispatch()) == nil ? .max : room() }  // .max: the write throws it
 
-    public func idleDeviceFailed() -> Bool {
-        do throws(SinkError) { try dispatch() } catch { return true }
-        if lingerUntil != 0 {
-            if MonotonicClock.now() >= lingerUntil { deactivate() } else { readySilence() }
-        }
-        return false
-    }
-
-    /// While the stream lingers: a buffer of silence ready for each cycle, as if a cue
-    /// were playing, so that the graph runs exactly as it will when the next one comes
-    /// (a cycle that finds no buffer is an underrun for the graph's converter), and the
-    /// next write takes it back and fills it instead (`reclaimSilence`).
-    private func readySilence() {
-        guard ready == nil, held != nil || takeBuffer(), let b = held,
-              let dst = b.pointee.buffer.pointee.datas[0].data else { return }
-        dst.initializeMemory(as: UInt8.self, repeating: 0, count: heldTarget * Self.stride)
-        seal(b, frames: heldTarget)
-        held = nil
-        ready = b
-        readyFrames = heldTarget
-        readyIsSilence = true
-        heldFrames = 0
-    }
-
-    /// The silence ready while lingering becomes the buffer the next write fills.
-    private func reclaimSilence() {
-        guard readyIsSilence else { return }
-        readyIsSilence = false
-        guard let b = ready else { return }
-        ready = nil
-        held = b
-        heldTarget = readyFrames
-        heldFrames = 0
-        readyFrames = 0
-    }
-
-    /// Sets a buffer's chunk to `frames` of interleaved frames from its start.
-    private func seal(_ b: UnsafeMutablePointer<pw_buffer>, frames: Int) {
-        let chunk = b.pointee.buffer.pointee.datas[0].chunk!
-        chunk.pointee.offset = 0
-        chunk.pointee.stride = Int32(Self.stride)
-        chunk.pointee.size = UInt32(frames * Self.stride)
-        b.pointee.size = UInt64(frames)
-    }
-
-    public func availableFrames() -> Int {
-        do throws(SinkError) { try dispatch() } catch { return .max }  // the write throws it
-        return room()
-    }
-
-    /// Frames a write can take now: the rest of the buffer being filled, else a new
-    /// buffer's worth if none is ready (one buffer ready for the graph's next cycle is enough).
+    /// Frames a write can take now (a buffer dequeued for it if need be).
     private func room() -> Int {
-        guard stream != nil else { return 0 }
-        reclaimSilence()
-        if held != nil { return heldTarget - heldFrames }
-        if ready != nil { return 0 }
-        return takeBuffer() ? heldTarget : 0
-    }
-
-    /// Dequeues a buffer to fill, sized to what the graph asks for.
-    private func takeBuffer() -> Bool {
-        guard let stream, let b = pw_stream_dequeue_buffer(stream) else { return false }
-        let maxFrames = Int(b.pointee.buffer.pointee.datas[0].maxsize) / Self.stride
-        let requested = Int(clamping: b.pointee.requested)
-        let asked = requested > 0 ? requested : max(lastBufferFrames, quantumFrames)
-        held = b
-        heldFrames = 0
-        heldTarget = max(1, min(asked, maxFrames))
-        heldAsked = requested > 0 ? requested : nil
-        return true
+        guard let stream else { return 0 }
+        // The cycle the graph runs; the longer one cued asked for while the graph may still switch
+        // to it (a few cycles; it does not if another node holds it shorter); see `GraphSlot`.
+        let q = Int(clamping: events?.pointee.quantum ?? 0)
+        let n = slot.room(want: switchPending > 0 || q == 0 ? max(q, latency) : q) {
+            guard let b = cued_pw_stream_dequeue_buffer(stream) else { return nil }
+            return (b, Int(clamping: b.pointee.requested), Int(cued_pw_buffer_capacity(b, Int32(Self.stride))))
+        }
+        mirror()
+        return n
     }
 
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
         try dispatch()
         guard let stream else { throw SinkError("PipeWire stream is not open") }
-        lingerUntil = 0
-        reclaimSilence()
-        if held == nil && (ready != nil || !takeBuffer()) { return SinkWrite(frames: 0) }
-        guard let b = held, let dst = b.pointee.buffer.pointee.datas[0].data else {
-            throw SinkError("PipeWire: a buffer without memory")
-        }
-        let n = min(frames, heldTarget - heldFrames)
-        (dst + heldFrames * Self.stride).copyMemory(from: data, byteCount: n * Self.stride)
-        heldFrames += n
-        if heldFrames >= heldTarget {
-            seal(b, frames: heldFrames)
-            if active { countMissedCycles(stream, filledAsAsked: heldAsked == heldFrames ? heldFrames : nil) }
-            // Ready: the graph's next cycle queues it (cued_pw_on_process) and plays it.
-            held = nil
-            ready = b
-            refilling = false
-            readyFrames = heldFrames
-            lastBufferFrames = heldFrames
-            heldFrames = 0
-            if !active {
-                // The first buffer is ready before the stream is scheduled: its first cycle has it.
-                _ = pw_stream_set_active(stream, true)
-                active = true
-                activatedAt = MonotonicClock.now()
+        guard room() > 0, let f = slot.fill(frames) else { return SinkWrite(frames: 0, missedCycles: slot.takeMissedCycles()) }
+        guard let dst = cued_pw_buffer_data(f.buffer) else { throw SinkError("PipeWire: a buffer without memory") }
+        (dst + f.offset * Self.stride).copyMemory(from: data, byteCount: f.count * Self.stride)
+        if f.full {
+            // Ready: the graph's next cycle queues it and plays it.
+            cued_pw_buffer_seal(f.buffer, Int32(f.offset + f.count), Int32(Self.stride))
+            if let h = slot.handOver(time: graphTime(), quantum: Int(clamping: events?.pointee.quantum ?? 0)), h.activate {
+                _ = cued_pw_stream_set_active(stream, true)
             }
+            mirror()
         }
-        let missed = missedUnreported
-        missedUnreported = 0
-        return SinkWrite(frames: n, missedCycles: missed)
+        return SinkWrite(frames: f.count, missedCycles: slot.takeMissedCycles())
     }
 
-    /// Compares the graph's position with the frames it has taken from the queue (see
-    /// `CycleAccount`), before a buffer filled to `filledAsAsked` frames (nil: to another
-    /// size than the graph asked for) is queued.
-    private func countMissedCycles(_ stream: OpaquePointer, filledAsAsked: Int?) {
-        var t = pw_time()
-        // Valid once the graph has run a cycle since the counters were reset: until then
-        // `queued` is the difference of a zeroed count and the graph's old snapshot.
-        let queuedTotal = events?.pointee.queued_frames ?? 0
-        guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0, t.now > 0,
-              t.queued <= queuedTotal else {
-            cycles.restart()
-            return
-        }
-        missedUnreported += cycles.look(ticks: t.ticks, taken: Int(clamping: queuedTotal - t.queued), quantum: filledAsAsked)
+    public func delayFrames(now: UInt64) -> Int { slot.delay(now: now, time: graphTime()) }
+    public func rewindableFrames() -> Int { slot.rewindable }
+    public func rewind(frames: Int) -> Int { defer { mirror() }; return slot.rewind(frames) }
+
+    /// The cycle cued's margin asks of the graph (`node.latency`); the graph runs the smallest any
+    /// of its nodes asks, from its next cycle on. A buffer held for the shorter cycle is given back
+    /// first, to be filled to the longer one before that cycle can run (see `GraphSlot.resize`).
+    public func setMargin(frames: Int, canGiveBack: Int) -> Int {
+        guard !userLatency, frames != latency else { return 0 }
+        let back = slot.resize(to: frames, canGiveBack: canGiveBack)
+        mirror()
+        switchPending = frames > latency ? 16 : 0
+        latency = frames
+        if let stream { _ = cued_pw_stream_set_latency(stream, UInt32(frames), UInt32(rate)) }
+        return back
     }
 
-    public func delayFrames() -> Int {
-        guard let stream else { return 0 }
-        let mine = heldFrames + (ready == nil ? 0 : readyFrames)
-        var t = pw_time()
-        guard pw_stream_get_time_n(stream, &t, MemoryLayout<pw_time>.size) == 0 else { return mine }
-        // Queued and not yet taken: none but in the moment inside a cycle (the callback
-        // queues and the graph takes at once). Not `t.queued` after a flush: pw_stream_flush
-        // zeroes the counters it is the difference of, not the graph's last snapshot of them.
-        let queued = Int(clamping: min(t.queued, events?.pointee.queued_frames ?? 0))
-        let frames = mine + queued + min(Int(clamping: t.buffered), rate)
-        // Until the graph has run a cycle since the stream was started, nothing handed over
-        // has played (`now` is still the last cycle of the stream before, or 0).
-        guard active, t.now > 0, UInt64(t.now) >= activatedAt, t.rate.denom > 0, t.rate.num > 0 else { return frames }
-        // At `now` the graph took the buffer it plays in that cycle (none: a silent cycle),
-        // and its device still held `delay` (in num/denom s).
-        let took = Int(clamping: events?.pointee.last_took ?? 0)
-        let device = Int(clamping: min(max(0, t.delay), Int64(t.rate.denom))) * rate * Int(t.rate.num) / Int(t.rate.denom)
-        let elapsed = Int(min(MonotonicClock.now() &- UInt64(max(0, t.now)), 1_000_000_000)) * rate / 1_000_000_000
-        return frames + max(0, took + device - elapsed)
-    }
-
-    /// What a rewind can give back: the frames not yet handed to the graph (the buffer
-    /// being filled, or the one ready for its next cycle).
-    public func rewindableFrames() -> Int {
-        guard active else { return 0 }
-        if held != nil { return heldFrames }
-        return ready == nil ? 0 : readyFrames
-    }
-
-    /// Gives back the last `frames` written and not yet handed to the graph: the ready
-    /// buffer becomes the one being filled again, from where the next write goes on.
-    public func rewind(frames: Int) -> Int {
-        guard frames > 0, active else { return 0 }
-        if held != nil {
-            let n = min(frames, heldFrames)
-            heldFrames -= n
-            return n
-        }
-        guard let b = ready else { return 0 }
-        let n = min(frames, readyFrames)
-        ready = nil
-        refilling = true
-        held = b
-        heldTarget = readyFrames
-        heldFrames = readyFrames - n
-        readyFrames = 0
-        return n
-    }
-
-    /// Called once what was written has played. The stream lingers active for `lingerMs`
-    /// (see the type's notes), then goes inactive; what cued held is dropped (silence by then).
+    /// Once what was written has played and the linger has passed: the stream goes inactive, so
+    /// the graph can return to its own quantum and suspend; what cued held (silence) is dropped.
     public func stop() {
-        guard active else { return }
-        dropMine()
-        cycles.restart()
-        if lingerMs == 0 { deactivate() } else { lingerUntil = MonotonicClock.now() &+ UInt64(lingerMs) * 1_000_000 }
-    }
-
-    /// Keeps a buffer cued holds (dequeued, never handed back but by queueing it) for the
-    /// next write, empty.
-    private func dropMine() {
-        if held == nil, let b = ready { held = b }
-        ready = nil
-        refilling = false
-        readyIsSilence = false
-        heldFrames = 0
-        readyFrames = 0
-    }
-
-    /// The stream goes inactive: the graph can drop to its own quantum and suspend.
-    private func deactivate() {
-        lingerUntil = 0
-        guard let stream, active else { return }
-        dropMine()
-        _ = pw_stream_set_active(stream, false)
-        _ = pw_stream_flush(stream, false)
+        guard let stream, slot.deactivate() else { return }
+        mirror()
+        _ = cued_pw_stream_set_active(stream, false)
+        _ = cued_pw_stream_flush(stream)
         events?.pointee.queued_frames = 0
         events?.pointee.last_took = 0
-        active = false
-        cycles.restart()
     }
 
     public func close() {
         if let events { cued_pw_unlisten(events) }
-        if let stream { pw_stream_destroy(stream) }
-        if let core { pw_core_disconnect(core) }
+        if let stream { cued_pw_stream_destroy(stream) }
+        if let core { cued_pw_core_disconnect(core) }
         if let dataLoop { cued_pw_loop_leave(dataLoop) }
-        if let context { pw_context_destroy(context) }
+        if let context { cued_pw_context_destroy(context) }
+        if let loop { cued_pw_loop_leave(loop); cued_pw_loop_destroy(loop) }
         markSlot?.deallocate()
-        markSlot = nil
-        if let loop {
-            cued_pw_loop_leave(loop)
-            pw_loop_destroy(loop)
-        }
         events?.deallocate()
         fds.baseAddress?.deallocate()
         fds = UnsafeMutableBufferPointer(start: nil, count: 0)
-        events = nil; stream = nil; core = nil; context = nil; loop = nil; dataLoop = nil
-        heldFrames = 0; readyFrames = 0; heldTarget = 0; heldAsked = nil; lastBufferFrames = 0; active = false
-        lingerUntil = 0
-        refilling = false
-        cycles.restart()
+        events = nil; stream = nil; core = nil; context = nil; loop = nil; dataLoop = nil; markSlot = nil
+        slot.reset()
     }
 }

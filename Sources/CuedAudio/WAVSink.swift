@@ -8,13 +8,9 @@ import Glibc
 /// every frame that reaches it to a WAV file (`--sink wav:PATH`). The header
 /// is rewritten after each write, so a reader sees frames within one period
 /// and the file stays valid even if cued is killed.
+/// Its write waits as a device would (`Pacing.selfClocked`).
 /// Threading: every method on the audio thread only (see `Sink`).
 public final class WAVSink: Sink {
-    /// Its write waits as a device would (a `DeviceClock`): kept full, as before the
-    /// low water, it sleeps once a period inside that write, which costs the audio thread
-    /// half what a timed poll before each write does (measured: 9 vs 20 ms of CPU a second
-    /// with a cue playing); nothing here is heard, so there is no latency to win.
-    public var writeAhead: WriteAhead { .fill }
     public let spec: String
     public let path: String
     private let format: SinkFormat
@@ -68,10 +64,10 @@ public final class WAVSink: Sink {
         }
     }
 
-    public func open() throws(SinkError) -> SinkFormat {
+    public func open() throws(SinkError) -> OpenedDevice {
         try createFile()
         clock.drop()
-        return format
+        return OpenedDevice(kind: "wav", format: format, pacing: .selfClocked)
     }
 
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
@@ -82,7 +78,7 @@ public final class WAVSink: Sink {
         return SinkWrite(frames: frames)
     }
 
-    public func delayFrames() -> Int { clock.delay() }
+    public func delayFrames(now: UInt64) -> Int { clock.delay(now: now) }
     public func stop() { clock.drop() }
     public func close() { clock.drop() }
 }

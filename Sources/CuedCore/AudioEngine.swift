@@ -70,6 +70,8 @@ public final class AudioEngine: @unchecked Sendable {
         /// own 88), else for nice -11, else runs as it is: a busy machine then
         /// cannot starve it of the few milliseconds a period allows. nil: don't ask.
         public var realtimePriority: Int32? = 20
+        /// How long without a miss before the margin against stalls shrinks a step (`MarginTuner`).
+        public var marginQuietSeconds = Double(MarginTuner.defaultQuietNs) / 1e9
         public init() {}
 
         var machineSettings: DeviceMachine<UInt64>.Settings {
@@ -212,11 +214,7 @@ public final class AudioEngine: @unchecked Sendable {
     /// Returns true if the device's descriptors woke it with news of room.
     private func sleep(until: UInt64?, watch: Playback.DeviceWatch) -> Bool {
         let sink = playback.sink
-        let device = switch watch {
-        case .none: UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0)
-        case .room: sink.pollDescriptors
-        case .idle: sink.idleWatchDescriptors
-        }
+        let device = watch == .none ? UnsafeMutableBufferPointer<pollfd>(start: nil, count: 0) : sink.pollDescriptors
         let n = min(device.count, Self.maxDeviceFDs)
         pollFDs[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
         for i in 0..<n { pollFDs[1 + i] = device[i]; pollFDs[1 + i].revents = 0 }

@@ -7,10 +7,15 @@
 ///     closed ──cue/prewarm──▶ opening ──opened──▶ idle ──cue──▶ streaming
 ///       ▲                        │                  ▲               │ the last voice ends
 ///       │ idle-close, error      │ open failed      │ tail played   ▼
-///       └──────── idle ◀──       ▼                  └─────────── draining (silence tail)
-///                            failed(retryAt) ──timer/cue──▶ opening
+///       └──────── idle ◀──       ▼                  ├─────────── draining (silence tail)
+///                            failed(retryAt) ──timer/cue──▶ opening  │ tail played, on a device that lingers
+///                                                   └─ linger over ─ lingering (silence) ──cue──▶ streaming
 ///     streaming/draining ──no progress for `stallNs`, or a recover loop──▶ close, reopen at once
 ///     any ──shutdown──▶ play out until the deadline ──▶ finished
+///
+/// Each state holds what the machine knows in it (the cues waiting and the backoff while
+/// opening or failed; the open device's limits and the stream's progress while open); only
+/// the shutdown deadline spans them all.
 ///
 /// `Job` is whatever the shell needs to start a voice (a cue and its gain);
 /// the machine only holds jobs while the device is not open yet, and decides
@@ -42,25 +47,7 @@ public struct DeviceMachine<Job> {
         public init() {}
     }
 
-    public enum State: Equatable, Sendable {
-        /// No device. Nothing to wait for.
-        case closed
-        /// `open` was asked for; the shell answers `opened` or `openFailed`.
-        case opening
-        /// The last open failed; try again at `retryAt` if cues wait, or at the next cue.
-        case failed(retryAt: UInt64)
-        /// Open, stream stopped (nothing queued). Closes at `since + idleCloseNs`.
-        case idle(since: UInt64)
-        /// Voices sound: the shell writes a period whenever the device has room.
-        case streaming
-        /// The last voice has been written; silence is written until `until`, when
-        /// everything written has sounded, then the stream is stopped.
-        case draining(until: UInt64)
-        /// Shut down: the shell ends the thread.
-        case finished
-    }
-
-    /// What an opened device is like: its buffer, and what it asks of the machine.
+    /// What an opened device asks of the machine (from its `Pacing`), and its buffer.
     public struct Device: Sendable, Equatable {
         /// The buffer's duration.
         public var bufferNs: UInt64
@@ -71,10 +58,77 @@ public struct DeviceMachine<Job> {
         public var idleCloseLimitNs: UInt64?
         /// How long past its own delay figure to let it play before stopping it; nil: `settings.drainMarginNs`.
         public var drainMarginNs: UInt64?
-        public init(bufferNs: UInt64, bufferFrames: Int = 0, idleCloseLimitNs: UInt64? = nil, drainMarginNs: UInt64? = nil) {
+        /// How long the stream stays active, written silence, once everything has sounded (0: stopped then).
+        public var lingerNs: UInt64
+        public init(bufferNs: UInt64, bufferFrames: Int = 0, idleCloseLimitNs: UInt64? = nil, drainMarginNs: UInt64? = nil,
+                    lingerNs: UInt64 = 0) {
             self.bufferNs = bufferNs; self.bufferFrames = bufferFrames
-            self.idleCloseLimitNs = idleCloseLimitNs; self.drainMarginNs = drainMarginNs
+            self.idleCloseLimitNs = idleCloseLimitNs; self.drainMarginNs = drainMarginNs; self.lingerNs = lingerNs
         }
+    }
+
+    /// A cue held while the device is not open yet.
+    public struct Pending {
+        public var job: Job
+        public var requestTime: UInt64
+    }
+
+    /// Attempts at opening: the cues they hold, and the backoff.
+    public struct Attempts {
+        public var pending: [Pending] = []
+        /// The delay before the next retry, should this attempt fail (50 ms doubling to 2 s).
+        public var retryDelay: UInt64
+        /// When the last attempt began.
+        public var lastAttempt: UInt64
+        /// The open under way replaces a device lost under running voices.
+        public var underVoices = false
+        /// A reopen under voices was tried since the device last took a frame: the next
+        /// failure gives up (drops the voices) instead of reopening again.
+        public var reopenedSinceProgress = false
+    }
+
+    /// The open device, as the machine keeps it (the settings and its pacing, combined).
+    public struct Open: Sendable, Equatable {
+        public var idleCloseNs: UInt64?
+        public var drainMarginNs: UInt64
+        public var lingerNs: UInt64
+        /// A running device that takes no frame for this long is stalled.
+        public var stallNs: UInt64
+        public var bufferFrames: Int
+    }
+
+    /// A running stream's progress.
+    public struct Run: Sendable, Equatable {
+        public var lastProgress: UInt64
+        /// Frames written since the stream (re)started: beyond one buffer, the device is consuming.
+        public var framesSinceStart = 0
+        /// xruns recovered in a row without a frame taken.
+        public var recoveries = 0
+        /// As `Attempts.reopenedSinceProgress`, for the device that reopen opened.
+        public var reopenedSinceProgress = false
+        public init(lastProgress: UInt64) { self.lastProgress = lastProgress }
+    }
+
+    /// Where the device is, with all the machine knows in that state.
+    public enum State {
+        /// No device. Nothing to wait for.
+        case closed
+        /// `open` was asked for; the shell answers `opened` or `openFailed`.
+        case opening(Attempts)
+        /// The last open failed; try again at `retryAt` if cues wait, or at the next cue.
+        case failed(Attempts, retryAt: UInt64)
+        /// Open, stream stopped (nothing queued). Closes at `since + idleCloseNs`.
+        case idle(Open, since: UInt64)
+        /// Voices sound: the shell writes a period whenever the device has room.
+        case streaming(Open, Run)
+        /// The last voice has been written; silence is written until `until`, when
+        /// everything written has sounded, then the stream lingers or is stopped.
+        case draining(Open, Run, until: UInt64)
+        /// Everything has sounded; silence is still written until `until` (`Device.lingerNs`),
+        /// so that the next cue finds the stream running; then it is stopped. `status` shows idle.
+        case lingering(Open, Run, until: UInt64)
+        /// Shut down: the shell ends the thread.
+        case finished
     }
 
     public enum Event {
@@ -102,8 +156,10 @@ public struct DeviceMachine<Job> {
     public enum Action {
         case open
         case close
-        /// Stop the stream (drop what is queued: by then only silence).
+        /// Stop the stream (drop what is queued: by then only silence); a device that lingered goes inactive.
         case stopStream
+        /// Everything written has sounded: the voices have ended; the stream goes on, written silence.
+        case linger
         /// Start a voice now.
         case start(Job)
         /// Drop a cue that could not start in time (or arrived during shutdown).
@@ -125,38 +181,16 @@ public struct DeviceMachine<Job> {
     }
 
     public let settings: Settings
-    /// The open device's idle-close and drain margin (the settings', or what the device asks).
-    private var idleCloseNs: UInt64?
-    private var drainMarginNs: UInt64
     public private(set) var state: State = .closed
-    /// Cues waiting for the device to open, oldest first.
-    public private(set) var pending: [(job: Job, requestTime: UInt64)] = []
+    /// Set by `shutdown`, for every state after it: play out until then, take no cue.
     public private(set) var shutdownDeadline: UInt64?
-    private var retryDelay: UInt64
-    private var lastAttempt: UInt64?
-    private var lastProgress: UInt64 = 0
-    private var stallNs: UInt64
-    private var bufferFrames = 0
-    /// Frames written since the stream (re)started: beyond one buffer, the device is consuming.
-    private var framesSinceStart = 0
-    private var recoveries = 0
-    /// True when the open under way replaces a device lost under running voices.
-    private var reopeningUnderVoices = false
-    /// A reopen under voices was tried since the device last took a frame: the
-    /// next failure gives up (drops the voices) instead of reopening again.
-    private var reopenedSinceProgress = false
 
     public init(settings: Settings = Settings()) {
         self.settings = settings
-        idleCloseNs = settings.idleCloseNs
-        drainMarginNs = settings.drainMarginNs
-        retryDelay = settings.minRetryNs
-        stallNs = settings.minStallNs
-        pending.reserveCapacity(settings.maxPending)
     }
 
-    /// The state without its times: cheap to compare on every period.
-    public enum Phase: Sendable { case closed, opening, failed, idle, streaming, draining, finished }
+    /// The state without its data: cheap to compare on every period.
+    public enum Phase: Sendable { case closed, opening, failed, idle, streaming, draining, lingering, finished }
     public var phase: Phase {
         switch state {
         case .closed: return .closed
@@ -165,23 +199,42 @@ public struct DeviceMachine<Job> {
         case .idle: return .idle
         case .streaming: return .streaming
         case .draining: return .draining
+        case .lingering: return .lingering
         case .finished: return .finished
+        }
+    }
+
+    /// Cues waiting for the device to open, oldest first.
+    public var pending: [Pending] {
+        switch state {
+        case .opening(let a), .failed(let a, _): return a.pending
+        default: return []
+        }
+    }
+
+    /// When the current state ends by itself (idle: since; draining, lingering: until; failed: retry at), for tests and status.
+    public var stateTime: UInt64? {
+        switch state {
+        case .idle(_, let t), .draining(_, _, let t), .lingering(_, _, let t), .failed(_, let t): return t
+        case .closed, .opening, .streaming, .finished: return nil
         }
     }
 
     /// Whether the shell should write when the device has room.
     public var wantsToWrite: Bool {
         switch state {
-        case .streaming, .draining: return true
+        case .streaming, .draining, .lingering: return true
         case .closed, .opening, .failed, .idle, .finished: return false
         }
     }
 
-    /// Whether the device is open (idle, streaming or draining).
-    public var isOpen: Bool {
+    /// Whether the device is open (idle, streaming, draining or lingering).
+    public var isOpen: Bool { open != nil }
+
+    private var open: Open? {
         switch state {
-        case .idle, .streaming, .draining: return true
-        case .closed, .opening, .failed, .finished: return false
+        case .idle(let o, _), .streaming(let o, _), .draining(let o, _, _), .lingering(let o, _, _): return o
+        case .closed, .opening, .failed, .finished: return nil
         }
     }
 
@@ -191,22 +244,22 @@ public struct DeviceMachine<Job> {
         func earliest(_ t: UInt64?) { if let t { d = min(d ?? t, t) } }
         switch state {
         case .closed, .opening, .finished: break
-        case .failed(let retryAt):
-            if let first = pending.first {
+        case .failed(let a, let retryAt):
+            if let first = a.pending.first {
                 earliest(retryAt)
                 // The first instant it is too late (`isTooLate` is strict): firing at the deadline
                 // itself would find nothing to do, and fire again.
                 if first.requestTime != 0 { earliest(first.requestTime &+ settings.maxStartDelayNs &+ 1) }
             }
-        case .idle(let since):
-            earliest(idleCloseNs.map { since &+ $0 })
-        case .streaming:
-            earliest(lastProgress &+ currentStallNs)
-        case .draining(let until):
+        case .idle(let o, let since):
+            earliest(o.idleCloseNs.map { since &+ $0 })
+        case .streaming(let o, let r):
+            earliest(r.lastProgress &+ stallNs(o, r))
+        case .draining(let o, let r, let until), .lingering(let o, let r, let until):
             earliest(until)
-            earliest(lastProgress &+ currentStallNs)
+            earliest(r.lastProgress &+ stallNs(o, r))
         }
-        if state != .finished { earliest(shutdownDeadline) }
+        if phase != .finished { earliest(shutdownDeadline) }
         return d
     }
 
@@ -236,11 +289,18 @@ public struct DeviceMachine<Job> {
     /// for the device); `removed` sees each. Returns how many.
     public mutating func removePending(where matches: (Job) -> Bool, removed: (Job) -> Void) -> Int {
         var count = 0
-        pending.removeAll { p in
-            guard matches(p.job) else { return false }
-            removed(p.job)
-            count += 1
-            return true
+        func sift(_ a: inout Attempts) {
+            a.pending.removeAll { p in
+                guard matches(p.job) else { return false }
+                removed(p.job)
+                count += 1
+                return true
+            }
+        }
+        switch state {
+        case .opening(var a): sift(&a); state = .opening(a)
+        case .failed(var a, let retryAt): sift(&a); state = .failed(a, retryAt: retryAt)
+        default: break
         }
         return count
     }
@@ -248,31 +308,30 @@ public struct DeviceMachine<Job> {
     // MARK: - Events
 
     private mutating func cue(_ job: Job, _ requestTime: UInt64, _ now: UInt64, _ out: inout [Action]) {
-        if shutdownDeadline != nil || state == .finished || isTooLate(requestTime, now) {
+        if shutdownDeadline != nil || phase == .finished || isTooLate(requestTime, now) {
             out.append(.drop(job, lateNs: late(requestTime, now)))
             return
         }
         switch state {
-        case .idle:
-            lastProgress = now
-            recoveries = 0
-            framesSinceStart = 0
-            state = .streaming
+        case .idle(let o, _):
+            state = .streaming(o, Run(lastProgress: now))
             out.append(.start(job))
         case .streaming:
             out.append(.start(job))
-        case .draining:
-            state = .streaming
+        case .draining(let o, let r, _), .lingering(let o, let r, _):
+            state = .streaming(o, r)
             out.append(.start(job))
         case .closed:
-            hold(job, requestTime, &out)
-            beginOpen(now, &out)
-        case .opening:
-            hold(job, requestTime, &out)
-        case .failed:
+            var a = Attempts(retryDelay: settings.minRetryNs, lastAttempt: now)
+            hold(job, requestTime, &a, &out)
+            beginOpen(a, now, &out)
+        case .opening(var a):
+            hold(job, requestTime, &a, &out)
+            state = .opening(a)
+        case .failed(var a, let retryAt):
             // A cue is the best moment to try again: the device may be back.
-            hold(job, requestTime, &out)
-            if mayRetry(now) { beginOpen(now, &out) }
+            hold(job, requestTime, &a, &out)
+            if now &- a.lastAttempt >= settings.minRetryNs { beginOpen(a, now, &out) } else { state = .failed(a, retryAt: retryAt) }
         case .finished:
             break
         }
@@ -282,90 +341,100 @@ public struct DeviceMachine<Job> {
         guard shutdownDeadline == nil else { return }
         switch state {
         case .closed:
-            beginOpen(now, &out)
-        case .failed:
-            if mayRetry(now) { beginOpen(now, &out) }
-        case .idle(let since):
+            beginOpen(Attempts(retryDelay: settings.minRetryNs, lastAttempt: now), now, &out)
+        case .failed(let a, _):
+            if now &- a.lastAttempt >= settings.minRetryNs { beginOpen(a, now, &out) }
+        case .idle(let o, let since):
             // Warm again: the idle-close countdown restarts, so the device is still open for the cue.
-            state = .idle(since: max(since, now))
-        case .opening, .streaming, .draining, .finished:
+            state = .idle(o, since: max(since, now))
+        case .opening, .streaming, .draining, .lingering, .finished:
             break
         }
     }
 
     private mutating func opened(_ device: Device, _ now: UInt64, _ out: inout [Action]) {
-        guard state == .opening else { return }
-        retryDelay = settings.minRetryNs
-        stallNs = max(settings.minStallNs, 4 &* device.bufferNs)
-        bufferFrames = device.bufferFrames
-        idleCloseNs = settings.idleCloseNs
+        guard case .opening(let a) = state else { return }
+        var idleCloseNs = settings.idleCloseNs
         if let limit = device.idleCloseLimitNs { idleCloseNs = min(idleCloseNs ?? limit, limit) }
-        drainMarginNs = device.drainMarginNs ?? settings.drainMarginNs
-        framesSinceStart = 0
-        lastProgress = now
-        recoveries = 0
-        state = .idle(since: now)
-        if !reopeningUnderVoices { reopenedSinceProgress = false }  // a fresh device
-        if reopeningUnderVoices {
-            reopeningUnderVoices = false
+        let o = Open(idleCloseNs: idleCloseNs, drainMarginNs: device.drainMarginNs ?? settings.drainMarginNs,
+                     lingerNs: device.lingerNs, stallNs: max(settings.minStallNs, 4 &* device.bufferNs),
+                     bufferFrames: device.bufferFrames)
+        var run = Run(lastProgress: now)
+        var streaming = false
+        if a.underVoices {
+            // A fresh device under the voices that were playing: not yet proved by a frame taken.
+            run.reopenedSinceProgress = a.reopenedSinceProgress
             out.append(.restartVoices(requestedSince: now &- min(now, settings.maxStartDelayNs)))
-            state = .streaming
+            streaming = true
         }
-        for p in pending {
+        for p in a.pending {
             if isTooLate(p.requestTime, now) {
                 out.append(.drop(p.job, lateNs: late(p.requestTime, now)))
             } else {
                 out.append(.start(p.job))
-                state = .streaming
+                streaming = true
             }
         }
-        pending.removeAll(keepingCapacity: true)
+        state = streaming ? .streaming(o, run) : .idle(o, since: now)
     }
 
     private mutating func openFailed(_ now: UInt64, _ out: inout [Action]) {
-        guard state == .opening else { return }
-        failed(now, &out)
-        reopenedSinceProgress = false
-        if reopeningUnderVoices {
-            reopeningUnderVoices = false
-            out.append(.dropVoices)
-        }
+        guard case .opening(var a) = state else { return }
+        if a.underVoices { out.append(.dropVoices) }
+        a.underVoices = false
+        a.reopenedSinceProgress = false
+        failed(a, now)
         expire(now, &out)
     }
 
     private mutating func wrote(_ frames: Int, _ xruns: Int, _ sounding: Bool, _ delayNs: UInt64, _ now: UInt64,
                                 _ out: inout [Action]) {
-        guard wantsToWrite else { return }
+        let (o, r0) : (Open, Run)
+        switch state {
+        case .streaming(let x, let y), .draining(let x, let y, _), .lingering(let x, let y, _): (o, r0) = (x, y)
+        default: return
+        }
+        var r = r0
         if frames > 0 {
-            lastProgress = now
-            recoveries = 0
-            reopenedSinceProgress = false
-            framesSinceStart &+= frames
+            r.lastProgress = now
+            r.recoveries = 0
+            r.reopenedSinceProgress = false
+            r.framesSinceStart &+= frames
         } else if xruns > 0 {
-            recoveries += xruns
-            if recoveries >= settings.maxRecoveriesWithoutProgress {
+            r.recoveries += xruns
+            if r.recoveries >= settings.maxRecoveriesWithoutProgress {
                 // Recovering "succeeds" and the next write fails again (a sound server that went away).
                 out.append(.reportLost)
-                reopen(now, &out)
+                reopen(r, now, &out)
                 return
             }
         }
         switch state {
-        case .streaming where !sounding:
-            state = .draining(until: now &+ delayNs &+ drainMarginNs)
-        case .draining where sounding:
-            state = .streaming
-        default:
-            break
+        case .streaming where !sounding: state = .draining(o, r, until: now &+ delayNs &+ o.drainMarginNs)
+        case .draining where sounding: state = .streaming(o, r)
+        case .streaming: state = .streaming(o, r)
+        case .draining(_, _, let until): state = .draining(o, r, until: until)
+        case .lingering(_, _, let until): state = .lingering(o, r, until: until)
+        default: break
         }
     }
 
     private mutating func writeFailed(_ now: UInt64, _ out: inout [Action]) {
-        guard isOpen else { return }
-        if !reopenedSinceProgress && shutdownDeadline == nil {
+        let run: Run
+        switch state {
+        case .streaming(_, let r), .draining(_, let r, _): run = r
+        case .idle, .lingering:
+            // Nothing sounds: closed, and the next cue opens afresh.
+            state = .closed
+            out.append(.close)
+            if shutdownDeadline != nil { finish(&out) }
+            return
+        default: return
+        }
+        if !run.reopenedSinceProgress && shutdownDeadline == nil {
             // One immediate reopen: a PCM left open across a sound-server restart fails
             // its first write; a fresh one plays the cue (restarted by the 250 ms rule).
-            reopen(now, &out)
+            reopen(run, now, &out)
             return
         }
         out.append(.dropVoices)
@@ -375,8 +444,7 @@ public struct DeviceMachine<Job> {
             out.append(.exit)
             return
         }
-        retryDelay = settings.minRetryNs
-        failed(now, &out)
+        failed(Attempts(retryDelay: settings.minRetryNs, lastAttempt: now), now)
     }
 
     private mutating func deviceError(_ out: inout [Action]) {
@@ -386,27 +454,27 @@ public struct DeviceMachine<Job> {
     }
 
     private mutating func timer(_ now: UInt64, _ out: inout [Action]) {
-        if let d = shutdownDeadline, now >= d, state != .finished {
+        if let d = shutdownDeadline, now >= d, phase != .finished {
             finish(&out)
             return
         }
         switch state {
         case .closed, .opening, .finished:
             break
-        case .failed(let retryAt):
+        case .failed(_, let retryAt):
             expire(now, &out)
-            if !pending.isEmpty, now >= retryAt { beginOpen(now, &out) }
-        case .idle(let since):
-            guard let idle = idleCloseNs, now &- since >= idle else { return }
+            if case .failed(let left, _) = state, !left.pending.isEmpty, now >= retryAt { beginOpen(left, now, &out) }
+        case .idle(let o, let since):
+            guard let idle = o.idleCloseNs, now &- since >= idle else { return }
             state = .closed
             out.append(.close)
-        case .streaming:
-            if now &- lastProgress >= currentStallNs {
+        case .streaming(let o, let r):
+            if now &- r.lastProgress >= stallNs(o, r) {
                 out.append(.reportStall)
-                reopen(now, &out)
+                reopen(r, now, &out)
             }
-        case .draining(let until):
-            if now &- lastProgress >= currentStallNs {
+        case .draining(let o, let r, let until), .lingering(let o, let r, let until):
+            if now &- r.lastProgress >= stallNs(o, r) {
                 // Only silence was left to write: close; the next cue opens afresh.
                 out.append(.reportStall)
                 out.append(.dropVoices)
@@ -420,10 +488,16 @@ public struct DeviceMachine<Job> {
                 finish(&out)
                 return
             }
+            if case .draining = state, o.lingerNs > 0 {
+                // Everything written has sounded; the stream runs on, in silence, a while.
+                out.append(.linger)
+                state = .lingering(o, r, until: now &+ o.lingerNs)
+                return
+            }
             // What was written has sounded: stop the stream (the server's graph may suspend).
             out.append(.stopStream)
-            state = .idle(since: now)
-            if idleCloseNs == 0 {
+            state = .idle(o, since: now)
+            if o.idleCloseNs == 0 {
                 state = .closed
                 out.append(.close)
             }
@@ -431,65 +505,76 @@ public struct DeviceMachine<Job> {
     }
 
     private mutating func shutdown(_ deadline: UInt64, _ now: UInt64, _ out: inout [Action]) {
-        guard state != .finished else { return }
+        guard phase != .finished else { return }
         shutdownDeadline = deadline
         for p in pending { out.append(.drop(p.job, lateNs: late(p.requestTime, now))) }
-        pending.removeAll(keepingCapacity: true)
+        dropPending()
         // Streaming: play out until the voices end or the deadline.
         if !wantsToWrite || now >= deadline { finish(&out) }
+        if case .lingering = state { finish(&out) }
     }
 
     // MARK: - Helpers
 
     /// How long the device may take no frame: longer until the stream has taken more
     /// than its first buffer (the server is still starting it).
-    private var currentStallNs: UInt64 {
-        framesSinceStart > bufferFrames ? stallNs : max(stallNs, settings.startStallNs)
+    private func stallNs(_ o: Open, _ r: Run) -> UInt64 {
+        r.framesSinceStart > o.bufferFrames ? o.stallNs : max(o.stallNs, settings.startStallNs)
     }
 
-    private func mayRetry(_ now: UInt64) -> Bool {
-        guard let lastAttempt else { return true }
-        return now &- lastAttempt >= settings.minRetryNs
-    }
-
-    private mutating func beginOpen(_ now: UInt64, _ out: inout [Action]) {
-        lastAttempt = now
-        state = .opening
+    private mutating func beginOpen(_ a: Attempts, _ now: UInt64, _ out: inout [Action]) {
+        var a = a
+        a.lastAttempt = now
+        state = .opening(a)
         out.append(.open)
     }
 
     /// Schedules the next attempt: 50 ms after the first failure, doubling up to 2 s.
-    private mutating func failed(_ now: UInt64, _ out: inout [Action]) {
-        state = .failed(retryAt: now &+ retryDelay)
-        retryDelay = min(retryDelay &* 2, settings.maxRetryNs)
+    private mutating func failed(_ a: Attempts, _ now: UInt64) {
+        var a = a
+        let retryAt = now &+ a.retryDelay
+        a.retryDelay = min(a.retryDelay &* 2, settings.maxRetryNs)
+        state = .failed(a, retryAt: retryAt)
     }
 
     /// Close and open again at once, keeping the voices (a stall, a lost server).
-    private mutating func reopen(_ now: UInt64, _ out: inout [Action]) {
+    private mutating func reopen(_ r: Run, _ now: UInt64, _ out: inout [Action]) {
         if shutdownDeadline != nil {
             finish(&out)
             return
         }
-        reopeningUnderVoices = true
-        reopenedSinceProgress = true
         out.append(.close)
-        beginOpen(now, &out)
+        var a = Attempts(retryDelay: settings.minRetryNs, lastAttempt: now)
+        a.underVoices = true
+        a.reopenedSinceProgress = true
+        beginOpen(a, now, &out)
     }
 
-    private mutating func hold(_ job: Job, _ requestTime: UInt64, _ out: inout [Action]) {
-        if pending.count >= settings.maxPending {
-            let oldest = pending.removeFirst()
+    private func hold(_ job: Job, _ requestTime: UInt64, _ a: inout Attempts, _ out: inout [Action]) {
+        if a.pending.count >= settings.maxPending {
+            let oldest = a.pending.removeFirst()
             out.append(.drop(oldest.job, lateNs: late(oldest.requestTime, requestTime)))
         }
-        pending.append((job, requestTime))
+        if a.pending.capacity < settings.maxPending { a.pending.reserveCapacity(settings.maxPending) }
+        a.pending.append(Pending(job: job, requestTime: requestTime))
+    }
+
+    private mutating func dropPending() {
+        switch state {
+        case .opening(var a): a.pending.removeAll(keepingCapacity: true); state = .opening(a)
+        case .failed(var a, let r): a.pending.removeAll(keepingCapacity: true); state = .failed(a, retryAt: r)
+        default: break
+        }
     }
 
     /// Drops held cues whose moment has passed.
     private mutating func expire(_ now: UInt64, _ out: inout [Action]) {
-        while let first = pending.first, isTooLate(first.requestTime, now) {
-            pending.removeFirst()
+        guard case .failed(var a, let retryAt) = state else { return }
+        while let first = a.pending.first, isTooLate(first.requestTime, now) {
+            a.pending.removeFirst()
             out.append(.drop(first.job, lateNs: late(first.requestTime, now)))
         }
+        state = .failed(a, retryAt: retryAt)
     }
 
     /// The end: cut what still sounds, stop, close, exit.
@@ -497,7 +582,6 @@ public struct DeviceMachine<Job> {
         if wantsToWrite { out.append(.cutVoices); out.append(.stopStream) }
         if isOpen { out.append(.close) }
         for p in pending { out.append(.drop(p.job, lateNs: 0)) }
-        pending.removeAll(keepingCapacity: true)
         state = .finished
         out.append(.exit)
     }
@@ -508,6 +592,15 @@ public struct DeviceMachine<Job> {
 
     private func late(_ requestTime: UInt64, _ now: UInt64) -> UInt64 {
         requestTime == 0 ? 0 : now &- requestTime
+    }
+}
+
+extension DeviceMachine.Device {
+    /// What an opened device asks of the machine.
+    public init(_ d: OpenedDevice) {
+        let f = d.format
+        self.init(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate)), bufferFrames: f.bufferFrames,
+                  idleCloseLimitNs: d.pacing.idleCloseLimitNs, drainMarginNs: d.pacing.drainMarginNs, lingerNs: d.pacing.lingerNs)
     }
 }
 

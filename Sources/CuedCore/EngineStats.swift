@@ -23,6 +23,13 @@ public final class EngineStats: Sendable {
     /// Graph cycles a sound server played without the stream's audio (a hole inside a
     /// sounding stream) that no xrun reported: the native PipeWire stream's.
     public let missedCycles = Atomic<Int>(0)
+    /// The margin the device is given against stalls (`MarginTuner`), in frames (0: fixed), and
+    /// the times it grew after a miss and shrank after a quiet while.
+    public let marginFrames = Atomic<Int>(0)
+    public let marginGrowths = Atomic<Int>(0)
+    public let marginShrinks = Atomic<Int>(0)
+    /// Misses the margin saw (an xrun, or cycles missed in one go), whether or not it could grow.
+    public let marginMisses = Atomic<Int>(0)
     /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
     public let threadPriority = Atomic<Int>(0)
     public var threadPriorityName: String {
@@ -76,6 +83,25 @@ public final class EngineStats: Sendable {
             if let format { $0.format = format }
             if !keepError { $0.error = error }
         }
+    }
+
+    /// The device machine's state as `status` shows it: a lingering stream is idle to a user.
+    func publish<Job>(_ phase: DeviceMachine<Job>.Phase) {
+        switch phase {
+        case .streaming, .draining: setSink(.running, keepError: true)
+        case .idle, .lingering: setSink(.idle, keepError: true)
+        case .closed, .finished: setSink(.closed, keepError: true)
+        case .failed: setSink(.failed, keepError: true)
+        case .opening: break
+        }
+    }
+
+    /// The margin against stalls as `status` shows it.
+    func publish(_ tuner: MarginTuner) {
+        marginFrames.store(tuner.frames ?? 0, ordering: .relaxed)
+        marginGrowths.store(tuner.growths, ordering: .relaxed)
+        marginShrinks.store(tuner.shrinks, ordering: .relaxed)
+        marginMisses.store(tuner.misses, ordering: .relaxed)
     }
 
     func recordLatency(ns: UInt64) {

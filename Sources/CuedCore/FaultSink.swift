@@ -13,14 +13,9 @@ import Glibc
 ///   `stall-K`       from the K-th write on, the device takes no frame (as a
 ///                   stalled PipeWire PCM does) until it is closed and reopened;
 ///   `stall-K=always` the same, and every reopened device stalls too (at once).
-/// Otherwise it behaves like the null sink: frames consumed at the real rate.
+/// Otherwise it behaves like the null sink: frames consumed at the real rate (`Pacing.selfClocked`).
 /// Threading: every method on the audio thread only (see `Sink`).
 public final class FaultSink: Sink {
-    /// Its write waits as a device would (a `DeviceClock`): kept full, as before the
-    /// low water, it sleeps once a period inside that write, which costs the audio thread
-    /// half what a timed poll before each write does (measured: 9 vs 20 ms of CPU a second
-    /// with a cue playing); nothing here is heard, so there is no latency to win.
-    public var writeAhead: WriteAhead { .fill }
     public enum Fault: String, Sendable { case EPIPE, ESTRPIPE, ENODEV, EIO }
 
     public let spec: String
@@ -79,7 +74,7 @@ public final class FaultSink: Sink {
         clock = DeviceClock(rate: format.rate, bufferFrames: format.bufferFrames)
     }
 
-    public func open() throws(SinkError) -> SinkFormat {
+    public func open() throws(SinkError) -> OpenedDevice {
         if openFailuresLeft > 0 {
             openFailuresLeft -= 1
             throw SinkError("fault: cannot open the device: No such device (ENODEV)")
@@ -87,7 +82,7 @@ public final class FaultSink: Sink {
         if MonotonicClock.now() < downUntil { throw SinkError("fault: cannot open the device: No such device (ENODEV)") }
         stalled = stallAlways && stalled
         clock.drop()
-        return format
+        return OpenedDevice(kind: "fault", format: format, pacing: .selfClocked)
     }
 
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
@@ -113,7 +108,7 @@ public final class FaultSink: Sink {
         }
     }
 
-    public func delayFrames() -> Int { clock.delay() }
+    public func delayFrames(now: UInt64) -> Int { clock.delay(now: now) }
     public func stop() { clock.drop() }
     public func close() { clock.drop() }
 }

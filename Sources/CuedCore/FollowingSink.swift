@@ -22,7 +22,6 @@ public final class FollowingSink: Sink {
     private let make: (String) -> any Sink
     private var sinks: [String: any Sink] = [:]
     private var current: (any Sink)?
-    private var playsToNothing = false
     private let shown = Mutex<(spec: String, why: String)>(("auto", "auto: not opened yet"))
 
     /// `make`: the sink of a spec the pick tries or returns (`pipewire`, `alsa:PCM`, `null`).
@@ -33,7 +32,6 @@ public final class FollowingSink: Sink {
 
     public var spec: String { shown.withLock { $0.spec } }
     public var why: String? { shown.withLock { $0.why } }
-    public var kind: String { current?.kind ?? "auto" }
 
     private func sink(_ spec: String) -> any Sink {
         if let s = sinks[spec] { return s }
@@ -52,8 +50,8 @@ public final class FollowingSink: Sink {
         shown.withLock { $0 = choice }
     }
 
-    public func open() throws(SinkError) -> SinkFormat {
-        var opened: (sink: any Sink, format: SinkFormat)?
+    public func open() throws(SinkError) -> OpenedDevice {
+        var opened: (sink: any Sink, device: OpenedDevice)?
         let choice = pick { spec in
             let s = sink(spec)
             if let opened { opened.sink.close() }  // a candidate that opened is not the pick (another was asked after it)
@@ -63,29 +61,25 @@ public final class FollowingSink: Sink {
         shown.withLock { $0 = choice }
         if let opened, choice.spec != "null" {
             current = opened.sink
-            playsToNothing = false
-            return opened.format
+            return opened.device
         }
+        // Playing to nothing: closed as soon as it is idle, so that the next cue picks again.
         let null = sink("null")
         current = null
-        playsToNothing = true
-        return try null.open()
+        var device = try null.open()
+        device.pacing.idleCloseLimitNs = 0
+        return device
     }
 
     public var pollDescriptors: UnsafeMutableBufferPointer<pollfd> { current!.pollDescriptors }
     public func availableFrames() -> Int { current!.availableFrames() }
     public func hasRoom() throws(SinkError) -> Bool { try current!.hasRoom() }
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite { try current!.write(data, frames: frames) }
-    public var idleWatchDescriptors: UnsafeMutableBufferPointer<pollfd> { current!.idleWatchDescriptors }
     public func idleDeviceFailed() -> Bool { current!.idleDeviceFailed() }
-    public var idleCloseLimitSeconds: Double? { playsToNothing ? 0 : current?.idleCloseLimitSeconds }
-    public var drainMarginSeconds: Double? { current?.drainMarginSeconds }
-    public func delayFrames() -> Int { current!.delayFrames() }
+    public func delayFrames(now: UInt64) -> Int { current!.delayFrames(now: now) }
     public func rewindableFrames() -> Int { current!.rewindableFrames() }
-    public var writeAhead: WriteAhead { current?.writeAhead ?? .lowWater }
-    public var descriptorsStayReadable: Bool { current?.descriptorsStayReadable ?? true }
-    public var takesAnyRoom: Bool { current?.takesAnyRoom ?? false }
     public func rewind(frames: Int) -> Int { current!.rewind(frames: frames) }
+    public func setMargin(frames: Int, canGiveBack: Int) -> Int { current?.setMargin(frames: frames, canGiveBack: canGiveBack) ?? 0 }
     public func stop() { current?.stop() }
     public func close() {
         current?.close()

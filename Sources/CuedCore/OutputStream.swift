@@ -1,16 +1,3 @@
-/// How a stream keeps its device fed.
-public enum WriteAhead: Sendable, Equatable {
-    /// Keep the device's buffer full: a sound server's plugin, whose ring is not the
-    /// device (the server takes from it on its own cycle); a sink whose write waits as a
-    /// device would (null, wav: nothing heard, nothing to win). A cue that arrives
-    /// mid-stream is mixed into what the device gives back (`rewind`) if it can.
-    case fill
-    /// Keep about a period and a margin written ahead (hardware, dmix, a file), and
-    /// write a cue that arrives mid-stream at once: it waits behind that much at most,
-    /// not behind a whole buffer.
-    case lowWater
-}
-
 /// The output stream's accounting, as one clocked value: what is rendered,
 /// written and heard, how far ahead to write, what a device can give back, and
 /// when a frame will have sounded. No I/O and no clock reads: the audio thread
@@ -23,15 +10,40 @@ public enum WriteAhead: Sendable, Equatable {
 public struct OutputStream: Sendable {
     public let format: SinkFormat
     public let writeAhead: WriteAhead
-    /// The device's descriptors can stay readable without room (see `Sink.descriptorsStayReadable`).
+    /// The device's descriptors can stay readable without room (see `Pacing.descriptorsStayReadable`).
     public let descriptorsStayReadable: Bool
-    /// Under `.lowWater`: write when less than this is queued ahead of the device.
-    public let lowWaterFrames: Int
+    /// Less than a period is written when that is all the room there is (see `Pacing.partialWrites`).
+    public let takesAnyRoom: Bool
+    /// What a rewind leaves the device (`Pacing.rewindKeeps`); nil: it is not rewound.
+    public let rewindKeeps: Int?
+    /// The margin against stalls, grown after a miss and shrunk after a quiet while (kept across
+    /// reopens: a new stream takes the last one's).
+    public private(set) var tuner: MarginTuner
+    /// The margin this stream keeps itself (a `.frames` one; nil otherwise): under `.lowWater` the
+    /// frames kept queued beyond a period.
+    public var marginFrames: Int? {
+        if case .frames = tuner.margin { return tuner.frames }
+        return nil
+    }
+    /// The cycle the device asks of its graph (a `.quantum` margin; nil otherwise): `Sink.setMargin`'s.
+    public var cycleFrames: Int? {
+        if case .quantum = tuner.margin { return tuner.frames }
+        return nil
+    }
+    /// Under `.lowWater`: write when less than this is queued ahead of the device (a period and
+    /// the margin, within the buffer less a period).
+    public var lowWaterFrames: Int {
+        let margin = marginFrames ?? max(format.rate / 500, format.periodFrames / 2)  // 2 ms, or half a period
+        return max(1, min(format.periodFrames + margin, format.bufferFrames - format.periodFrames))
+    }
     /// The most ever queued ahead of real time on a device without a clock (ALSA's
     /// `null`, a `file` over it): a buffer and a period.
     public let limitFrames: Int
     /// Frames of mix kept for a rewind: a buffer and a period.
     public let historyCapacity: Int
+    /// The most rendered at once: a period, or half the buffer on a device that takes what it has
+    /// room for (`takesAnyRoom`).
+    public let maxRender: Int
 
     public private(set) var written = 0
     public private(set) var unwritten = 0
@@ -52,20 +64,20 @@ public struct OutputStream: Sendable {
     /// Frames written since the stream (re)started.
     private var streamFrames = 0
 
-    /// Less than a period is written when that is all the room there is (see `Sink.takesAnyRoom`).
-    public let takesAnyRoom: Bool
-
-    public init(format: SinkFormat, writeAhead: WriteAhead, descriptorsStayReadable: Bool = true, takesAnyRoom: Bool = false) {
+    public init(format: SinkFormat, pacing: Pacing = Pacing(), tuner: MarginTuner = MarginTuner()) {
         self.format = format
-        self.writeAhead = writeAhead
-        self.descriptorsStayReadable = descriptorsStayReadable
-        self.takesAnyRoom = takesAnyRoom
-        let margin = max(format.rate / 500, format.periodFrames / 2)  // 2 ms, or half a period
-        lowWaterFrames = max(1, min(format.periodFrames + margin, format.bufferFrames - format.periodFrames))
+        writeAhead = pacing.writeAhead
+        descriptorsStayReadable = pacing.descriptorsStayReadable
+        takesAnyRoom = pacing.partialWrites
+        rewindKeeps = pacing.rewindKeeps
+        self.tuner = tuner
+        self.tuner.use(pacing.margin)
         limitFrames = format.bufferFrames + format.periodFrames
         historyCapacity = format.bufferFrames + format.periodFrames
+        maxRender = pacing.partialWrites ? max(format.periodFrames, format.bufferFrames / 2) : format.periodFrames
         timeline = FrameTimeline(rate: format.rate)
     }
+
 
     public var period: Int { format.periodFrames }
 
@@ -123,6 +135,10 @@ public struct OutputStream: Sendable {
                                               : delayAt &+ nanoseconds(delay - lowWaterFrames + 1))
             }
         }
+        // A device that takes what it has room for (the native stream: a buffer of the graph's
+        // cycle) gets it rendered at once, not a period a turn: after a margin growth the first
+        // buffer of the longer cycle must be made within one of the shorter.
+        if takesAnyRoom && unwritten == 0 && room != .max && room > period { return .write(render: min(room, maxRender)) }
         return .write(render: unwritten > 0 ? 0 : period)
     }
 
@@ -132,8 +148,14 @@ public struct OutputStream: Sendable {
         history = min(historyCapacity, history + frames)
     }
 
-    /// The device took `frames` (`xruns` recovered on the way) and now holds `delay` frames unheard.
-    public mutating func didWrite(frames: Int, xruns: Int, delay: Int, now: UInt64) {
+    /// The device took `frames` (`xruns` recovered on the way, `missedCycles` of its graph played
+    /// without the stream) and now holds `delay` frames unheard. Returns whether the margin changed:
+    /// grown after a miss that was `heard` (not in a lingering stream's silence: the margin answers
+    /// what a user hears, not the stalls silence hid), or shrunk after a quiet while.
+    @discardableResult
+    public mutating func didWrite(frames: Int, xruns: Int, missedCycles: Int = 0, heard: Bool = true, delay: Int, now: UInt64) -> Bool {
+        defer { self.delay = max(0, delay); delayAt = now }
+        let changed = heard && (xruns > 0 || missedCycles > 0) ? tuner.missed(cycles: missedCycles, now: now) : tuner.tick(now: now)
         let n = max(0, min(frames, unwritten))
         written += n
         unwritten -= n
@@ -151,13 +173,13 @@ public struct OutputStream: Sendable {
             timeline.stop()
             history = min(history, unwritten)  // the device dropped what it held
         }
-        self.delay = max(0, delay)
-        delayAt = now
+        return changed
     }
 
-    /// Of `deviceCan` frames the device could give back, how many have their mix at hand.
+    /// Of `deviceCan` frames the device could give back, how many to take: it keeps what it may
+    /// take meanwhile, and only frames whose mix is at hand are taken.
     public func rewindable(deviceCan: Int) -> Int {
-        max(0, min(deviceCan, history - unwritten))
+        max(0, min(deviceCan - (rewindKeeps ?? 0), history - unwritten))
     }
 
     /// The device gave back `frames` of those last written: they are written again.

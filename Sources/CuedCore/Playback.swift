@@ -2,12 +2,11 @@
 import Glibc
 #endif
 
-/// What the audio thread does, without the thread: it carries out the device
-/// machine's actions on the sink, the mixer, the output stream and the voice
-/// ledger. Every call takes the time it happens at and none reads a clock or
-/// sleeps, so a test drives it with a fake clock and a fake device; the thread
-/// shell (`AudioEngine.run`) drives it with the real ones. Not thread-safe: one
-/// thread owns it.
+/// What the audio thread does, without the thread: it carries out the device machine's
+/// actions on the sink, the mixer, the output stream, the render buffer and the voice ledger,
+/// and applies what each render and write reports. Every call takes the time it happens at and
+/// none reads a clock or sleeps, so a test drives it with a fake clock and a fake device; the
+/// thread shell (`AudioEngine.run`) drives it with the real ones. Not thread-safe: one thread owns it.
 final class Playback {
     typealias Machine = DeviceMachine<UInt64>
 
@@ -29,23 +28,15 @@ final class Playback {
     private(set) var ledger: VoiceLedger
     private(set) var stream: OutputStream?
     private(set) var mixer: Mixer?
+    private(set) var device: OpenedDevice?
+    private var buffer: RenderBuffer?
     private(set) var exited = false
 
     /// The machine's actions for one event (capacity reserved: no allocation per event).
     private var actions: [Machine.Action] = []
     /// Events that carrying out actions produced (an open's result).
     private var followUps: [Machine.Event] = []
-    /// The converted frames waiting to be written: `stream.unwritten` of them from `outOffset`.
-    private var output: UnsafeMutableRawPointer?
-    private var outOffset = 0
-    /// The float mix of the last `stream.history` frames rendered, a ring ending at `historyEnd`.
-    private var history: UnsafeMutablePointer<Float>?
-    private var historyCapacity = 0
-    private var historyEnd = 0
-    /// Where a mid-stream cue is mixed into frames given back or not yet written.
-    private var scratch: UnsafeMutablePointer<Float>?
-    private var format: SinkFormat?
-    private var published: Machine.State?
+    private var published: Machine.Phase?
 
     init(sink: any Sink, configuration: AudioEngine.Configuration, stats: EngineStats,
          onEvent: @escaping (EngineEvent) -> Void) {
@@ -59,12 +50,6 @@ final class Playback {
         followUps.reserveCapacity(8)
     }
 
-    deinit {
-        output?.deallocate()
-        history?.deallocate()
-        scratch?.deallocate()
-    }
-
     // MARK: - Commands
 
     func take(_ command: AudioEngine.Command, now: UInt64) {
@@ -74,15 +59,15 @@ final class Playback {
             feed(.cue(request.id, requestTime: request.requestTime), now: now)
         case .stop(let scope, let ticket):
             var count = 0
-            if let mixer, let format {
-                count = mixer.stop(fadeFrames: format.rate * 4 / 1000, reason: scope.reason) { ledger.matches($0, scope) }
+            if let mixer, let device {
+                count = mixer.stop(fadeFrames: device.format.rate * 4 / 1000, reason: scope.reason) { ledger.matches($0, scope) }
             }
             count += machine.removePending { ledger.matches($0, scope) } removed: { id in
                 ledger.finish(id, scope.reason, started: false)
             }
             onEvent(.stopped(ticket: ticket, count: count))
         case .fadeOutAll:
-            if let mixer, let format { mixer.fadeOutAll(frames: format.rate * 4 / 1000, reason: .muted) }
+            if let mixer, let device { mixer.fadeOutAll(frames: device.format.rate * 4 / 1000, reason: .muted) }
             _ = machine.removePending { _ in true } removed: { id in ledger.finish(id, .muted, started: false) }
         case .prewarm:
             feed(.prewarm, now: now)
@@ -122,7 +107,7 @@ final class Playback {
             return .again
         }
         if wrote { return .again }
-        if case .idle = machine.state { watch = .idle }
+        if machine.phase == .idle, device?.pacing.watchesWhileIdle == true { watch = .idle }
         return .sleep(until: wake(paced: paced, now: now), watch: paced != nil ? .none : watch)
     }
 
@@ -168,7 +153,6 @@ final class Playback {
     /// Hands one event to the machine and carries out its actions (and those of
     /// the events they produce, such as an open's result).
     private func feed(_ event: Machine.Event, now: UInt64) {
-        let phase = machine.phase
         var next: Machine.Event? = event
         while let e = next {
             if !actions.isEmpty { actions.removeAll(keepingCapacity: true) }
@@ -176,7 +160,7 @@ final class Playback {
             for i in actions.indices { perform(actions[i], now: now) }
             next = followUps.isEmpty ? nil : followUps.removeFirst()
         }
-        if machine.phase != phase || !actions.isEmpty { publishState() }
+        publishState()
     }
 
     private func perform(_ action: Machine.Action, now: UInt64) {
@@ -185,13 +169,16 @@ final class Playback {
             open(now: now)
         case .close:
             sink.close()
+            published = nil  // the status says closed now: the machine's state is told again
             throwAwayStream(.cut)
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
             stats.setSink(.closed, keepError: true)
             onEvent(.closed)
+        case .linger:
+            ledger.soundedAll()  // the drain is over: everything written has sounded
         case .stopStream:
             sink.stop()
-            ledger.soundedAll()  // the stream drained: everything written has sounded
+            ledger.soundedAll()
             stream?.stopped()
             stats.deviceDelayFrames.store(0, ordering: .relaxed)
             onEvent(.streamStopped)
@@ -231,40 +218,33 @@ final class Playback {
     }
 
     private func open(now: UInt64) {
+        let d: OpenedDevice
         do {
-            let f = try sink.open()
-            let frames = f.bufferFrames + f.periodFrames
-            if format == nil || frames > historyCapacity || f.sampleFormat != format?.sampleFormat {
-                output?.deallocate()
-                output = .allocate(byteCount: frames * f.channels * f.sampleFormat.bytes, alignment: 16)
-                history?.deallocate()
-                history = .allocate(capacity: frames * 2)
-                scratch?.deallocate()
-                scratch = .allocate(capacity: frames * 2)
-                historyCapacity = frames
-            }
-            if mixer == nil || f.periodFrames > mixer!.maxFrames || f.rate != mixer!.rate {
-                let old = mixer
-                mixer = Mixer(maxVoices: configuration.voices, maxFrames: f.periodFrames,
-                              stealFadeFrames: f.rate * 2 / 1000, rate: f.rate)
-                old?.removeAll { removed($0, now: now) }
-            }
-            format = f
-            stream = OutputStream(format: f, writeAhead: sink.writeAhead, descriptorsStayReadable: sink.descriptorsStayReadable,
-                                  takesAnyRoom: sink.takesAnyRoom)
-            outOffset = 0
-            stats.setSink(.idle, format: f, kind: sink.kind)
-            onEvent(.opened(f, kind: sink.kind))
-            var device = Machine.Device(bufferNs: UInt64(f.bufferFrames) * 1_000_000_000 / UInt64(max(1, f.rate)),
-                                        bufferFrames: f.bufferFrames)
-            device.idleCloseLimitNs = sink.idleCloseLimitSeconds.map { UInt64(max(0, $0) * 1e9) }
-            device.drainMarginNs = sink.drainMarginSeconds.map { UInt64(max(0, $0) * 1e9) }
-            followUps.append(.opened(device))
+            d = try sink.open()
         } catch {
             stats.setSink(.failed, error: error.message)
             onEvent(.openFailed(error.message))
             followUps.append(.openFailed)
+            return
         }
+        let f = d.format
+        // The margin learnt so far goes on with the new stream (a reopen of the same device keeps it).
+        let stream = OutputStream(format: f, pacing: d.pacing, tuner: self.stream?.tuner
+                                  ?? MarginTuner(quietNs: UInt64(max(0, configuration.marginQuietSeconds) * 1e9)))
+        if !(buffer?.fits(f) ?? false) { buffer = RenderBuffer(format: f) }
+        if mixer == nil || stream.maxRender > mixer!.maxFrames || f.rate != mixer!.rate {
+            let old = mixer
+            mixer = Mixer(maxVoices: configuration.voices, maxFrames: stream.maxRender, stealFadeFrames: f.rate * 2 / 1000, rate: f.rate)
+            old?.removeAll { removed($0, now: now) }
+        }
+        device = d
+        published = nil
+        if let cycle = stream.cycleFrames { _ = sink.setMargin(frames: cycle, canGiveBack: 0) }
+        self.stream = stream
+        stats.publish(stream.tuner)
+        stats.setSink(.idle, format: f, kind: d.kind)
+        onEvent(.opened(f, kind: d.kind))
+        followUps.append(.opened(Machine.Device(d)))
     }
 
     // MARK: - Voices
@@ -274,32 +254,26 @@ final class Playback {
     /// sounds from the earliest frame the device has not committed.
     private func start(_ id: UInt64, now: UInt64) {
         guard let r = ledger.request(id) else { return }
-        guard let mixer, let format, var stream, let scratch, let output else {
+        guard let mixer, let device, var stream, let buffer else {
             ledger.finish(id, .late, started: false)
             return
         }
-        var back = 0
-        let deviceCan = stream.written > 0 ? sink.rewindableFrames() : 0
-        if case let can = stream.rewindable(deviceCan: deviceCan), can > 0 {
-            back = min(can, sink.rewind(frames: can))
-            if back > 0 {
-                stream.didRewind(back, now: now)
-                stats.rewinds.add(1, ordering: .relaxed)
-            }
+        if device.pacing.rewindKeeps != nil && stream.written > 0, case let can = stream.rewindable(deviceCan: sink.rewindableFrames()), can > 0,
+           case let back = min(can, sink.rewind(frames: can)), back > 0 {
+            stream.didRewind(back, now: now)
+            stats.rewinds.add(1, ordering: .relaxed)
         }
         let frames = stream.unwritten
         let result: Mixer.Start
         ledger.playing(id)
         if frames > 0 {
-            historyTail(frames, scratch, copyOut: true)
-            // These frames were converted (and their clipping counted) before; count only what the new voice adds.
-            let counted = Mixer.clipped(UnsafePointer(scratch), frames: frames, format: format.sampleFormat)
-            result = mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
-                                 important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime,
-                                 mixedInto: scratch, frames: frames)
-            historyTail(frames, scratch, copyOut: false)
-            convert(UnsafePointer(scratch), frames: frames, at: stream.written, mixer: mixer, format: format,
-                    output: output, counted: counted, now: now)
+            let (started, report) = buffer.mixIn(frames, at: stream.written, mixer: mixer) { scratch in
+                mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
+                            important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime,
+                            mixedInto: scratch, frames: frames)
+            }
+            result = started
+            apply(report, now: now)
         } else {
             result = mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
                                  important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime)
@@ -344,90 +318,55 @@ final class Playback {
         }
     }
 
+    /// A render's report: its latencies, clipping and voices; the ledger learns when each ended one sounds its last.
+    private func apply(_ report: RenderBuffer.Report, now: UInt64) {
+        if report.clipped > 0 { stats.clipped.add(report.clipped, ordering: .relaxed) }
+        stats.voicesActive.store(report.mixer.activeVoices, ordering: .relaxed)
+        report.started { requestTime in if requestTime != 0 { stats.recordLatency(ns: now &- requestTime) } }
+        report.ended { e, lastFrame in
+            if e.reason == .played { ledger.rendered(e.id, lastFrame: lastFrame) } else { ledger.finish(e.id, e.reason, started: true) }
+        }
+    }
+
     // MARK: - Writing
 
     /// Renders `render` frames (0: none, the unwritten ones are written) and writes what the device takes.
     private func writeOnce(render: Int, now: UInt64) {
-        guard let mixer, let format, let output, var stream else { return }
-        let bytesPerFrame = format.channels * format.sampleFormat.bytes
+        guard let mixer, let device, let buffer, var stream else { return }
         if render > 0 && stream.unwritten == 0 {
-            mixer.render(frames: render)
-            remember(UnsafePointer(mixer.mix), frames: render)
-            convert(UnsafePointer(mixer.mix), frames: render, at: stream.rendered, mixer: mixer, format: format,
-                    output: output, now: now)
+            apply(buffer.render(render, at: stream.rendered, mixer: mixer), now: now)
             stream.didRender(render)
         }
         let result: SinkWrite
         do {
-            result = try sink.write(output + outOffset * bytesPerFrame, frames: stream.unwritten)
+            result = try sink.write(buffer.pending, frames: stream.unwritten)
         } catch {
             self.stream = stream
             deviceFailed(error, now: now)
             return
         }
-        outOffset += result.frames
+        buffer.wrote(result.frames)
         if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed) }
-        if result.missedCycles > 0 { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
-        let delay = sink.delayFrames()
-        stream.didWrite(frames: result.frames, xruns: result.xruns, delay: delay, now: now)
+        // Counted, and the margin grown, where they are heard: in a lingering stream's silence a
+        // missed cycle is silence too.
+        let heard = machine.phase != .lingering
+        if result.missedCycles > 0 && heard { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
+        let delay = sink.delayFrames(now: now)
+        if stream.didWrite(frames: result.frames, xruns: result.xruns, missedCycles: result.missedCycles, heard: heard, delay: delay, now: now) {
+            // The margin grew after a miss, or shrank after a quiet while. A longer cycle: what the
+            // device gave back (made for the shorter one) is written again, to the new length.
+            if let cycle = stream.cycleFrames,
+               case let back = sink.setMargin(frames: cycle, canGiveBack: stream.rewindable(deviceCan: .max)), back > 0 {
+                stream.didRewind(back, now: now)
+                buffer.unwrite(stream.unwritten, mixer: mixer)
+            }
+            stats.publish(stream.tuner)
+        }
         self.stream = stream
         stats.deviceDelayFrames.store(delay, ordering: .relaxed)
-        let delayNs = UInt64(max(0, delay)) * 1_000_000_000 / UInt64(format.rate)
+        let delayNs = UInt64(max(0, delay)) * 1_000_000_000 / UInt64(device.format.rate)
         feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || stream.unwritten > 0,
                     delayNs: delayNs), now: now)
-    }
-
-    /// Converts `frames` rendered frames, the stream's frames from position `at`, into
-    /// `output` as the next frames to write, and takes the mixer's report on them
-    /// (voices that started and ended). `counted`: clipped samples among these frames
-    /// already counted (frames converted again).
-    private func convert(_ mix: UnsafePointer<Float>, frames: Int, at position: Int, mixer: Mixer, format: SinkFormat,
-                         output: UnsafeMutableRawPointer, counted: Int = 0, now: UInt64) {
-        let clipped: Int
-        switch format.sampleFormat {
-        case .s16: clipped = mixer.convert(frames: frames, from: mix, toS16: output.assumingMemoryBound(to: Int16.self))
-        case .float: clipped = mixer.convert(frames: frames, from: mix, toFloat: output.assumingMemoryBound(to: Float.self))
-        }
-        if clipped > counted { stats.clipped.add(clipped - counted, ordering: .relaxed) }
-        stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
-        for i in 0..<mixer.startedCount where mixer.startedRequestTimes[i] != 0 {
-            stats.recordLatency(ns: now &- mixer.startedRequestTimes[i])
-        }
-        for i in 0..<mixer.endedCount {
-            let e = mixer.ended[i]
-            if e.reason == .played {
-                ledger.rendered(e.id, lastFrame: position + max(0, e.lastFrame))
-            } else {
-                ledger.finish(e.id, e.reason, started: true)
-            }
-        }
-        outOffset = 0
-    }
-
-    /// Appends rendered frames to the history ring.
-    private func remember(_ mix: UnsafePointer<Float>, frames: Int) {
-        guard let history, historyCapacity > 0 else { return }
-        var done = 0
-        while done < frames {
-            let n = min(frames - done, historyCapacity - historyEnd)
-            (history + historyEnd * 2).update(from: mix + done * 2, count: n * 2)
-            historyEnd = (historyEnd + n) % historyCapacity
-            done += n
-        }
-    }
-
-    /// Copies the last `frames` frames of the history ring out to `buffer`, or back in from it.
-    private func historyTail(_ frames: Int, _ buffer: UnsafeMutablePointer<Float>, copyOut: Bool) {
-        guard let history else { return }
-        var at = (historyEnd + historyCapacity - frames) % historyCapacity
-        var done = 0
-        while done < frames {
-            let n = min(frames - done, historyCapacity - at)
-            if copyOut { (buffer + done * 2).update(from: history + at * 2, count: n * 2) }
-            else { (history + at * 2).update(from: buffer + done * 2, count: n * 2) }
-            at = (at + n) % historyCapacity
-            done += n
-        }
     }
 
     private func deviceFailed(_ error: SinkError, now: UInt64) {
@@ -436,16 +375,10 @@ final class Playback {
         feed(.writeFailed, now: now)
     }
 
-    /// The machine's state as `status` shows it (when it changed).
+    /// The machine's state as `status` shows it, when it changed.
     private func publishState() {
-        guard machine.state != published else { return }
-        published = machine.state
-        switch machine.state {
-        case .streaming, .draining: stats.setSink(.running, keepError: true)
-        case .idle: stats.setSink(.idle, keepError: true)
-        case .closed, .finished: stats.setSink(.closed, keepError: true)
-        case .failed: stats.setSink(.failed, keepError: true)
-        case .opening: break
-        }
+        guard machine.phase != published else { return }
+        published = machine.phase
+        stats.publish(machine.phase)
     }
 }

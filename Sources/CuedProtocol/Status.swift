@@ -19,6 +19,15 @@ public struct Status: Sendable, Equatable {
         public var error: String?
         /// Why `--sink auto` picked this sink; nil when the sink was named.
         public var why: String?
+        /// The margin the device is given against the machine's stalls, in frames (nil: fixed by
+        /// the device): the low water above a period, what a rewind leaves, or the native PipeWire
+        /// stream's graph cycle. It grows after a miss (an xrun, a missed cycle) and shrinks after a
+        /// quiet while (docs/AUDIO.md).
+        public var marginFrames: Int?
+        public var marginGrowths = 0
+        public var marginShrinks = 0
+        /// Misses it saw (an xrun, or graph cycles missed in one go), grown after or not (at its limit).
+        public var marginMisses = 0
         public init() {}
     }
 
@@ -179,6 +188,7 @@ public struct Status: Sendable, Equatable {
         // sink
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
+        case marginFrames = "margin_frames", marginGrowths = "margin_growths", marginShrinks = "margin_shrinks", marginMisses = "margin_misses"
         // cue, app
         case frames, via, variants, order
         // latency
@@ -200,7 +210,9 @@ public struct Status: Sendable, Equatable {
         let sinkJSON = obj([(.spec, .string(sink.spec)), (.state, .string(sink.state)), (.kind, s(sink.kind)),
                             (.rate, n(sink.rate)), (.channels, n(sink.channels)), (.format, s(sink.format)),
                             (.periodFrames, n(sink.periodFrames)), (.bufferFrames, n(sink.bufferFrames)),
-                            (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why))])
+                            (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why)),
+                            (.marginFrames, n(sink.marginFrames)), (.marginGrowths, n(sink.marginGrowths)),
+                            (.marginShrinks, n(sink.marginShrinks)), (.marginMisses, n(sink.marginMisses))])
         let cuesJSON = JSON.object(cues.keys.sorted().map { name in
             let c = cues[name]!
             return (name, obj([(.frames, n(c.frames)), (.played, n(c.played)), (.variants, n(c.variants)), (.order, s(c.order))]))
@@ -270,6 +282,10 @@ public struct Status: Sendable, Equatable {
         sink.delayUs = int(v(sk, .delayUs))
         sink.error = str(v(sk, .error))
         sink.why = str(v(sk, .why))
+        sink.marginFrames = int(v(sk, .marginFrames))
+        sink.marginGrowths = int(v(sk, .marginGrowths)) ?? 0
+        sink.marginShrinks = int(v(sk, .marginShrinks)) ?? 0
+        sink.marginMisses = int(v(sk, .marginMisses)) ?? 0
         for (name, c) in pairs(field(.cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0, variants: int(v(c, .variants)) ?? 1,
                              order: str(v(c, .order)))

@@ -105,6 +105,8 @@ public final class DesktopBus: @unchecked Sendable {
         public var address: String?
         /// The session bus's socket, watched while there is no bus (`DesktopBus.socketPath(environment:)`).
         public var socketPath: String?
+        /// Whether the environment names a session bus at all (`DesktopBus.busConfigured(environment:)`).
+        public var busConfigured = true
         public init() {}
     }
 
@@ -124,6 +126,8 @@ public final class DesktopBus: @unchecked Sendable {
     private let profileSignalPending = Atomic<Bool>(false)
     private let handlers: UnsafeMutablePointer<cued_fb_handlers>
 
+    /// sd-bus's functions (libsystemd, loaded by `connect` before the first call).
+    private var sd: cued_sd_api { cued_sd().pointee }
     // The bus thread's own.
     private var bus: OpaquePointer?
     private var monitor: OpaquePointer?
@@ -236,7 +240,7 @@ public final class DesktopBus: @unchecked Sendable {
 
     private func roomToSend(_ b: OpaquePointer) -> Bool {
         var queued: UInt64 = 0
-        guard sd_bus_get_n_queued_write(b, &queued) >= 0, queued >= Self.maxQueuedWrites else {
+        guard sd.sd_bus_get_n_queued_write!(b, &queued) >= 0, queued >= Self.maxQueuedWrites else {
             dropping = false
             return true
         }
@@ -272,9 +276,9 @@ public final class DesktopBus: @unchecked Sendable {
             fds[0] = pollfd(fd: wakeFD, events: Int16(POLLIN), revents: 0)
             var timeout: Int64 = -1
             if let b = bus {
-                fds[n] = pollfd(fd: sd_bus_get_fd(b), events: Int16(sd_bus_get_events(b)), revents: 0); n += 1
+                fds[n] = pollfd(fd: sd.sd_bus_get_fd!(b), events: Int16(sd.sd_bus_get_events!(b)), revents: 0); n += 1
                 var usec: UInt64 = 0
-                if sd_bus_get_timeout(b, &usec) >= 0, usec != UInt64.max {
+                if sd.sd_bus_get_timeout!(b, &usec) >= 0, usec != UInt64.max {
                     let nowUs = MonotonicNow.ms() * 1000
                     timeout = usec > nowUs ? Int64((usec - nowUs + 999) / 1000) : 0
                 }
@@ -286,7 +290,7 @@ public final class DesktopBus: @unchecked Sendable {
                 if watchFD >= 0 { fds[n] = pollfd(fd: watchFD, events: Int16(POLLIN), revents: 0); n += 1 }
             }
             if let m = monitor {
-                fds[n] = pollfd(fd: sd_bus_get_fd(m), events: Int16(sd_bus_get_events(m)), revents: 0); n += 1
+                fds[n] = pollfd(fd: sd.sd_bus_get_fd!(m), events: Int16(sd.sd_bus_get_events!(m)), revents: 0); n += 1
             }
             let rc = poll(&fds, nfds_t(n), Int32(clamping: timeout))
             if rc < 0 && errno != EINTR { usleep(10_000) }
@@ -313,8 +317,8 @@ public final class DesktopBus: @unchecked Sendable {
     private func pump() {
         if let b = bus {
             var r: Int32 = 1
-            while r > 0 { r = sd_bus_process(b, nil) }
-            if r < 0 || sd_bus_is_open(b) <= 0 {
+            while r > 0 { r = sd.sd_bus_process!(b, nil) }
+            if r < 0 || sd.sd_bus_is_open!(b) <= 0 {
                 disconnect(reason: r < 0 ? errnoString(-r) : "the bus closed the connection")
                 return
             }
@@ -323,15 +327,15 @@ public final class DesktopBus: @unchecked Sendable {
             var r: Int32 = 1
             while r > 0 {
                 var message: OpaquePointer?
-                r = sd_bus_process(m, &message)
+                r = sd.sd_bus_process!(m, &message)
                 if let message {
                     seen(message)
-                    sd_bus_message_unref(message)
+                    _ = sd.sd_bus_message_unref!(message)
                 }
             }
-            if r < 0 || sd_bus_is_open(m) <= 0 {
+            if r < 0 || sd.sd_bus_is_open!(m) <= 0 {
                 logger.warning("D-Bus: the notification monitor was disconnected; watching again at the next connection")
-                sd_bus_flush_close_unref(m)
+                _ = sd.sd_bus_flush_close_unref!(m)
                 monitor = nil
                 setStatus { $0.notifications = "lost" }
             }
@@ -339,19 +343,32 @@ public final class DesktopBus: @unchecked Sendable {
     }
 
     private func connect() {
+        // No bus to connect to: libsystemd is not loaded for nothing (the socket is watched).
+        if options.address == nil, let path = options.socketPath, FileSystem.entry(path) == .none {
+            retry(error: "no session bus at \(path)")
+            return
+        }
+        if options.address == nil && !options.busConfigured {
+            retry(error: "no session bus (neither DBUS_SESSION_BUS_ADDRESS nor XDG_RUNTIME_DIR is set)")
+            return
+        }
+        if let why = cued_sd_load() {
+            retry(error: String(cString: why))
+            return
+        }
         var b: OpaquePointer?
         var r: Int32
         if let address = options.address {
-            r = sd_bus_new(&b)
-            if r >= 0 { _ = sd_bus_set_description(b, "cued") }
-            if r >= 0 { r = sd_bus_set_address(b, address) }
-            if r >= 0 { r = sd_bus_set_bus_client(b, 1) }
-            if r >= 0 { r = sd_bus_start(b) }
+            r = sd.sd_bus_new!(&b)
+            if r >= 0 { _ = sd.sd_bus_set_description!(b, "cued") }
+            if r >= 0 { r = sd.sd_bus_set_address!(b, address) }
+            if r >= 0 { r = sd.sd_bus_set_bus_client!(b, 1) }
+            if r >= 0 { r = sd.sd_bus_start!(b) }
         } else {
-            r = sd_bus_open_user_with_description(&b, "cued")
+            r = sd.sd_bus_open_user_with_description!(&b, "cued")
         }
         guard r >= 0, let b else {
-            if let b { sd_bus_flush_close_unref(b) }
+            if let b { _ = sd.sd_bus_flush_close_unref!(b) }
             retry(error: errnoString(-r))
             return
         }
@@ -395,7 +412,7 @@ public final class DesktopBus: @unchecked Sendable {
         // Queued if another process (feedbackd) has it; replaceable, so `feedbackd --replace` takes it back.
         var flags = UInt64(SD_BUS_NAME_ALLOW_REPLACEMENT) | UInt64(SD_BUS_NAME_QUEUE)
         if options.replace { flags |= UInt64(SD_BUS_NAME_REPLACE_EXISTING) }
-        let got = sd_bus_request_name(b, Self.name, flags)
+        let got = sd.sd_bus_request_name!(b, Self.name, flags)
         if got > 0 {
             status.feedback = .owner
             logger.info("D-Bus: \(Self.name) is cued's")
@@ -411,12 +428,12 @@ public final class DesktopBus: @unchecked Sendable {
 
     private func watchNotifications(_ b: OpaquePointer) {
         var address: UnsafePointer<CChar>?
-        guard sd_bus_get_address(b, &address) >= 0, let address else {
+        guard sd.sd_bus_get_address!(b, &address) >= 0, let address else {
             status.notifications = "no bus address"
             return
         }
         var error = sd_bus_error()
-        defer { sd_bus_error_free(&error) }
+        defer { sd.sd_bus_error_free!(&error) }
         var m: OpaquePointer?
         let r = cued_monitor_open(address, &m, &error)
         if r >= 0, let m {
@@ -441,7 +458,7 @@ public final class DesktopBus: @unchecked Sendable {
         let match = Match(bus: self, handler: handler)
         matches.append(match)
         var slot: OpaquePointer?
-        let r = sd_bus_add_match(b, &slot, rule, { m, ud, _ in
+        let r = sd.sd_bus_add_match!(b, &slot, rule, { m, ud, _ in
             guard let m, let ud else { return 0 }
             let match = Unmanaged<Match>.fromOpaque(ud).takeUnretainedValue()
             match.handler(match.bus, m)
@@ -453,15 +470,20 @@ public final class DesktopBus: @unchecked Sendable {
     }
 
     private func disconnect(reason: String?) {
-        for slot in slots { sd_bus_slot_unref(slot) }
+        for slot in slots { _ = sd.sd_bus_slot_unref!(slot) }
         slots = []
         matches = []
-        if let m = monitor { sd_bus_flush_close_unref(m); monitor = nil }
-        if let b = bus { sd_bus_flush_close_unref(b); bus = nil }
+        if let m = monitor { _ = sd.sd_bus_flush_close_unref!(m); monitor = nil }
+        if let b = bus { _ = sd.sd_bus_flush_close_unref!(b); bus = nil }
         guard let reason else { return }
         logger.warning("D-Bus: lost the session bus; trying again", metadata: ["error": "\(reason)"])
         host.left("*")
         retry(error: reason)
+    }
+
+    /// Whether the environment says where a session bus would be (sd_bus_open_user's two places).
+    static func busConfigured(environment env: [String: String]) -> Bool {
+        !(env["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty || (env["XDG_RUNTIME_DIR"] ?? "").hasPrefix("/")
     }
 
     /// The bus socket's path when the address is a plain `unix:path=` (else nil: no watch).
@@ -559,7 +581,7 @@ public final class DesktopBus: @unchecked Sendable {
         nextID = nextID == UInt32.max ? 1 : nextID + 1
         let r = cued_reply_u(call, id)
         if r < 0 { return r }
-        let sender = sd_bus_message_get_sender(call).map { String(cString: $0) } ?? ""
+        let sender = sd.sd_bus_message_get_sender!(call).map { String(cString: $0) } ?? ""
         host.trigger(FeedbackTrigger(id: id, sender: sender, appID: app, event: event, timeout: max(t.timeout, -1),
                                      profile: hintProfile, important: t.important != 0,
                                      soundFile: t.sound_file.map { String(cString: $0) }))

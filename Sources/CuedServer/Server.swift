@@ -246,6 +246,7 @@ public final class Server: Sendable {
         o.replace = dbus.replace
         o.notifications = notifications.enabled
         o.socketPath = DesktopBus.socketPath(environment: options.environment)
+        o.busConfigured = DesktopBus.busConfigured(environment: options.environment)
         let bridge = BusBridge(loop: loop)
         let bus = DesktopBus(options: o, host: bridge, logger: logger)
         let made = loop.submit { [logger] in

@@ -116,6 +116,11 @@ struct StatusReport {
         out.sink.error = s.sinkError
         out.sink.kind = s.sinkKind
         out.sink.delayUs = s.deviceDelayMicroseconds
+        let margin = s.marginFrames.load(ordering: .relaxed)
+        out.sink.marginFrames = margin > 0 ? margin : nil
+        out.sink.marginGrowths = s.marginGrowths.load(ordering: .relaxed)
+        out.sink.marginShrinks = s.marginShrinks.load(ordering: .relaxed)
+        out.sink.marginMisses = s.marginMisses.load(ordering: .relaxed)
         for name in runtime.bank.names {
             let variants = runtime.bank.variants[name] ?? []
             out.cues[name] = Status.Cue(frames: variants.first?.frames ?? 0,

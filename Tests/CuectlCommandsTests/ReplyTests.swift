@@ -38,6 +38,7 @@ import Testing
         s.sink.channels = 2
         s.sink.format = "S16_LE"
         s.sink.delayUs = 4321
+        s.sink.marginFrames = 256; s.sink.marginGrowths = 1; s.sink.marginMisses = 1
         s.stalls = 3
         s.devicesLost = 8
         s.rewinds = 9
@@ -71,7 +72,8 @@ import Testing
                       "6 rate-limited", "7 refused busy", "mutt: played 4, dropped 2, muted", "pop: 100 frames, played 1",
                       "ocean (ocean → freedesktop), 2 cached, 3.0 of 16.0 MiB", "p50 120 µs", Status.Latency.measures,
                       "not saved (retrying): No space left on device", "backup: played 0, profile silent", "(cap 39)",
-                      "2 taken for another process", "1 closed unread", "3 processes, pid 4242 holds 12", "13 more not listed; 14 played"] {
+                      "2 taken for another process", "1 closed unread", "3 processes, pid 4242 holds 12", "13 more not listed; 14 played",
+                      "256 frames (5.3 ms), grown 1× after 1 miss, shrunk 0×"] {
             #expect(table.contains(piece), "missing '\(piece)' in:\n\(table)")
         }
         #expect(table.split(separator: "\n").contains { $0.hasPrefix("profile ") && $0.hasSuffix(" quiet") }, "no profile row in:\n\(table)")

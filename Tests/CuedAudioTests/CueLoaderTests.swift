@@ -233,7 +233,7 @@ import TestSupport
         let dir = TempDir()
         let path = dir.file("cap.wav")
         let sink = WAVSink(path: path, latencyMs: 10)
-        let f = try sink.open()
+        let f = try sink.open().format
         #expect(f.rate == 48_000 && f.channels == 2 && f.sampleFormat == .s16)
         var data = [Int16](repeating: 0, count: f.periodFrames * 2)
         let start = MonotonicClock.now()
@@ -243,7 +243,7 @@ import TestSupport
             // Visible to a reader right away (header kept up to date).
             #expect(try WAV.read(path).frames == (p + 1) * f.periodFrames)
         }
-        MonotonicClock.sleep(until: MonotonicClock.now() + UInt64(sink.delayFrames()) * 1_000_000_000 / 48_000)  // play out
+        MonotonicClock.sleep(until: MonotonicClock.now() + UInt64(sink.delayFrames(now: MonotonicClock.now())) * 1_000_000_000 / 48_000)  // play out
         #expect(MonotonicClock.now() - start >= 95_000_000)  // 20 × 5 ms of audio at least
         let back = try WAV.read(path)
         #expect(back.samples[0] == 0 && back.samples[back.samples.count - 1] == Int16(1900 + (f.periodFrames * 2 - 1) % 7))

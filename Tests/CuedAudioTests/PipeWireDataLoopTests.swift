@@ -17,15 +17,15 @@ import Testing
         let done = Atomic<Int>(0)
         let failed = Mutex<String?>(nil)
         let thread = Thread {
-            cued_pw_init()
+            if let why = cued_pw_load() { failed.withLock { $0 = String(cString: why) }; return }
             let slot = UnsafeMutablePointer<pthread_t>.allocate(capacity: 1)
             defer { slot.deallocate() }
             for _ in 0..<contexts {
-                guard let loop = pw_loop_new(nil) else { failed.withLock { $0 = "pw_loop_new failed" }; return }
+                guard let loop = cued_pw_loop_new() else { failed.withLock { $0 = "pw_loop_new failed" }; return }
                 cued_pw_loop_enter(loop)
                 let props = cued_pw_properties_new()
-                pw_properties_set(props, "config.name", "client.conf")
-                guard let context = pw_context_new(loop, props, 0) else {
+                _ = cued_pw_properties_set(props, "config.name", "client.conf")
+                guard let context = cued_pw_context_new(loop, props) else {
                     failed.withLock { $0 = "pw_context_new failed: errno \(errno)" }; return
                 }
                 slot.pointee = 0
@@ -36,9 +36,9 @@ import Testing
                 } else {
                     failed.withLock { $0 = "cued_pw_take_data_loop failed: errno \(errno)" }
                 }
-                pw_context_destroy(context)
+                cued_pw_context_destroy(context)
                 cued_pw_loop_leave(loop)
-                pw_loop_destroy(loop)
+                cued_pw_loop_destroy(loop)
                 done.add(1, ordering: .releasing)
             }
         }

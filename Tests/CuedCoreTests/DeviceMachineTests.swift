@@ -49,6 +49,7 @@ import Testing
             case .open: return "open"
             case .close: return "close"
             case .stopStream: return "stop"
+            case .linger: return "linger"
             case .start(let j): return "start \(j)"
             case .drop(let j, let late): return "drop \(j) \(late / 1_000_000)"
             case .restartVoices(let since): return "restart since \(since / 1_000_000)"
@@ -66,7 +67,7 @@ import Testing
         var d = Driver()
         #expect(d.cue("a") == ["open"])
         #expect(d.opened() == ["start a"])
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
         return d
     }
 
@@ -74,24 +75,24 @@ import Testing
 
     @Test func firstCueOpensTheDeviceAndStartsOnceOpen() {
         var d = Driver()
-        #expect(d.m.state == .closed)
+        #expect(d.m.phase == .closed)
         #expect(d.m.deadline == nil)  // closed: nothing to wake for
         #expect(d.cue("a") == ["open"])
-        #expect(d.m.state == .opening)
+        #expect(d.m.phase == .opening)
         #expect(d.m.pending.count == 1)
         #expect(d.opened() == ["start a"])
-        #expect(d.m.state == .streaming && d.m.wantsToWrite && d.m.pending.isEmpty)
+        #expect(d.m.phase == .streaming && d.m.wantsToWrite && d.m.pending.isEmpty)
     }
 
     @Test func prewarmOpensToIdleAndACueThenStartsAtOnce() {
         var d = Driver()
         #expect(d.send(.prewarm) == ["open"])
         #expect(d.opened() == [])
-        #expect(d.m.state == .idle(since: d.ns))
+        #expect(d.m.phase == .idle && d.m.stateTime == d.ns)
         #expect(!d.m.wantsToWrite)
         d.advance(by: 5)
         #expect(d.cue("a") == ["start a"])
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
     }
 
     @Test func prewarmWhileIdleRestartsTheIdleCountdown() {
@@ -101,7 +102,7 @@ import Testing
         #expect(d.send(.prewarm) == [])
         #expect(d.advance(by: 900) == [])       // 1,800 ms after open, 900 after the prewarm
         #expect(d.advance(by: 100) == ["close"])
-        #expect(d.m.state == .closed)
+        #expect(d.m.phase == .closed)
     }
 
     @Test func cuesWhileOpeningAreHeldAndStartInOrder() {
@@ -116,7 +117,7 @@ import Testing
         d.cue("a")
         d.now += 260  // the open took 260 ms
         #expect(d.opened() == ["drop a 260"])
-        #expect(d.m.state == .idle(since: d.ns))
+        #expect(d.m.phase == .idle && d.m.stateTime == d.ns)
     }
 
     @Test func aCueAlreadyLateOnArrivalIsDropped() {
@@ -139,7 +140,7 @@ import Testing
         d.send(.cue("a", requestTime: 0))                  // no request time: never too late, so it keeps waiting
         var delays: [UInt64] = []
         for _ in 0..<8 {
-            #expect(d.m.state == .opening)
+            #expect(d.m.phase == .opening)
             d.send(.openFailed)
             guard let next = d.deadlineMs else { Issue.record("no retry scheduled"); return }
             delays.append(next - d.now)
@@ -169,7 +170,7 @@ import Testing
         #expect(d.deadlineMs == 1_000 + 250)
         #expect(d.advance(to: 1_251) == ["drop a 251"])
         #expect(d.m.deadline == nil)                      // nothing waits: no timer, no wakeups
-        #expect(d.m.state == .failed(retryAt: (1_150 + 200) * 1_000_000))
+        #expect(d.m.phase == .failed && d.m.stateTime == (1_150 + 200) * 1_000_000)
     }
 
     @Test func aCueRetriesAFailedDeviceAtOnceButNotTwiceWithin50ms() {
@@ -179,7 +180,7 @@ import Testing
         d.advance(by: 20)
         #expect(d.cue("b") == [])                          // 20 ms after the last attempt
         d.advance(by: 30)                                  // the retry timer (50 ms)
-        #expect(d.m.state == .opening)
+        #expect(d.m.phase == .opening)
         d.send(.openFailed)
         d.now += 1_000                                     // both dropped meanwhile? no timer ran:
         #expect(d.send(.timer) == ["drop a 1050", "drop b 1030"])
@@ -209,7 +210,7 @@ import Testing
         #expect(d.advance(by: 50) == ["open"])
         #expect(d.opened() == ["start b"])
         d.send(.writeFailed)                                // a fresh device: reopened once again
-        #expect(d.m.state == .opening)
+        #expect(d.m.phase == .opening)
     }
 
     @Test func aReopenThatFailsDropsTheVoices() {
@@ -226,11 +227,11 @@ import Testing
         var d = streaming()
         d.wrote()
         #expect(d.wrote(sounding: false, delayMs: 12) == [])
-        #expect(d.m.state == .draining(until: d.ns + 12_000_000))
+        #expect(d.m.phase == .draining && d.m.stateTime == d.ns + 12_000_000)
         #expect(d.m.wantsToWrite)                          // silence, so the device never underruns
         d.advance(by: 5); d.wrote(sounding: false, delayMs: 10)
         #expect(d.advance(to: 1_012) == ["stop"])
-        #expect(d.m.state == .idle(since: d.ns))
+        #expect(d.m.phase == .idle && d.m.stateTime == d.ns)
         #expect(!d.m.wantsToWrite)
         #expect(d.deadlineMs == 1_012 + 30_000)            // only the idle-close timer
     }
@@ -240,16 +241,16 @@ import Testing
         _ = m.handle(.cue("a", requestTime: 0), now: 0)
         _ = m.handle(.opened(bufferNs: 10_000_000), now: 0)
         _ = m.handle(.wrote(frames: 240, xruns: 0, sounding: false, delayNs: 12_000_000), now: 5_000_000)
-        #expect(m.state == .draining(until: 5_000_000 + 12_000_000 + 20_000_000))
+        #expect(m.phase == .draining && m.stateTime == 5_000_000 + 12_000_000 + 20_000_000)
     }
 
     @Test func aCueWhileDrainingJoinsTheRunningStream() {
         var d = streaming()
         d.wrote(sounding: false)
         #expect(d.cue("b") == ["start b"])
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
         d.wrote(sounding: true)
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
     }
 
     @Test func idleDeviceClosesAfterIdleCloseAndReopensForTheNextCue() {
@@ -259,7 +260,7 @@ import Testing
         #expect(d.advance(by: 0) == ["stop"])
         #expect(d.advance(by: 299) == [])
         #expect(d.advance(by: 1) == ["close"])
-        #expect(d.m.state == .closed && d.m.deadline == nil)
+        #expect(d.m.phase == .closed && d.m.deadline == nil)
         #expect(d.cue("b") == ["open"])
     }
 
@@ -268,7 +269,7 @@ import Testing
         d.cue("a"); d.opened()
         d.wrote(sounding: false, delayMs: 5)
         #expect(d.advance(by: 5) == ["stop", "close"])
-        #expect(d.m.state == .closed)
+        #expect(d.m.phase == .closed)
     }
 
     @Test func noIdleCloseMeansNoDeadlineAtAllWhileIdle() {
@@ -281,9 +282,63 @@ import Testing
         var d = Driver()
         d.send(.prewarm); d.opened()
         #expect(d.send(.deviceError) == ["close"])
-        #expect(d.m.state == .closed)
+        #expect(d.m.phase == .closed)
         #expect(d.cue("a") == ["open"])
         #expect(d.send(.deviceError) == [])                // only an idle device is watched
+    }
+
+    // MARK: - Lingering (the native PipeWire stream)
+
+    /// A device that lingers: once everything has sounded the stream goes on in silence for the
+    /// linger (the voices have ended: `linger`), then it is stopped; `status` shows it idle
+    /// meanwhile. The linger is the machine's deadline: no sink keeps a clock of its own.
+    @Test func aLingeringDeviceRunsSilenceThenStops() {
+        var d = Driver()
+        d.cue("a")
+        d.send(.opened(.init(bufferNs: 10_000_000, lingerNs: 2_000_000_000)))
+        d.wrote(sounding: false, delayMs: 10)
+        #expect(d.advance(by: 10) == ["linger"])
+        #expect(d.m.phase == .lingering && d.m.stateTime == d.ns + 2_000_000_000)
+        #expect(d.m.wantsToWrite)                          // silence, so the graph keeps running
+        for _ in 0..<39 { d.advance(by: 50); d.wrote(sounding: false) }  // the stall watch (100 ms) runs on meanwhile
+        #expect(d.deadlineMs == 1_010 + 2_000)
+        #expect(d.advance(to: 3_010) == ["stop"])
+        #expect(d.m.phase == .idle && d.m.stateTime == d.ns)
+    }
+
+    /// A device that lingers 2 s, its one cue sounded: lingering.
+    func lingering() -> Driver {
+        var d = Driver()
+        d.cue("a")
+        d.send(.opened(.init(bufferNs: 10_000_000, lingerNs: 2_000_000_000)))
+        d.wrote(sounding: false, delayMs: 0)
+        d.advance(by: 0)
+        #expect(d.m.phase == .lingering)
+        return d
+    }
+
+    /// A cue while the stream lingers joins it at once (the stream is running: no wake-up).
+    @Test func aCueWhileLingeringJoinsTheRunningStream() {
+        var d = lingering()
+        for _ in 0..<10 { d.advance(by: 50); d.wrote(sounding: false) }
+        #expect(d.cue("b") == ["start b"])
+        #expect(d.m.phase == .streaming)
+        d.wrote(sounding: false, delayMs: 0)
+        #expect(d.advance(by: 0) == ["linger"])            // a full linger again after this cue
+        #expect(d.m.stateTime == d.ns + 2_000_000_000)
+    }
+
+    /// The sound server went away while the stream lingered: nothing sounds, so the device is
+    /// closed (not reopened under voices), and the next cue opens it afresh; a shutdown ends it.
+    @Test func aFailureOrAShutdownWhileLingeringClosesIt() {
+        var d = lingering()
+        #expect(d.send(.writeFailed) == ["close"])
+        #expect(d.m.phase == .closed)
+        #expect(d.cue("b") == ["open"])
+        d.send(.opened(.init(bufferNs: 10_000_000, lingerNs: 2_000_000_000)))
+        d.wrote(sounding: false, delayMs: 0)
+        d.advance(by: 0)
+        #expect(d.send(.shutdown(deadline: d.ns + 500_000_000)) == ["cut voices", "stop", "close", "exit"])
     }
 
     // MARK: - Stalls and lost devices
@@ -297,7 +352,7 @@ import Testing
         #expect(d.deadlineMs == 1_100)
         #expect(d.advance(to: 1_100) == ["stall", "close", "open"])
         #expect(d.opened() == ["restart since 850"])        // voices requested in the last 250 ms restart
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
         #expect(d.deadlineMs == 1_200)
     }
 
@@ -324,7 +379,7 @@ import Testing
         _ = m.handle(.wrote(frames: 480, xruns: 0, sounding: true, delayNs: 0), now: 0)
         _ = m.handle(.wrote(frames: 240, xruns: 0, sounding: false, delayNs: 0), now: 5_000_000)
         _ = m.handle(.timer, now: 25_000_000)             // drained: stopped, idle
-        #expect(m.state == .idle(since: 25_000_000))
+        #expect(m.phase == .idle && m.stateTime == 25_000_000)
         _ = m.handle(.cue("b", requestTime: 0), now: 30_000_000)
         #expect(m.deadline == 1_030_000_000)
     }
@@ -339,7 +394,7 @@ import Testing
     @Test func progressPostponesTheStall() {
         var d = streaming()
         for _ in 0..<50 { d.advance(by: 5); d.wrote() }     // 250 ms of steady writes
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
         #expect(d.deadlineMs == d.now + 100)
     }
 
@@ -354,7 +409,7 @@ import Testing
         var d = streaming()
         d.wrote(sounding: false, delayMs: 500)              // a long tail to play out
         #expect(d.advance(by: 100) == ["stall", "drop voices", "close"])
-        #expect(d.m.state == .closed)
+        #expect(d.m.phase == .closed)
     }
 
     @Test func xrunsRecoveredThreeTimesWithoutProgressAreALostDevice() {
@@ -371,7 +426,7 @@ import Testing
             #expect(d.wrote(0, xruns: 1) == [])
             #expect(d.wrote(240, xruns: 1) == [])
         }
-        #expect(d.m.state == .streaming)
+        #expect(d.m.phase == .streaming)
     }
 
     // MARK: - Stop of held cues
@@ -390,7 +445,7 @@ import Testing
     @Test func shutdownWhenClosedExitsAtOnce() {
         var d = Driver()
         #expect(d.send(.shutdown(deadline: d.ns + 500_000_000)) == ["exit"])
-        #expect(d.m.state == .finished)
+        #expect(d.m.phase == .finished)
         #expect(d.cue("a") == ["drop a 0"])
     }
 
@@ -446,7 +501,7 @@ import Testing
         #expect(d.m.deadline != nil)                        // streaming: the stall watch
         d.wrote(sounding: false, delayMs: 0)
         d.advance(by: 0)
-        #expect(d.m.state == .idle(since: d.ns))
+        #expect(d.m.phase == .idle && d.m.stateTime == d.ns)
         #expect(d.m.deadline == nil)                        // idle, no idle-close: sleeps until a cue
     }
 }

@@ -17,6 +17,14 @@ final class FakeDevice: Sink {
     /// Frames it keeps when giving back (nil: it cannot rewind).
     let rewindMargin: Int?
     let writeAhead: WriteAhead
+    /// How long it lingers after its last cue (`Pacing.lingerNs`).
+    var lingerNs: UInt64 = 0
+    /// Its margin (nil: as for such a device: a ring's rewind margin, or a low water's).
+    var margin: Margin?
+    /// Margins it was asked for (`setMargin`).
+    private(set) var marginsAsked: [Int] = []
+    /// Xruns the next write that takes frames reports.
+    var xrunsToReport = 0
     /// From this write on (counted from 1), it takes no frame (a stalled server).
     var stallFromWrite: Int?
     /// Every open fails while true.
@@ -53,10 +61,24 @@ final class FakeDevice: Sink {
     var frames: Int { samples.count / 2 }
     func frame(_ i: Int) -> Int16 { samples[2 * i] }
 
-    func open() throws(SinkError) -> SinkFormat {
+    var pacing: Pacing {
+        let m = margin ?? (writeAhead == .lowWater ? Pacing.lowWaterMargin(format) : .fixed)
+        return Pacing(writeAhead: writeAhead, descriptorsStayReadable: descriptorsStayReadable, rewindKeeps: rewindMargin,
+                      lingerNs: lingerNs, margin: m)
+    }
+
+    func open() throws(SinkError) -> OpenedDevice {
         opens += 1
         if failOpen { throw SinkError("fake: cannot open") }
-        return format
+        return OpenedDevice(kind: "fake", format: format, pacing: pacing)
+    }
+
+    /// Whether a longer cycle makes it give back what it holds (as the native stream does).
+    var givesBackOnMargin = false
+    func setMargin(frames: Int, canGiveBack: Int) -> Int {
+        marginsAsked.append(frames)
+        guard givesBackOnMargin, frames > (marginsAsked.dropLast().last ?? 0) else { return 0 }
+        return rewind(frames: min(canGiveBack, rewindableFrames()))
     }
     /// Stalled: it says it has no room and takes nothing, until reopened.
     private(set) var stalled = false
@@ -86,14 +108,17 @@ final class FakeDevice: Sink {
             samples.append(p[2 * i]); samples.append(p[2 * i + 1])
             heardAt.append(clockless ? now : now + UInt64(queuedBefore + i) * 1_000_000_000 / 48_000)
         }
-        let missed = missedCyclesToReport
+        let missed = missedCyclesToReport, xruns = xrunsToReport
         missedCyclesToReport = 0
-        return SinkWrite(frames: take, missedCycles: missed)
+        xrunsToReport = 0
+        return SinkWrite(frames: take, xruns: xruns, missedCycles: missed)
     }
-    func delayFrames() -> Int { clockless ? 0 : timeline.queued(at: now) }
+    func delayFrames() -> Int { delayFrames(now: now) }
+    /// Its own time (a write that waited moved it on), not the caller's.
+    func delayFrames(now _: UInt64) -> Int { clockless ? 0 : timeline.queued(at: now) }
     func rewindableFrames() -> Int {
-        guard let m = rewindMargin else { return 0 }
-        return max(0, timeline.queued(at: now) - m)
+        guard rewindMargin != nil else { return 0 }
+        return timeline.queued(at: now)
     }
     func rewind(frames n: Int) -> Int {
         guard rewindMargin != nil else { return 0 }
@@ -102,7 +127,8 @@ final class FakeDevice: Sink {
         heardAt.removeLast(k)
         return k
     }
-    func stop() { timeline.stop(); running = false }
+    private(set) var stops = 0
+    func stop() { timeline.stop(); running = false; stops += 1 }
     func close() { timeline.stop(); running = false; stalled = false }
 }
 
@@ -122,10 +148,12 @@ struct FakeRun {
 
     final class Box { var now: UInt64 = 0; var events: [(UInt64, EngineEvent)] = [] }
 
-    init(_ device: FakeDevice, voices: Int = 16, idleCloseSeconds: Double = 30, start: UInt64 = 1_000_000_000) {
+    init(_ device: FakeDevice, voices: Int = 16, idleCloseSeconds: Double = 30, marginQuietSeconds: Double? = nil,
+         start: UInt64 = 1_000_000_000) {
         var config = AudioEngine.Configuration()
         config.voices = voices
         config.idleCloseSeconds = idleCloseSeconds
+        if let q = marginQuietSeconds { config.marginQuietSeconds = q }
         let box = Box()
         self.box = box
         self.device = device

@@ -12,16 +12,16 @@ import Testing
     func ns(_ frames: Int) -> UInt64 { (UInt64(frames) * 1_000_000_000 + 47_999) / 48_000 }
 
     @Test func lowWaterIsAPeriodAndAMarginWithinTheBuffer() {
-        #expect(OutputStream(format: big, writeAhead: .lowWater).lowWaterFrames == 240 + 120)
+        #expect(OutputStream(format: big, pacing: Pacing(writeAhead: .lowWater)).lowWaterFrames == 240 + 120)
         let small = SinkFormat(rate: 48_000, channels: 2, sampleFormat: .s16, periodFrames: 240, bufferFrames: 480)
-        #expect(OutputStream(format: small, writeAhead: .lowWater).lowWaterFrames == 240)  // room for a period
+        #expect(OutputStream(format: small, pacing: Pacing(writeAhead: .lowWater)).lowWaterFrames == 240)  // room for a period
         let tiny = SinkFormat(rate: 48_000, channels: 2, sampleFormat: .s16, periodFrames: 48, bufferFrames: 4_800)
-        #expect(OutputStream(format: tiny, writeAhead: .lowWater).lowWaterFrames == 48 + 96)  // 2 ms of margin at least
+        #expect(OutputStream(format: tiny, pacing: Pacing(writeAhead: .lowWater)).lowWaterFrames == 48 + 96)  // 2 ms of margin at least
     }
 
     /// Writes while less than the low water is queued, then sleeps exactly until it would be.
     @Test func aClockedDeviceIsWrittenWhenItsQueueFallsToTheLowWater() {
-        var s = OutputStream(format: big, writeAhead: .lowWater)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .lowWater))
         #expect(s.next(now: t0, room: 4_800, deviceWoke: false) == .write(render: 240))
         s.didRender(240)
         s.didWrite(frames: 240, xruns: 0, delay: 240, now: t0)
@@ -39,7 +39,7 @@ import Testing
     /// paced by real time, up to a buffer and a period ahead, and what it took is heard.
     @Test func aClocklessDeviceIsPacedByRealTime() {
         let f = SinkFormat(rate: 48_000, channels: 2, sampleFormat: .s16, periodFrames: 240, bufferFrames: 480)
-        var s = OutputStream(format: f, writeAhead: .lowWater)
+        var s = OutputStream(format: f, pacing: Pacing(writeAhead: .lowWater))
         #expect(s.next(now: t0, room: 480, deviceWoke: false) == .write(render: 240))
         s.didRender(240)
         s.didWrite(frames: 240, xruns: 0, delay: 0, now: t0)
@@ -75,7 +75,7 @@ import Testing
 
     /// When a frame is heard: the device's delay after the last write, counted down in real time.
     @Test func aFrameIsHeardWhenTheFramesBeforeItHavePlayed() {
-        var s = OutputStream(format: big, writeAhead: .lowWater)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .lowWater))
         s.didRender(480)
         s.didWrite(frames: 480, xruns: 0, delay: 480, now: t0)
         #expect(s.heard(now: t0) == 0)
@@ -91,7 +91,7 @@ import Testing
     /// A sound server's plugin is filled as far as it takes; a device full after a wake
     /// on its descriptor sleeps on a timer for the frames missing, not on the descriptor.
     @Test func aFillDeviceIsWrittenWheneverItHasRoomForAPeriod() {
-        var s = OutputStream(format: big, writeAhead: .fill)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .fill))
         s.didRender(240)
         s.didWrite(frames: 240, xruns: 0, delay: 4_000, now: t0)
         #expect(s.next(now: t0, room: 800, deviceWoke: false) == .write(render: 240))
@@ -104,7 +104,7 @@ import Testing
     /// polled again when a wake-up brought no room: the next one may (a timer would sleep
     /// through it).
     @Test func aDeviceThatWakesOnlyForNewsIsPolledAgain() {
-        var s = OutputStream(format: big, writeAhead: .fill, descriptorsStayReadable: false)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .fill, descriptorsStayReadable: false))
         s.didRender(240)
         s.didWrite(frames: 240, xruns: 0, delay: 4_000, now: t0)
         #expect(s.next(now: t0, room: 100, deviceWoke: true) == .waitForDevice)
@@ -116,20 +116,20 @@ import Testing
     /// graph quantum below cued's period) is written what fits, a period rendered and the
     /// rest written next; one whose room grows waits for a period's worth.
     @Test func aDeviceThatTakesAnyRoomIsWrittenLessThanAPeriod() {
-        var s = OutputStream(format: big, writeAhead: .fill, descriptorsStayReadable: false, takesAnyRoom: true)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .fill, descriptorsStayReadable: false, partialWrites: true))
         #expect(s.next(now: t0, room: 64, deviceWoke: true) == .write(render: 240))
         s.didRender(240)
         s.didWrite(frames: 64, xruns: 0, delay: 64, now: t0)
         #expect(s.unwritten == 176)
         #expect(s.next(now: t0, room: 0, deviceWoke: true) == .waitForDevice)
         #expect(s.next(now: t0, room: 64, deviceWoke: true) == .write(render: 0))  // the rest of the period, 64 at a time
-        let ring = OutputStream(format: big, writeAhead: .fill, descriptorsStayReadable: false)
+        let ring = OutputStream(format: big, pacing: Pacing(writeAhead: .fill, descriptorsStayReadable: false))
         #expect(ring.next(now: t0, room: 64, deviceWoke: true) == .waitForDevice)
     }
 
     /// A write that took nothing although the device claimed room is not retried at once.
     @Test func aWriteThatTookNothingWaitsForTheDevice() {
-        var s = OutputStream(format: big, writeAhead: .fill)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .fill))
         s.didRender(240)
         s.didWrite(frames: 0, xruns: 0, delay: 0, now: t0)
         #expect(s.next(now: t0, room: 4_800, deviceWoke: false) == .waitForDevice)
@@ -140,7 +140,7 @@ import Testing
 
     /// Rewinds: what can be given back is what was written and whose mix is at hand.
     @Test func framesGivenBackAreWrittenAgain() {
-        var s = OutputStream(format: big, writeAhead: .fill)
+        var s = OutputStream(format: big, pacing: Pacing(writeAhead: .fill))
         s.didRender(240)
         s.didWrite(frames: 240, xruns: 0, delay: 240, now: t0)
         s.didRender(240)  // rendered, not written

@@ -374,6 +374,7 @@ import Testing
         s.sink.spec = "alsa:default"; s.sink.state = "idle"; s.sink.kind = "ioplug"; s.sink.rate = 48_000
         s.sink.channels = 2; s.sink.format = "S16_LE"; s.sink.periodFrames = 240; s.sink.bufferFrames = 480
         s.sink.delayUs = 5000; s.sink.error = "x"
+        s.sink.marginFrames = 512; s.sink.marginGrowths = 2; s.sink.marginShrinks = 1; s.sink.marginMisses = 3
         s.cues = ["pop": .init(frames: 10, played: 2)]
         s.apps = ["mutt": .init(played: 3, dropped: 1, muted: true, profile: .quiet), "feedr": .init(played: 1),
                   "Mutter": .init(played: 2, via: ["libcanberra"])]

@@ -25,8 +25,7 @@ final class PeakSink: Sink {
     let peak = Peak()
     private let inner = NullSink()
     var spec: String { inner.spec }
-    var writeAhead: WriteAhead { inner.writeAhead }
-    func open() throws(SinkError) -> SinkFormat { try inner.open() }
+    func open() throws(SinkError) -> OpenedDevice { try inner.open() }
     func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
         let samples = data.assumingMemoryBound(to: Int16.self)
         var loudest = 0
@@ -34,7 +33,7 @@ final class PeakSink: Sink {
         peak.saw(loudest)
         return try inner.write(data, frames: frames)
     }
-    func delayFrames() -> Int { inner.delayFrames() }
+    func delayFrames(now: UInt64) -> Int { inner.delayFrames(now: now) }
     func stop() { inner.stop() }
     func close() { inner.close() }
 }

@@ -50,11 +50,13 @@ struct DebTests {
         try #require(FileManager.default.fileExists(atPath: deb), "\(built)")
 
         // Fields: Depends computed from what the binaries link.
-        let fields = try runProcess("/usr/bin/dpkg-deb", ["-f", deb, "Package", "Version", "Architecture", "Depends", "Installed-Size"]).out
+        let fields = try runProcess("/usr/bin/dpkg-deb", ["-f", deb, "Package", "Version", "Architecture", "Depends", "Recommends", "Installed-Size"]).out
         #expect(fields.contains("Package: cued\n") && fields.contains("Version: \(CuedVersion.string)\n"), "\(fields)")
         for lib in ["libasound2 (>=", "libsndfile1 (>=", "libsamplerate0 (>=", "libc6 (>=", "libcanberra0 (>="] {
             #expect(fields.contains(lib), "Depends lacks \(lib): \(fields)")
         }
+        // Loaded when used (dlopen), not linked: recommended.
+        #expect(fields.contains("Recommends: libpipewire-0.3-0, libsystemd0\n"), "\(fields)")
         let size = Int(fields.split(separator: "\n").first { $0.hasPrefix("Installed-Size: ") }?.split(separator: " ").last ?? "") ?? 0
         #expect(size > 0)
         print("cued package: \(size) KiB installed")

@@ -66,6 +66,30 @@ struct InstallTests {
         #expect(cued.stop() == 0)
     }
 
+    /// libpipewire and libsystemd are not linked but loaded when used (a PipeWire output opened,
+    /// a session bus there): the installed cued on null with no session bus maps neither, and
+    /// says why its D-Bus face is absent. (Their loading and relocations cost every start.)
+    @Test func pipeWireAndSDBusAreLoadedOnlyWhenUsed() throws {
+        let needed = try runProcess("/usr/bin/readelf", ["-d", prefix + "/bin/cued"]).out
+        #expect(!needed.contains("libpipewire") && !needed.contains("libsystemd"), "\(needed)")
+        let dir = TempDir()
+        let sock = dir.file("cued.sock")
+        var env = ProcessInfo.processInfo.environment
+        env["XDG_RUNTIME_DIR"] = dir.path  // no bus socket there
+        env["XDG_STATE_HOME"] = dir.file("state")
+        env["XDG_CONFIG_HOME"] = dir.file("config")
+        for key in ["DBUS_SESSION_BUS_ADDRESS", "CUED_SOCKET", "NOTIFY_SOCKET"] { env.removeValue(forKey: key) }
+        let cued = try Subprocess(prefix + "/bin/cued", ["--socket", sock, "--sink", "null"], env: env, stderr: dir.file("cued.err"))
+        defer { _ = cued.stop() }
+        let client = { try CueClient(path: sock, timeoutSeconds: 2) }
+        #expect(eventually(timeout: 15) { (try? client().request("play pop wait")) == "ok" }, "\((try? String(contentsOfFile: dir.file("cued.err"), encoding: .utf8)) ?? "")")
+        var bus = ""
+        #expect(eventually { bus = (try? client().request("status")) ?? ""; return bus.contains(#""connection":"absent""#) }, "\(bus)")
+        #expect(bus.contains("no session bus at \(dir.path)/bus"), "\(bus)")
+        let maps = try String(contentsOfFile: "/proc/\(cued.pid)/maps", encoding: .utf8)
+        #expect(!maps.contains("libpipewire") && !maps.contains("libsystemd"), "\(maps.split(separator: "\n").filter { $0.contains(".so") }.map { $0.split(separator: " ").last ?? "" })")
+    }
+
     @Test func manPagesAreFoundInThePrefix() throws {
         for (section, page) in [("1", "cued"), ("1", "cuectl"), ("5", "cued.toml")] {
             let r = try runProcess("/usr/bin/man", ["-M", prefix + "/share/man", "-w", section, page])

@@ -16,12 +16,13 @@ import TestSupport
 /// both steps are exact for 16-bit values, so anything but the cue's own samples
 /// is a dropout, a glitch or a gain change.
 ///
-/// Unless the machine itself stopped: on a loaded shared VM, every thread (PipeWire's
-/// own, the recorders', cued's) can go unscheduled for 10–20 ms at a time, and the
-/// graph then runs cycles without the nodes whose threads did not run (bench/NOTES.md,
-/// 2026-11-24). A `StallWatch` runs beside each test that compares samples: a hole
-/// heard while the machine stopped for a graph cycle or more is reported as that known
-/// issue, with what cued counted; a hole on a machine that ran is a failure.
+/// On cued's own stream (`pipewire`) a hole fails, but for the first miss, which grows cued's
+/// margin (the graph's cycle it asks for: status says so, and the test prints it): the same
+/// stall must not click twice, so once the margin has grown no hole is excused. On the ALSA
+/// plugins, a hole heard while the machine itself stopped (on a loaded shared VM every thread,
+/// PipeWire's own and the recorders' included, can go unscheduled for 10–20 ms: bench/NOTES.md,
+/// 2026-11-24) is reported as that known issue: a `StallWatch` runs beside each test that
+/// compares samples; a hole on a machine that ran is a failure.
 @Suite(.serialized, .timeLimit(.minutes(3)),
        .enabled(if: PipeWireStack.unavailableReason == nil, Comment(rawValue: PipeWireStack.unavailableReason ?? "")))
 struct PipeWireTests {
@@ -30,32 +31,56 @@ struct PipeWireTests {
     /// cued's period (528 → 512), pipewire-pulse's floor, the native stream's node.latency.
     static let quantum = ["alsa:default": 512, "alsa:pulse": 256, "pipewire": 128]
 
-    /// A hole heard (`what`): the machine's if it stopped, while watched, for as long as a
-    /// client has to answer a graph cycle (every client misses cycles then): a wake of the
-    /// watch late by the cycle less half a millisecond (the watch's period; the native
-    /// stream answers the cycle on cued's audio thread itself, no hand-off between threads),
-    /// or stalls on one CPU adding up to a cycle within four (a storm of short stalls: seen
-    /// at 55 a second, none above 8 ms, the ALSA plugin's 10.7 ms cycle underran);
-    /// else a failure.
+    /// A hole heard (`what`). On cued's own stream, see `judgeNativeHole`; on the plugins, the
+    /// machine's if it stopped (`judgeStall`).
+    func judgeHole(_ what: String, sink: String, quantum forced: Int? = nil, watch: StallWatch, cued st: Status?,
+                   sourceLocation: SourceLocation = #_sourceLocation) {
+        if sink == "pipewire" { judgeNativeHole(what, cued: st, sourceLocation: sourceLocation) }
+        else { judgeStall(what, sink: sink, quantum: forced, watch: watch, sourceLocation: sourceLocation) }
+    }
+
+    /// On cued's own stream: a hole is excused only as the first miss cued saw (missed cycles
+    /// counted) that grew its margin, and is printed; any other fails. No stall watch: a user's
+    /// busy laptop stalls too, and that is what the margin is for.
+    func judgeNativeHole(_ what: String, cued st: Status?, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let st else { Issue.record("\(what); cued's status unknown", sourceLocation: sourceLocation); return }
+        let margin = "cued's margin: \(st.sink.marginFrames.map { "\($0) frames" } ?? "fixed"), grown \(st.sink.marginGrowths)× after \(st.sink.marginMisses) misses; missed cycles \(st.missedCycles)"
+        if st.sink.marginGrowths == 1 && st.sink.marginMisses == 1 && st.missedCycles > 0 {
+            print("PipeWireTests: a first miss grew cued's margin (\(margin)): \(what)")
+        } else {
+            Issue.record("\(what); \(margin)", sourceLocation: sourceLocation)
+        }
+    }
+
+    /// A hole heard (`what`) on a plugin: the machine's if it stopped, while watched, for as long as
+    /// a client has to answer a graph cycle (every client misses cycles then): a wake of the watch
+    /// late by the cycle less half a millisecond (the watch's period), or stalls on one CPU adding
+    /// up to a cycle within four (a storm of short stalls: seen at 55 a second, none above 8 ms,
+    /// the ALSA plugin's 10.7 ms cycle underran); else a failure.
     /// `quantum` is the graph's when a test forces one (else the sink's own, `quantum`).
-    func judgeHole(_ what: String, sink: String, quantum forced: Int? = nil, watch: StallWatch) {
+    func judgeStall(_ what: String, sink: String, quantum forced: Int? = nil, watch: StallWatch,
+                    sourceLocation: SourceLocation = #_sourceLocation) {
         let frames = forced ?? Self.quantum[sink] ?? 128
         let cycle = Double(frames) * 1000 / 48_000
         let burst = watch.worstBurstMs(windowMs: 4 * cycle)
         if watch.available && (watch.stalled(atLeastMs: cycle - 0.5) || burst >= cycle) {
             withKnownIssue("the machine stopped running threads for a graph cycle or more (\(watch.summary); at most \(String(format: "%.1f", burst)) ms lost on one CPU within 4 cycles); the graph runs at \(frames) frames (\(String(format: "%.1f", cycle)) ms) with \(sink): \(what)") {
-                Issue.record("\(what)")
+                Issue.record("\(what)", sourceLocation: sourceLocation)
             }
         } else {
-            Issue.record("\(what); the machine: \(watch.summary)")
+            Issue.record("\(what); the machine: \(watch.summary)", sourceLocation: sourceLocation)
         }
     }
 
-    /// On the native stream, cued's own count: no graph cycle without its audio unless the
-    /// machine stopped for one (it was late, or its threads did not run).
-    func expectNoMissedCycle(_ st: Status, sink: String, watch: StallWatch) {
-        guard sink == "pipewire", st.missedCycles > 0 else { return }
-        judgeHole("cued counted \(st.missedCycles) graph cycles without its audio", sink: sink, watch: watch)
+    /// On the native stream, cued's own count: no graph cycle without its audio (but the first
+    /// miss, which grows its margin); its margin is printed when it grew.
+    func expectNoMissedCycle(_ st: Status, sink: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        guard sink == "pipewire" else { return }
+        if st.missedCycles > 0 {
+            judgeNativeHole("cued counted \(st.missedCycles) graph cycles without its audio", cued: st, sourceLocation: sourceLocation)
+        } else if st.sink.marginGrowths > 0 {
+            print("PipeWireTests: cued's margin grew \(st.sink.marginGrowths)× after \(st.sink.marginMisses) misses (none heard), to \(st.sink.marginFrames ?? 0) frames")
+        }
     }
 
     func start(_ stack: PipeWireStack, _ sink: String, cues: [String: [Int16]] = Fixture.standard) throws -> DaemonHarness {
@@ -65,6 +90,19 @@ struct PipeWireTests {
 
     func waitIdle(_ d: DaemonHarness) -> Bool {
         eventually { (try? d.status())?.sink.state == "idle" }
+    }
+
+    /// Five `play pop wait`, `apart` µs apart, recorded at the monitor.
+    func fivePopsRecorded(_ d: DaemonHarness, _ stack: PipeWireStack, apart: useconds_t) throws -> Recording {
+        let path = stack.dir.file("pops-\(UInt32.random(in: 0...UInt32.max)).raw")
+        let recorder = try stack.record(to: path)
+        for _ in 0..<5 {
+            #expect(try d.request("play pop wait") == "ok")
+            usleep(apart)
+        }
+        usleep(200_000)
+        recorder.stop()
+        return try Recording(path: path)
     }
 
     /// Whether sound (a non-zero sample) reaches the recording at `raw` within a few seconds.
@@ -146,7 +184,7 @@ struct PipeWireTests {
                 // at the recovery), or no xrun and every pop started on time — the pulse stream
                 // stopping on its way to the graph, the known issue below.
                 if (st.latencyUs.max ?? 0) >= 100_000 || st.xruns > 0 {
-                    judgeHole("a pop started late or the device underran, and pops overlapped: \(what)", sink: sink, watch: watch)
+                    judgeHole("a pop started late or the device underran, and pops overlapped: \(what)", sink: sink, watch: watch, cued: st)
                 } else {
                     pulseStopped = true
                     withKnownIssue("the pulse stream took no frames for over 100 ms, every pop started on time: pops asked for 150 ms apart met in what cued wrote: \(what)") {
@@ -155,7 +193,7 @@ struct PipeWireTests {
                 }
             }
         }
-        expectNoMissedCycle(st, sink: sink, watch: watch)
+        expectNoMissedCycle(st, sink: sink)
         guard found.count != 50 || sounds.count != 50 else { return }
         let other = try Recording(wav: second)
         let otherFound = other.occurrences(of: pop).count
@@ -176,7 +214,7 @@ struct PipeWireTests {
                 Issue.record("\(what)")
             }
         } else {
-            judgeHole("cues missing at the monitor: \(what)", sink: sink, watch: watch)
+            judgeHole("cues missing at the monitor: \(what)", sink: sink, watch: watch, cued: st)
         }
     }
 
@@ -250,8 +288,8 @@ struct PipeWireTests {
         let st = try d.status()
         let cuedSays = "cued: xruns \(st.xruns), missed cycles \(st.missedCycles), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
         #expect(st.stalls == 0 && st.dropped == 0, "\(cuedSays)")
-        if st.xruns > 0 { judgeHole("the device underran: \(cuedSays)", sink: sink, watch: watch) }
-        expectNoMissedCycle(st, sink: sink, watch: watch)
+        if st.xruns > 0 { judgeHole("the device underran: \(cuedSays)", sink: sink, watch: watch, cued: st) }
+        expectNoMissedCycle(st, sink: sink)
         // Exactly six pops over the bed and nothing else.
         let what = "\(pops.count) of 6 pops sample-exact over the bed; what differs from the bed: \(left.sounds().prefix(8)); \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)"
         if pops.count != 6 || left.sounds().count != 6 {
@@ -265,7 +303,7 @@ struct PipeWireTests {
                     Issue.record("\(what)")
                 }
             } else {
-                judgeHole(what, sink: sink, watch: watch)
+                judgeHole(what, sink: sink, watch: watch, cued: st)
             }
         }
         if sink == "alsa:default" || sink == "pipewire" {
@@ -294,7 +332,8 @@ struct PipeWireTests {
             #expect(stream.props["application.name"] as? String == "cued")
             #expect(stream.props["node.name"] as? String == "cued")
             #expect(stream.props["media.role"] as? String == "Notification")
-            #expect(stream.props["node.latency"] as? String == "128/48000")
+            // 128 frames, or the cycle a miss grew cued's margin to (status says which).
+            #expect(stream.props["node.latency"] as? String == "\((try? d.status())?.sink.marginFrames ?? 128)/48000")
         } else {
             #expect(stream.props["application.name"] as? String == "cued")
             #expect(stream.props["media.role"] as? String == "event")
@@ -326,13 +365,14 @@ struct PipeWireTests {
         #expect(eventually(timeout: 15) { (try? stack.nodes("Audio/Sink"))?.first { $0.props["node.name"] as? String == "nul" }?.state == "suspended" },
                 "the sink did not suspend with cued idle: \(((try? stack.nodes("Audio/Sink")) ?? []).map { $0.state })")
         let st = try d.status()
-        #expect(st.sink.state == "idle" && st.missedCycles == 0 && st.dropped == 0, "\(st.sink)")
+        #expect(st.sink.state == "idle" && st.dropped == 0, "\(st.sink)")
+        expectNoMissedCycle(st, sink: "pipewire")
         // And the next cue wakes it, heard whole.
         let path = stack.dir.file("monitor.raw")
         let recorder = try stack.record(to: path)
         #expect(try d.request("play pop wait") == "ok")
         #expect(eventually { ((try? Recording(path: path))?.occurrences(of: Fixture.standard["pop"]!.stereo).count ?? 0) == 1 },
-                "the cue after the suspend was not heard whole")
+                "the cue after the suspend was not heard whole: \(((try? Recording(path: path)).map { "\($0.sounds().prefix(4)); \($0.firstMismatch($0.sounds(), Fixture.standard["pop"]!.stereo))" }) ?? "no recording"); cued: \((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles)" } ?? "")")
         recorder.stop()
     }
 
@@ -369,7 +409,7 @@ struct PipeWireTests {
             if !rec.holds(partOf: pop) {
                 Issue.record("the cue after the restart was not heard; \(what)")
             } else {
-                judgeHole("the cue after the restart was heard, not sample-exact; \(what)", sink: sink, watch: watch)
+                judgeHole("the cue after the restart was heard, not sample-exact; \(what)", sink: sink, watch: watch, cued: st)
             }
             return
         }
@@ -402,7 +442,7 @@ struct PipeWireTests {
             if !rec.holds(partOf: pop) {
                 Issue.record("the cue after the restart was not heard; \(what)")
             } else {
-                judgeHole("the cue after the restart was heard, not sample-exact; \(what)", sink: sink, watch: watch)
+                judgeHole("the cue after the restart was heard, not sample-exact; \(what)", sink: sink, watch: watch, cued: try? d.status())
             }
             return
         }
@@ -531,6 +571,9 @@ struct PipeWireTests {
         let recorder = try stack.record(to: path)
         #expect(try d.request("play tone") == "ok")
         usleep(400_000)
+        // The graph's cycle now: cued's margin (the recorder asks for a longer one), which a miss
+        // before the stop (a stall of this machine's) may have grown already.
+        let cycle = try d.status().sink.marginFrames ?? 128
         d.process.signal(SIGSTOP)
         usleep(30_000)
         d.process.signal(SIGCONT)
@@ -542,28 +585,59 @@ struct PipeWireTests {
         let cue = tone.stereo
         guard let at = rec.occurrences(of: Array(cue.prefix(2 * 97))).first else {
             let what = "the tone's start is not at the monitor: \(rec.sounds().prefix(4)); cued counted \(missed) missed cycles"
-            if rec.holds(partOf: cue) { judgeHole(what, sink: "pipewire", watch: watch) } else { Issue.record("\(what)") }
+            Issue.record("\(what)")
             return
         }
         // The tone's frames in order, and the silent frames found between them.
         let got = Array(rec.samples[(2 * at)...])
-        var next = 0, silent = 0, holes = 0, i = 0
+        var next = 0, silent = 0, holes = 0, i = 0, firstSilent = -1, lastSilent = -1
         while next < tone.count && 2 * i + 1 < got.count {
             if got[2 * i] == cue[2 * next] && got[2 * i + 1] == cue[2 * next + 1] {
                 next += 1
             } else if got[2 * i] == 0 && got[2 * i + 1] == 0 {
                 if i == 0 || got[2 * i - 2] != 0 || got[2 * i - 1] != 0 { holes += 1 }
+                if firstSilent < 0 { firstSilent = i }
+                lastSilent = i
                 silent += 1
             } else {
                 break
             }
             i += 1
         }
-        let what = "the tone at the monitor: \(next) of its \(tone.count) frames in order, \(silent) frames of silence among them in \(holes) holes; cued counted \(missed) missed cycles"
+        let what = "the tone at the monitor: \(next) of its \(tone.count) frames in order, \(silent) frames of silence among them in \(holes) holes over \(lastSilent - firstSilent + 1) frames; cued counted \(missed) missed cycles of \(cycle) frames"
         #expect(silent > 0 && missed > 0, "the stop was not heard, or not counted: \(what)")
-        // Every frame there, and the silence counted: to a cycle a hole, since a client cannot
-        // see whether a buffer it finished late in a cycle was mixed in that cycle or the next.
-        if next < tone.count || abs(silent - missed * 128) > 128 * holes { judgeHole(what, sink: "pipewire", watch: watch) }
+        // Every frame there, and the silence counted: to a cycle a hole, since a client cannot see
+        // whether a buffer it finished late in a cycle was mixed in that cycle or the next. All of
+        // it within 100 ms (the stop, and the cycles cued was catching up in after it, the buffer
+        // it had ready played between): any other hole, or a count that does not match, fails.
+        if next < tone.count || lastSilent - firstSilent >= 4_800 || abs(silent - missed * cycle) > cycle * holes { Issue.record("\(what); \((try? d.status()).map { "cued's margin grew \($0.sink.marginGrowths)× after \($0.sink.marginMisses) misses" } ?? "")") }
+        // That stop was a miss: the margin grew (the graph's cycle cued asks, doubled as often as
+        // covers ten cycles: to its 1,024-frame limit), and the cues after it are heard whole at it.
+        let grown = try d.status()
+        #expect(grown.sink.marginGrowths >= 1 && ((grown.sink.marginFrames ?? 0) > cycle || cycle >= 1_024), "\(grown.sink)")
+        let pops = try fivePopsRecorded(d, stack, apart: 100_000)
+        let end = try d.status()
+        if pops.occurrences(of: Fixture.standard["pop"]!.stereo).count != 5 || end.sink.marginMisses > grown.sink.marginMisses {
+            Issue.record("after the margin grew to \(grown.sink.marginFrames ?? 0) frames: \(pops.occurrences(of: Fixture.standard["pop"]!.stereo).count) of 5 pops whole, \(pops.firstMismatch(pops.sounds(), Fixture.standard["pop"]!.stereo)); misses \(grown.sink.marginMisses) → \(end.sink.marginMisses), missed cycles \(grown.missedCycles) → \(end.missedCycles)")
+        }
+    }
+
+    /// A graph cycle longer than cued's period (a `[stream]` node.latency of 512 here; a grown
+    /// margin, or a graph forced large, the same): each buffer is filled to the whole cycle, and
+    /// every cue is heard whole. (Filled to what the graph's `requested` said, a part-cycle, the
+    /// converter lost every other cycle: 0 of 10 cues whole at 512.)
+    @Test func aGraphCycleLongerThanCuedsPeriodLosesNoCycle() throws {
+        let stack = try PipeWireStack()
+        let d = try DaemonHarness(cues: Fixture.standard, args: ["--sink", "pipewire", "--log-level", "debug", "--config", "%DIR%/config/cued/cued.toml"],
+                                  extraEnv: stack.environment, config: "[stream]\n\"node.latency\" = \"512/48000\"\n")
+        #expect(try d.request("play pop wait") == "ok")  // opened before the recording
+        let rec = try fivePopsRecorded(d, stack, apart: 50_000)
+        let pop = Fixture.standard["pop"]!.stereo
+        let st = try d.status()
+        #expect(st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
+        if rec.occurrences(of: pop).count != 5 {
+            judgeNativeHole("\(rec.occurrences(of: pop).count) of 5 pops whole at a graph cycle of 512: \(rec.firstMismatch(rec.sounds(), pop))", cued: st)
+        }
     }
 
     /// `play … wait` on the native stream answers once the cue has sounded: not before
@@ -594,7 +668,7 @@ struct PipeWireTests {
             if t < popSeconds {
                 // After the machine stalls, the null sink (a timer) runs the cycles it owes back
                 // to back: the graph then plays a cue's frames faster than real time.
-                judgeHole("replied \(t) s after the request, before a \(popSeconds) s cue can have sounded in real time", sink: "pipewire", watch: watch)
+                judgeStall("replied \(t) s after the request, before a \(popSeconds) s cue can have sounded in real time", sink: "pipewire", watch: watch)
             }
             #expect(t < popSeconds + 0.1, "replied \(t) s after the request for a \(popSeconds) s cue")
         }
@@ -602,9 +676,9 @@ struct PipeWireTests {
         let st = try d.status()
         if rec.occurrences(of: pop).count != 5 {
             judgeHole("\(rec.occurrences(of: pop).count) of 5 pops sample-exact: \(rec.firstMismatch(rec.sounds(), pop)); cued: missed cycles \(st.missedCycles)",
-                      sink: "pipewire", watch: watch)
+                      sink: "pipewire", watch: watch, cued: st)
         }
-        expectNoMissedCycle(st, sink: "pipewire", watch: watch)
+        expectNoMissedCycle(st, sink: "pipewire")
         #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
     }
 
@@ -711,7 +785,7 @@ struct PipeWireTests {
         if otherWhole == 3 {
             print("PipeWireTests: parec lost frames pw-record heard: \(what)")
         } else {
-            judgeHole(what, sink: "pipewire", quantum: 64, watch: watch)
+            judgeHole(what, sink: "pipewire", quantum: 64, watch: watch, cued: st)
         }
     }
 
@@ -729,7 +803,11 @@ struct PipeWireTests {
             let played = try d.request("play pop wait")
             #expect(played == "ok", "\(c.args): \(played); \(d.readStderr().suffix(800))")
             let ours = (try stack.outputStreams()).filter { $0.props["application.id"] as? String == "cued" }
-            #expect(ours.map { $0.props["node.latency"] as? String } == [c.asked], "\(c.args) \(c.config ?? ""): \(ours.map { $0.props["node.latency"] ?? "-" })")
+            // What it was told, or (not the user's own) doubled as often as a miss grew cued's margin.
+            let margin = (try? d.status())?.sink.marginFrames
+            let asked = c.config == nil && margin != nil ? "\(margin!)/48000" : c.asked
+            #expect(c.config != nil || margin == nil || margin! % Int(c.asked.prefix { $0 != "/" })! == 0)
+            #expect(ours.map { $0.props["node.latency"] as? String } == [asked], "\(c.args) \(c.config ?? ""): \(ours.map { $0.props["node.latency"] ?? "-" })")
             _ = d.stop()
         }
     }

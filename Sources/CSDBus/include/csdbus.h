@@ -8,6 +8,36 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
+/* libsystemd is not linked: it is loaded (dlopen) the first time cued connects to a session
+   bus that is there (`cued_sd_load`), so that a cued on a machine without a bus does not load it,
+   its six dependencies and their relocations at every start. Every sd-bus call goes through
+   `cued_sd()`'s table, each typed from sd-bus.h's own prototype (csdbus.c's calls by name, through
+   macros; Swift's as `cued_sd().pointee.NAME!(...)`). */
+#define CUED_SD_FUNCTIONS(X) \
+    X(sd_bus_add_match) X(sd_bus_add_object_vtable) X(sd_bus_call_method) X(sd_bus_emit_properties_changed) \
+    X(sd_bus_emit_signal) X(sd_bus_error_free) X(sd_bus_error_set) X(sd_bus_flush_close_unref) \
+    X(sd_bus_get_address) X(sd_bus_get_events) X(sd_bus_get_fd) X(sd_bus_get_n_queued_write) \
+    X(sd_bus_get_timeout) X(sd_bus_is_open) X(sd_bus_message_append) X(sd_bus_message_enter_container) \
+    X(sd_bus_message_exit_container) X(sd_bus_message_get_sender) X(sd_bus_message_is_method_call) X(sd_bus_message_peek_type) \
+    X(sd_bus_message_read) X(sd_bus_message_read_basic) X(sd_bus_message_skip) X(sd_bus_message_unref) \
+    X(sd_bus_new) X(sd_bus_open_user_with_description) X(sd_bus_process) X(sd_bus_reply_method_errorf) \
+    X(sd_bus_reply_method_return) X(sd_bus_request_name) X(sd_bus_set_address) X(sd_bus_set_bus_client) \
+    X(sd_bus_set_description) X(sd_bus_set_monitor) X(sd_bus_slot_set_destroy_callback) X(sd_bus_slot_unref) \
+    X(sd_bus_start)
+
+struct cued_sd_api {
+#define CUED_SD_FIELD(name) __typeof__(name) *name;
+    CUED_SD_FUNCTIONS(CUED_SD_FIELD)
+#undef CUED_SD_FIELD
+};
+
+/* Loads libsystemd once (any thread); NULL, or why it cannot be used. */
+const char *cued_sd_load(void);
+/* The functions, once `cued_sd_load` returned NULL. */
+const struct cued_sd_api *cued_sd(void);
+/* libsystemd's vtable format marker (sd_bus_object_vtable_format), once loaded. */
+const unsigned *cued_sd_vtable_format(void);
+
 #define CUED_FB_PATH "/org/sigxcpu/Feedback"
 #define CUED_FB_INTERFACE "org.sigxcpu.Feedback"
 

@@ -1,4 +1,4 @@
-@testable import CuedAudio
+@testable import CuedCore
 import Testing
 
 /// `CycleAccount` against a small model of PipeWire 0.3's graph and a playback

@@ -20,13 +20,15 @@
 /// starts (the graph still at its idle quantum, then switching to the stream's, the
 /// converter completing a cycle from two buffers) are not counted. No allocation:
 /// the audio thread's.
-struct CycleAccount: Sendable, Equatable {
+public struct CycleAccount: Sendable, Equatable {
     /// Frames and cycles the graph played without the stream since the account was made.
-    private(set) var missedFrames = 0
-    private(set) var missedCycles = 0
+    public private(set) var missedFrames = 0
+    public private(set) var missedCycles = 0
     private var last: Look?
     /// Position and frames taken have moved in step since the last fresh start.
     private var inStep = false
+
+    public init() {}
 
     private struct Look: Sendable, Equatable {
         var ticks: UInt64
@@ -38,7 +40,7 @@ struct CycleAccount: Sendable, Equatable {
     /// last cycle, `taken` the frames the graph had taken from the queue by then,
     /// `quantum` the frames it asks for a cycle (nil: not known, the count starts afresh).
     /// Returns the cycles found missed since the last look.
-    mutating func look(ticks: UInt64, taken: Int, quantum: Int?) -> Int {
+    public mutating func look(ticks: UInt64, taken: Int, quantum: Int?) -> Int {
         guard let quantum, quantum > 0 else {
             restart()
             return 0
@@ -64,7 +66,7 @@ struct CycleAccount: Sendable, Equatable {
     }
 
     /// The stream stopped (or its counters were reset): the next look starts afresh.
-    mutating func restart() {
+    public mutating func restart() {
         last = nil
         inStep = false
     }
