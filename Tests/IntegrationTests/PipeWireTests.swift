@@ -18,8 +18,8 @@ import TestSupport
 ///
 /// Unless the machine itself stopped: on a loaded shared VM, every thread (PipeWire's
 /// own, the recorders', cued's) can go unscheduled for 10–20 ms at a time, and the
-/// graph then runs cycles without the nodes whose threads did not run (bench/NOTES.md,
-/// 2026-11-24). A `StallWatch` runs beside each test that compares samples: a hole
+/// graph then runs cycles without the nodes whose threads did not run (docs/decisions/
+/// 0006). A `StallWatch` runs beside each test that compares samples: a hole
 /// heard while the machine stopped for a graph cycle or more is reported as that known
 /// issue, with what cued counted; a hole on a machine that ran is a failure.
 @Suite(.serialized, .timeLimit(.minutes(3)),
@@ -204,7 +204,7 @@ struct PipeWireTests {
         #expect(waitIdle(d))
         // Two recorders that share nothing but the sink (parec through pipewire-pulse, pw-record
         // natively): a recorder that misses a cycle of the monitor drops or displaces a quantum of
-        // what it records (bench/NOTES.md, issue 20 item 5), which looks like a glitch in cued's
+        // what it records (docs/decisions/0005), which looks like a glitch in cued's
         // audio. What one recorder heard whole, the sink played whole.
         let path = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
         let recorder = try stack.record(to: path)
