@@ -9,7 +9,7 @@ bench/reliability.py's main() as the `issue29_clients` section; `RELIABILITY_ONL
 - 29.6 lock-out: 256 connections that are never idle (a byte every 0.3 s, or a ping every
   0.4 s), and another process's `cuectl play` meanwhile;
 - 29.8 `status` with more apps than it lists; the connection cap at a low `nofile`, against
-  what the README says it is.
+  what cued(1) says it is.
 
 Timings are figures; a row's verdict is the issue's target. The load average is given beside
 each latency figure: other work on the machine's 2 cores shows there.
@@ -258,17 +258,16 @@ def status_apps(sounds):
 
 
 def readme_caps():
-    """What the README says the cap is at low `nofile`: {nofile: cap}."""
-    text = open(os.path.join(bench.ROOT, "README.md")).read()
-    line = next((l for l in text.splitlines() if l.startswith("| `--max-clients N`")), "")
-    return {int(a): int(b) for a, b in re.findall(r"`nofile` (\d+)[^,;|]*?(?:that is|:) (\d+)", line)}
+    """What cued(1) says the cap is at low `nofile`: {nofile: cap}."""
+    text = open(os.path.join(bench.ROOT, "docs", "man", "cued.1.scd")).read()
+    return {int(a): int(b) for a, b in re.findall(r"\*nofile\* (\d+) that is (\d+)", text)}
 
 
 def nofile_caps(sounds):
     said = readme_caps()
     close_others = "import os, sys; os.closerange(3, 1 << 16); os.execv(sys.argv[1], sys.argv[1:])"
     for nofile in (24, 64):
-        # A desktop session's environment, as the README's figures are: XDG_RUNTIME_DIR set (the D-Bus face watches it).
+        # A desktop session's environment, as cued(1)'s figures are: XDG_RUNTIME_DIR set (the D-Bus face watches it).
         rt = os.path.join(FX.tmp, "rt-cap%d" % nofile)
         os.makedirs(rt, mode=0o700, exist_ok=True)
         q = Cued("cap%d" % nofile, sounds, level="warning", env={"XDG_RUNTIME_DIR": rt, "DBUS_SESSION_BUS_ADDRESS": ""},
@@ -306,9 +305,9 @@ def nofile_caps(sounds):
                 last = str(e)
             row("29.8b the connection cap at `nofile` %d" % nofile,
                 "`prlimit --nofile=%d:%d` (cued's own descriptors only), `XDG_RUNTIME_DIR` set as in a desktop session, default flags; `status`'s `max_clients` "
-                "against the README's figure; then as many connections as the cap and one more; target: the README's "
+                "against cued(1)'s figure; then as many connections as the cap and one more; target: cued(1)'s "
                 "figure, every connection under the cap answered" % (nofile, nofile),
-                "cap %s (README: %s); %d of %d answered `ok pong`; one more: `%s`"
+                "cap %s (cued(1): %s); %d of %d answered `ok pong`; one more: `%s`"
                 % (cap, said.get(nofile, "no figure"), answered, cap or 0, last[:60]),
                 cap is not None and said.get(nofile) == cap and answered == cap and last.startswith("err busy"))
             for s in socks + [extra]:

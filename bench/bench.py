@@ -37,6 +37,7 @@ import pipewire_bench  # noqa: E402
 import desktop_bench  # noqa: E402
 import canberra_bench  # noqa: E402
 import follow_bench  # noqa: E402
+import benchlib  # noqa: E402
 from benchlib import Client, Fixture, Stream, cue_set, log, noise, pct, proc_cpu_ticks, release_dir, square, wait_answering, write_wav  # noqa: E402,F401
 import daemon_bench  # noqa: E402
 
@@ -778,9 +779,7 @@ def main():
     md += [""] + follow_bench.report(fo)
     md += [""] + desktop_bench.report(dk)
     md += [""] + canberra_bench.report(cb)
-    notes = os.path.join(ROOT, "bench", "NOTES.md")
-    if os.path.exists(notes):
-        md += ["", open(notes).read().rstrip()]
+    md += [""] + benchlib.DECISIONS_MD
     text = "\n".join(md) + "\n"
     with open(os.path.join(ROOT, "BENCHMARKS.md"), "w") as f:
         f.write(text)

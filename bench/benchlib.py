@@ -379,13 +379,18 @@ def mount_hung(name):
     return mnt, fs
 
 
+# How bench.py's and reliability.py's reports end: where the decisions behind the figures are.
+DECISIONS_MD = ["## Why it is built this way", "",
+                "The decisions these figures led to, each with its context and figures: "
+                "[docs/decisions/](docs/decisions/)."]
+
+
 def replace_section(path, heading, md):
-    """Replaces the section `heading` in a BENCHMARKS.md (or puts it before bench/NOTES.md's copy at
-    the end, where bench.py puts it), and refreshes that copy of the notes."""
+    """Replaces the section `heading` in a BENCHMARKS.md (or puts it before the closing DECISIONS_MD
+    section, where bench.py puts it), and refreshes that section."""
     text = open(path).read() if os.path.exists(path) else ""
-    notes_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "NOTES.md")
-    notes = open(notes_path).read().rstrip() + "\n" if os.path.exists(notes_path) else ""
-    notes_head = notes.split("\n", 1)[0] if notes else None
+    notes = "\n".join(DECISIONS_MD) + "\n"
+    notes_head = DECISIONS_MD[0]
     section = "\n".join(md) + "\n"
     if heading in text:
         head, rest = text.split(heading, 1)

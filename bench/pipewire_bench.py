@@ -730,7 +730,7 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
                 for r in st[part].values():
                     r["sounds"] = [rec.ends.get(ns) for ns in r["onsets"]]
                     # A sound whose cycles the recorder itself did not all run in (its real-time thread
-                    # stalled with the rest: the VM, see bench/NOTES.md): its holes are the machine's.
+                    # stalled with the rest: the VM, see docs/decisions/0006-holes-are-judged-against-the-machine.md): its holes are the machine's.
                     r["stalled"] = [bool(e) and any(ns < g <= ns + e[1] * 1e9 / RATE + 3e6 for g in rec.gap_times)
                                     for ns, e in zip(r["onsets"], r["sounds"])]
         rec.close()
@@ -824,7 +824,7 @@ def report(res):
           "many of its frames were lost before it (\"start lost\": 0 everywhere means nothing was cut, by the player or the",
           "recorder). \"holes / cut\": sounds heard with frames missing inside them (a silent stretch between the first",
           "and the last frame heard), sounds heard shorter than they are; \"in a stall\": of them, those during which the",
-          "recorder, a real-time thread too, missed a cycle itself (the machine stopped: see bench/NOTES.md).",
+          "recorder, a real-time thread too, missed a cycle itself (the machine stopped: see docs/decisions/0006).",
           "%d triggers per row and state (+ 2 first ones" % res["trials"],
           "not counted); a miss is a trigger not heard within 3 s.",
           "The quantum columns are what the graph ran (the frames per captured buffer): in the onset's cycle, and over the",

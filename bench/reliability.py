@@ -2320,9 +2320,7 @@ def main():
     issue_table(md, "29.", "Issue 29: nothing a file or a client does can crash cued or balloon its memory",
                 ["One row per attack of issue 29 (files nested deep, decoded sound, the decoding lane, clients, voices),",
                  "re-run as the issue measured it against the release daemon, with the issue's target as the verdict."])
-    notes = os.path.join(ROOT, "bench", "RELIABILITY-NOTES.md")
-    if os.path.exists(notes):
-        md += ["", open(notes).read().rstrip()]
+    md += [""] + benchlib.DECISIONS_MD
     text = "\n".join(md) + "\n"
     open(os.path.join(ROOT, "RELIABILITY.md"), "w").write(text)
     print(text)

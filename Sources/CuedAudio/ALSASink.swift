@@ -313,7 +313,7 @@ public final class ALSASink: Sink {
     ///   played twice (measured). hw, dmix and the rest: not rewound (no sound card here).
     /// - The margin: on hw, dmix and a file the low water grows a period after an xrun. A sound
     ///   server's plugin is kept full, so its margin is its buffer (22 ms on pipewire): an xrun
-    ///   there is cued's thread not refilling it for that long (the machine stalled: bench/NOTES.md),
+    ///   there is cued's thread not refilling it for that long (the machine stalled: docs/decisions/0006),
     ///   which leaving more on a rewind does not help (it only stopped rewinds: one xrun, and every
     ///   later cue waited behind the whole buffer); a longer buffer would take a reopen. Fixed.
     /// - Watched while idle: PipeWire's plugin has one poll descriptor, its own eventfd, which it

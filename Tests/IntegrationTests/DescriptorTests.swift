@@ -62,14 +62,13 @@ import TestSupport
         #expect(pongs >= 1 && pongs <= cap, "\(pongs) answered, cap \(cap)")
     }
 
-    /// The README says what the cap becomes at a low `nofile` (it said 4 at 24 and
-    /// 44 at 64, measured 1 and 38), and `status` shows the cap in force.
+    /// cued(1) says what the cap becomes at a low `nofile` (the README said 4 at 24
+    /// and 44 at 64, measured 1 and 38), and `status` shows the cap in force.
     @Test(arguments: [24, 64])
-    func theReadmeSaysWhatTheCapBecomes(nofile: Int) throws {
-        let readme = try String(contentsOfFile: TestPaths.repoRoot.path + "/README.md", encoding: .utf8)
-        let row = try #require(readme.split(separator: "\n").first { $0.hasPrefix("| `--max-clients N`") })
-        let said = try #require(row.firstMatch(of: try Regex("`nofile` \(nofile)[^,;|]*?(?:that is|:) ([0-9]+)")).flatMap { Int($0.output[1].substring ?? "") },
-                                "the README's --max-clients row names no cap for nofile \(nofile)")
+    func theManPageSaysWhatTheCapBecomes(nofile: Int) throws {
+        let page = try String(contentsOfFile: TestPaths.repoRoot.path + "/docs/man/cued.1.scd", encoding: .utf8)
+        let said = try #require(page.firstMatch(of: try Regex("\\*nofile\\* \(nofile) that is ([0-9]+)")).flatMap { Int($0.output[1].substring ?? "") },
+                                "cued(1)'s --max-clients names no cap for nofile \(nofile)")
         let d = try daemon(nofile: nofile)
         #expect(try d.status().maxClients == said, "\(d.readStderr())")
     }

@@ -20,9 +20,9 @@ import TestSupport
 /// margin (the graph's cycle it asks for: status says so, and the test prints it): the same
 /// stall must not click twice, so once the margin has grown no hole is excused. On the ALSA
 /// plugins, a hole heard while the machine itself stopped (on a loaded shared VM every thread,
-/// PipeWire's own and the recorders' included, can go unscheduled for 10–20 ms: bench/NOTES.md,
-/// 2026-11-24) is reported as that known issue: a `StallWatch` runs beside each test that
-/// compares samples; a hole on a machine that ran is a failure.
+/// PipeWire's own and the recorders' included, can go unscheduled for 10–20 ms:
+/// docs/decisions/0006) is reported as that known issue: a `StallWatch` runs beside each test
+/// that compares samples; a hole on a machine that ran is a failure.
 @Suite(.serialized, .timeLimit(.minutes(3)),
        .enabled(if: PipeWireStack.unavailableReason == nil, Comment(rawValue: PipeWireStack.unavailableReason ?? "")))
 struct PipeWireTests {
@@ -242,7 +242,7 @@ struct PipeWireTests {
         #expect(waitIdle(d))
         // Two recorders that share nothing but the sink (parec through pipewire-pulse, pw-record
         // natively): a recorder that misses a cycle of the monitor drops or displaces a quantum of
-        // what it records (bench/NOTES.md, issue 20 item 5), which looks like a glitch in cued's
+        // what it records (docs/decisions/0005), which looks like a glitch in cued's
         // audio. What one recorder heard whole, the sink played whole.
         let path = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
         let recorder = try stack.record(to: path)

@@ -9,8 +9,8 @@ import Glibc
 /// in the system can keep such a thread from running but the kernel with interrupts
 /// off or the hypervisor not running the virtual CPU: a late wake is a stall every
 /// thread on that CPU suffered, PipeWire's own included. On the shared 2-vCPU test VM,
-/// with both CPUs busy, such wakes came 10–22 ms late several times a second (bench/NOTES.md,
-/// 2026-11-24); PipeWire's graph at a quantum of 128 frames (2.7 ms) then misses
+/// with both CPUs busy, such wakes came 10–22 ms late several times a second (docs/decisions/
+/// 0006); PipeWire's graph at a quantum of 128 frames (2.7 ms) then misses
 /// cycles, for every client. The PipeWire tests tell those holes from cued's with it.
 ///
 /// `available` is false where real-time scheduling is not allowed (then nothing can be

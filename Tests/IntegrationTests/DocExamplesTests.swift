@@ -1,10 +1,11 @@
 import CuedClient
+import CuedConfig
 import CuedProtocol
 import Foundation
 import Testing
 import TestSupport
 
-/// The README is executed. Its conventions:
+/// README.md and every docs/**/*.md are executed. Their conventions:
 /// - ```sh blocks run with bash (stderr merged into stdout) in a scratch
 ///   directory, against a fresh cued (the repo's Sounds/, null sink) at
 ///   $XDG_RUNTIME_DIR/cued/cued.sock, with the built cuectl and cued first on
@@ -15,28 +16,46 @@ import TestSupport
 /// - ```python blocks: the same, run with python3.
 /// - ```cued blocks: protocol dialogues, `REQUEST → REPLY  # comment`, sent on one connection;
 ///   `← LINE  # comment`: the next line cued sends on it by itself (an event).
-/// - ```sh skip and every other language (toml, text) are shown, not run.
+/// - ```toml blocks must be valid configs (ConfigLoader.parse, as cued reads one).
+/// - ```sh skip and every other language (text) are shown, not run.
 /// - No indented code blocks: each example is fenced, so none escapes the test.
-@Suite(.timeLimit(.minutes(3))) struct ReadmeTests {
+/// The reference tables (requests, error codes, status fields) are checked
+/// against the code wherever they live, and every relative link resolves.
+@Suite(.timeLimit(.minutes(3))) struct DocExamplesTests {
     struct Block: CustomTestStringConvertible, Sendable {
+        /// The document, relative to the repository (`docs/protocol.md`).
+        let file: String
         let language: String
         let skip: Bool
-        /// README line number of the block's first line (after the fence).
+        /// Line number of the block's first line (after the fence).
         let firstLine: Int
         let lines: [String]
-        var testDescription: String { "README.md:\(firstLine) (\(language))" }
+        var testDescription: String { "\(file):\(firstLine) (\(language))" }
     }
 
-    static let path = TestPaths.repoRoot.path + "/README.md"
-    static let text = (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+    static let root = TestPaths.repoRoot.path
 
-    static var blocks: [Block] {
+    /// README.md, then every Markdown file under docs/, sorted.
+    static let files: [String] = {
+        var docs: [String] = []
+        let walker = FileManager.default.enumerator(atPath: root + "/docs")
+        while let path = walker?.nextObject() as? String {
+            if path.hasSuffix(".md") { docs.append("docs/" + path) }
+        }
+        return ["README.md"] + docs.sorted()
+    }()
+
+    static func text(_ file: String) -> String { (try? String(contentsOfFile: root + "/" + file, encoding: .utf8)) ?? "" }
+
+    static func lines(_ file: String) -> [Substring] { text(file).split(separator: "\n", omittingEmptySubsequences: false) }
+
+    static func blocks(_ file: String) -> [Block] {
         var out: [Block] = []
         var open: (language: String, skip: Bool, first: Int, lines: [String])?
-        for (i, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+        for (i, line) in lines(file).enumerated() {
             if line.hasPrefix("```") {
                 if let o = open {
-                    out.append(Block(language: o.language, skip: o.skip, firstLine: o.first, lines: o.lines))
+                    out.append(Block(file: file, language: o.language, skip: o.skip, firstLine: o.first, lines: o.lines))
                     open = nil
                 } else {
                     let info = line.dropFirst(3).split(separator: " ")
@@ -49,7 +68,11 @@ import TestSupport
         return out
     }
 
+    static let blocks: [Block] = files.flatMap(blocks)
+
     static var runnable: [Block] { blocks.filter { !$0.skip && ["sh", "python", "cued"].contains($0.language) } }
+
+    static var configs: [Block] { blocks.filter { !$0.skip && $0.language == "toml" } }
 
     /// One expectation: a README line and what it says the output is.
     struct Expected {
@@ -158,10 +181,10 @@ import TestSupport
             let lines = rest.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
             let got = lines.last == "" ? Array(lines.dropLast()) : lines
             if let problem = Self.mismatch(got, e.output) {
-                Issue.record("README.md:\(e.line): `\(e.command)`: \(problem)\n(the block at README.md:\(b.firstLine) printed:\n\(r.out.replacingOccurrences(of: "\u{1e}", with: "|")))")
+                Issue.record("\(b.file):\(e.line): `\(e.command)`: \(problem)\n(the block at \(b.file):\(b.firstLine) printed:\n\(r.out.replacingOccurrences(of: "\u{1e}", with: "|")))")
             }
             guard segments.count >= 2 else {
-                Issue.record("README.md:\(e.line): `\(e.command)`: the example stopped before it (exit \(r.status)):\n\(r.out)")
+                Issue.record("\(b.file):\(e.line): `\(e.command)`: the example stopped before it (exit \(r.status)):\n\(r.out)")
                 return
             }
             let number = segments.removeFirst()
@@ -169,7 +192,7 @@ import TestSupport
             rest = String(segments.removeFirst().dropFirst())  // the marker's LF
         }
         if !rest.isEmpty {
-            Issue.record("README.md:\(b.firstLine): the block printed what it does not show: «\(rest)»")
+            Issue.record("\(b.file):\(b.firstLine): the block printed what it does not show: «\(rest)»")
         }
     }
 
@@ -180,34 +203,109 @@ import TestSupport
                 // A line cued sends on its own (an `end ID REASON` event), next on this connection.
                 let want = line.dropFirst().split(separator: "#", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
                 let got = try c.readLine()
-                #expect(got == want, "README.md:\(b.firstLine + k): expected the line «\(want)», got «\(got)»")
+                #expect(got == want, "\(b.file):\(b.firstLine + k): expected the line «\(want)», got «\(got)»")
                 continue
             }
             let parts = line.split(separator: "→", maxSplits: 1).map { $0.trimmingCharacters(in: .whitespaces) }
             let request = parts[0]
             let reply = parts[1].split(separator: "#", maxSplits: 1).first.map { $0.trimmingCharacters(in: .whitespaces) } ?? ""
             let got = try c.request(request)
-            #expect(got == reply, "README.md:\(b.firstLine + k): `\(request)`: expected «\(reply)», got «\(got)»")
+            #expect(got == reply, "\(b.file):\(b.firstLine + k): `\(request)`: expected «\(reply)», got «\(got)»")
+        }
+    }
+
+    /// A ```toml block is a config cued would accept (the config's paths need not exist:
+    /// the loader reads them later).
+    @Test(arguments: configs)
+    func config(_ b: Block) {
+        do {
+            _ = try ConfigLoader.parse(b.lines.joined(separator: "\n"), file: b.file, home: "/home/user")
+        } catch {
+            for issue in error.issues {
+                Issue.record("\(b.file):\(b.firstLine + (issue.line ?? 1) - 1): \(issue.key ?? "-"): \(issue.message)")
+            }
         }
     }
 
     @Test func everyExampleIsFenced() {
         #expect(Self.runnable.count >= 10)
-        var inFence = false, previousBlank = true
-        for (i, line) in Self.text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            if line.hasPrefix("```") { inFence.toggle(); previousBlank = false; continue }
-            if !inFence && previousBlank && (line.hasPrefix("    ") || line.hasPrefix("\t")) {
-                Issue.record("README.md:\(i + 1): an indented code block: fence it (```sh, run by ReadmeTests, or ```sh skip)")
+        #expect(Self.configs.count >= 3)
+        for file in Self.files {
+            var inFence = false, previousBlank = true
+            for (i, line) in Self.lines(file).enumerated() {
+                if line.hasPrefix("```") { inFence.toggle(); previousBlank = false; continue }
+                if !inFence && previousBlank && (line.hasPrefix("    ") || line.hasPrefix("\t")) {
+                    Issue.record("\(file):\(i + 1): an indented code block: fence it (```sh, run by DocExamplesTests, or ```sh skip)")
+                }
+                previousBlank = line.trimmingCharacters(in: .whitespaces).isEmpty
             }
-            previousBlank = line.trimmingCharacters(in: .whitespaces).isEmpty
+            #expect(!inFence, "\(file): a code fence is not closed")
         }
-        #expect(!inFence, "README.md: a code fence is not closed")
     }
 
-    /// The `code` spans in the first column of the table under `heading`.
+    /// GitHub's anchor for a heading: lower case, spaces to hyphens, punctuation dropped.
+    static func anchor(_ heading: Substring) -> String {
+        String(heading.lowercased().compactMap { ch -> Character? in
+            ch == " " ? "-" : (ch.isLetter || ch.isNumber || ch == "-" || ch == "_") ? ch : nil
+        })
+    }
+
+    static func anchors(_ file: String) -> Set<String> {
+        var inFence = false
+        var out: Set<String> = []
+        for line in lines(file) {
+            if line.hasPrefix("```") { inFence.toggle(); continue }
+            if !inFence, line.hasPrefix("#") { out.insert(anchor(line.drop { $0 == "#" }.dropFirst())) }
+        }
+        return out
+    }
+
+    /// `target` relative to the directory of `file`, both relative to the repository.
+    static func resolve(_ target: String, from file: String) -> String {
+        var parts = file.split(separator: "/").dropLast().map(String.init)
+        for part in target.split(separator: "/") {
+            if part == ".." { _ = parts.popLast() } else if part != "." { parts.append(String(part)) }
+        }
+        return parts.joined(separator: "/")
+    }
+
+    /// Every relative link of README and docs names a file that exists, and a heading
+    /// that exists when it names one: the reference moved, and moves again.
+    @Test func everyLinkResolves() throws {
+        let link = try Regex("\\]\\(([^)\\s]+)\\)")
+        var checked = 0
+        for file in Self.files {
+            var inFence = false
+            for (i, line) in Self.lines(file).enumerated() {
+                if line.hasPrefix("```") { inFence.toggle(); continue }
+                if inFence { continue }
+                for match in line.matches(of: link) {
+                    let target = String(match.output[1].substring ?? "")
+                    if target.contains("://") || target.hasPrefix("mailto:") { continue }
+                    let parts = target.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false)
+                    let path = parts[0].isEmpty ? file : Self.resolve(String(parts[0]), from: file)
+                    checked += 1
+                    guard FileManager.default.fileExists(atPath: Self.root + "/" + path) else {
+                        Issue.record("\(file):\(i + 1): the link \(target) names no file (\(path))"); continue
+                    }
+                    if parts.count == 2, path.hasSuffix(".md") {
+                        #expect(Self.anchors(path).contains(String(parts[1])), "\(file):\(i + 1): \(path) has no heading #\(parts[1])")
+                    }
+                }
+            }
+        }
+        #expect(checked >= 30)
+    }
+
+    /// The `code` spans in the first column of the table under the heading `heading`,
+    /// in whichever document has it (exactly one must).
     static func tableNames(under heading: String) -> [String] {
-        let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-        guard let start = lines.firstIndex(where: { $0.hasPrefix("#") && $0.hasSuffix(heading) }) else { return [] }
+        func isHeading(_ line: Substring) -> Bool { line.hasPrefix("#") && line.drop { $0 == "#" }.dropFirst() == heading }
+        let holders = files.filter { Self.lines($0).contains(where: isHeading) }
+        #expect(holders.count == 1, "the heading «\(heading)» is in \(holders), not in exactly one document")
+        guard let file = holders.first else { return [] }
+        let lines = Self.lines(file)
+        guard let start = lines.firstIndex(where: isHeading) else { return [] }
         var names: [String] = []
         var seenTable = false
         for line in lines[(start + 1)...] {
@@ -240,7 +338,7 @@ import TestSupport
         #expect(all.allSatisfy(listed))
         let documented = Self.tableNames(under: "Error codes")
         #expect(Set(documented) == Set(all.map(\.rawValue)),
-                "README's error codes: missing \(Set(all.map(\.rawValue)).subtracting(documented).sorted()), extra \(Set(documented).subtracting(all.map(\.rawValue)).sorted())")
+                "the error codes documented: missing \(Set(all.map(\.rawValue)).subtracting(documented).sorted()), extra \(Set(documented).subtracting(all.map(\.rawValue)).sorted())")
         #expect(documented.count == Set(documented).count, "listed twice: \(documented)")
     }
 
@@ -248,14 +346,14 @@ import TestSupport
         let documented = Self.tableNames(under: "Status fields")
         let actual = Status.fieldPaths
         #expect(Set(documented) == Set(actual),
-                "README's status fields: missing \(Set(actual).subtracting(documented).sorted()), extra \(Set(documented).subtracting(actual).sorted())")
+                "the status fields documented: missing \(Set(actual).subtracting(documented).sorted()), extra \(Set(documented).subtracting(actual).sorted())")
         #expect(documented.count == Set(documented).count, "listed twice: \(documented)")
     }
 
     @Test func everyRequestHasARow() {
-        let documented = Self.tableNames(under: "Protocol v1").map { String($0.prefix { $0 != " " }) }
+        let documented = Self.tableNames(under: "Requests").map { String($0.prefix { $0 != " " }) }
         for verb in RequestParser.verbNames {
-            #expect(documented.contains(verb), "README's protocol table has no row for `\(verb)`")
+            #expect(documented.contains(verb), "the protocol's table of requests has no row for `\(verb)`")
         }
     }
 }
