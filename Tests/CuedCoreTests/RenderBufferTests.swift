@@ -35,7 +35,7 @@ import Testing
     /// together, to be written from the start; clipping counts only what the voice added.
     @Test func aVoiceMixedIntoFramesRenderedBeforeIsCountedOnce() {
         let b = RenderBuffer(format: format)
-        let mixer = Mixer(maxVoices: 4, maxFrames: 240)
+        let mixer = Mixer(maxVoices: 4, maxFrames: 240, limiting: false)  // the raw sum: what clipping counts
         mixer.start(Cue(name: "loud", stereo: [Float](repeating: 1.5, count: 480 * 2)), id: 1, gain: 1)  // clips every sample
         mixer.start(Cue(name: "bed", stereo: [Float](repeating: 0.25, count: 480 * 2)), id: 2, gain: 1)
         _ = b.render(240, at: 0, mixer: mixer)
@@ -54,6 +54,26 @@ import Testing
         var started: [UInt64] = []
         report.started { started.append($0) }
         #expect(started.count == 1)
+    }
+
+    /// With the limiter on (as the daemon runs), the frames remembered are the limited ones: a
+    /// voice mixed in is added to what was heard, and nothing passes full scale.
+    @Test func withTheLimiterAVoiceIsMixedIntoWhatWasHeard() {
+        let b = RenderBuffer(format: format)
+        let mixer = Mixer(maxVoices: 4, maxFrames: 240)
+        mixer.start(Cue(name: "loud", stereo: [Float](repeating: 1.5, count: 480 * 2)), id: 1, gain: 1)
+        mixer.start(Cue(name: "bed", stereo: [Float](repeating: 0.25, count: 480 * 2)), id: 2, gain: 1)
+        _ = b.render(240, at: 0, mixer: mixer)
+        let first = b.render(240, at: 240, mixer: mixer)
+        #expect(first.clipped == 0)
+        #expect(samples(b, 240).allSatisfy { $0 >= 32_000 })  // 1.75 limited to about full scale
+        b.wrote(100)
+        let (result, report) = b.mixIn(240, at: 240, mixer: mixer) { scratch in
+            mixer.start(Cue(name: "beep", stereo: [Float](repeating: -1.0, count: 240 * 2)), id: 3, gain: 1, mixedInto: scratch, frames: 240)
+        }
+        #expect(result == .started && report.clipped == 0)
+        let out = samples(b, 240)
+        #expect(out.allSatisfy { abs(Int($0)) < 800 }, "\(out.prefix(4))")  // about full scale minus full scale
     }
 
     /// The history ring wraps: a voice mixed in after more than its capacity was rendered still
