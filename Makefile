@@ -164,7 +164,7 @@ test: deps build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
+	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued).
