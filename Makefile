@@ -32,7 +32,7 @@ BIN_DEBUG  = $(shell $(SWIFT) build --show-bin-path $(SWIFTPM_FLAGS))
 PREFIX    ?= $(HOME)/.local
 BINDIR    ?= $(PREFIX)/bin
 DATADIR   ?= $(PREFIX)/share
-SOUNDDIR  ?= $(DATADIR)/cued/sounds
+SOUNDDIR  ?= $(DATADIR)/cued/cues
 MANDIR    ?= $(DATADIR)/man
 BASHCOMPDIR ?= $(DATADIR)/bash-completion/completions
 ZSHCOMPDIR  ?= $(DATADIR)/zsh/site-functions
@@ -140,18 +140,18 @@ glitch-soak: bench-deps build
 # Without XDG_RUNTIME_DIR (a container, su) and no CUED_SOCKET, the socket is ~/.cued.sock,
 # said on the way with the line for cuectl's shell (cued alone would stop and say so).
 run: build
-	@[ -n '$(SINK)' ] || echo "make run: cued --sink auto picks where sound goes and says why; force one with SINK=…, e.g. make run SINK=wav:/tmp/cued.wav to record"
+	@[ -n '$(SINK)' ] || echo "make run: cued picks where sound goes (its config's sink, else auto) and says why; force one with SINK=…, e.g. make run SINK=wav:/tmp/cued.wav to record"
 	@if [ -z "$$XDG_RUNTIME_DIR" ] && [ -z "$$CUED_SOCKET" ]; then \
 	  echo "make run: XDG_RUNTIME_DIR is not set, so the socket is $$HOME/.cued.sock; where you run cuectl: export CUED_SOCKET=$$HOME/.cued.sock"; \
 	  export CUED_SOCKET="$$HOME/.cued.sock"; \
-	fi; exec .build/release/cued --sink '$(or $(SINK),auto)' $(ARGS)
+	fi; exec .build/release/cued $(if $(SINK),--sink '$(SINK)') $(ARGS)
 
 # The debug build with the tests, plus the release build installed into a
 # scratch prefix that the install tests run (with the toolchain hidden).
 TEST_PREFIX := $(CURDIR)/.build/test-install
 # Paths are single-quoted in recipes: a checkout's path may hold a space.
 TEST_DIRS    = PREFIX='$(TEST_PREFIX)' BINDIR='$(TEST_PREFIX)/bin' DATADIR='$(TEST_PREFIX)/share' \
-               SOUNDDIR='$(TEST_PREFIX)/share/cued/sounds' MANDIR='$(TEST_PREFIX)/share/man' \
+               SOUNDDIR='$(TEST_PREFIX)/share/cued/cues' MANDIR='$(TEST_PREFIX)/share/man' \
                BASHCOMPDIR='$(TEST_PREFIX)/share/bash-completion/completions' \
                ZSHCOMPDIR='$(TEST_PREFIX)/share/zsh/site-functions' \
                FISHCOMPDIR='$(TEST_PREFIX)/share/fish/vendor_completions.d' UNITDIR='$(TEST_PREFIX)/units'
@@ -186,7 +186,7 @@ man-check:
 	done
 
 # Stripped binaries to $(BINDIR), cues to $(SOUNDDIR) (where cued looks by default:
-# ../share/cued/sounds beside its binary), man pages, completions, units to $(UNITDIR).
+# ../share/cued/cues beside its binary), man pages, completions, units to $(UNITDIR).
 install: build
 	$(MAKE) --no-print-directory install-files
 	@echo "installed. Start on demand with:  systemctl --user daemon-reload && systemctl --user enable --now cued.socket"
@@ -197,7 +197,7 @@ install-files:
 	install -d '$(DESTDIR)$(BINDIR)' '$(DESTDIR)$(SOUNDDIR)' '$(DESTDIR)$(MANDIR)/man1' '$(DESTDIR)$(MANDIR)/man5' '$(DESTDIR)$(BASHCOMPDIR)' '$(DESTDIR)$(ZSHCOMPDIR)' '$(DESTDIR)$(FISHCOMPDIR)'
 	install -m 0755 -s --strip-program='$(STRIP)' .build/release/cued .build/release/cuectl '$(DESTDIR)$(BINDIR)/'
 	install -m 0644 Sounds/*.wav '$(DESTDIR)$(SOUNDDIR)/'
-	sed 's|^Exec=.*|Exec=$(BINDIR)/cued|' dbus/org.sigxcpu.Feedback.service > '$(DESTDIR)$(DATADIR)/cued/org.sigxcpu.Feedback.service'
+	sed 's|^Exec=.*|Exec="$(BINDIR)/cued"|' dbus/org.sigxcpu.Feedback.service > '$(DESTDIR)$(DATADIR)/cued/org.sigxcpu.Feedback.service'
 	install -m 0644 docs/man/cued.1 docs/man/cuectl.1 '$(DESTDIR)$(MANDIR)/man1/'
 	install -m 0644 docs/man/cued.toml.5 '$(DESTDIR)$(MANDIR)/man5/'
 	install -m 0644 completions/cuectl.bash '$(DESTDIR)$(BASHCOMPDIR)/cuectl'
@@ -225,7 +225,7 @@ DEB_ARCH   = $(shell dpkg --print-architecture)
 DEB_DIR   ?= .build/deb
 DEB_MAINTAINER ?= cued developers <maintainers@users.noreply.a-seed-a0081e49.example>
 DEB        = $(DEB_DIR)/cued_$(VERSION)_$(DEB_ARCH).deb
-DEB_DIRS  := PREFIX=/usr BINDIR=/usr/bin DATADIR=/usr/share SOUNDDIR=/usr/share/cued/sounds MANDIR=/usr/share/man \
+DEB_DIRS  := PREFIX=/usr BINDIR=/usr/bin DATADIR=/usr/share SOUNDDIR=/usr/share/cued/cues MANDIR=/usr/share/man \
              BASHCOMPDIR=/usr/share/bash-completion/completions ZSHCOMPDIR=/usr/share/zsh/vendor-completions \
              FISHCOMPDIR=/usr/share/fish/vendor_completions.d UNITDIR=/usr/lib/systemd/user
 deb: build
@@ -272,6 +272,9 @@ install-canberra: canberra
 	chmod 0755 '$(DESTDIR)$(GENERATORDIR)/60-cued-canberra'
 uninstall-canberra:
 	rm -f '$(DESTDIR)$(CANBERRA_DIR)/libcanberra-cued.so' '$(DESTDIR)$(GENERATORDIR)/60-cued-canberra'
+	@# The generator's directory and a systemd/ above it, once empty (libcanberra's own stays).
+	@rmdir '$(DESTDIR)$(GENERATORDIR)' 2>/dev/null && [ "$$(basename "$$(dirname '$(DESTDIR)$(GENERATORDIR)')")" = systemd ] && \
+	  rmdir "$$(dirname '$(DESTDIR)$(GENERATORDIR)')" 2>/dev/null || true
 
 # Stops the units only where they are installed and systemctl can reach a user manager.
 uninstall:
@@ -282,7 +285,9 @@ uninstall:
 	  '$(MANDIR)/man1/cued.1' '$(MANDIR)/man1/cuectl.1' '$(MANDIR)/man5/cued.toml.5' \
 	  '$(BASHCOMPDIR)/cuectl' '$(BASHCOMPDIR)/cued' '$(ZSHCOMPDIR)/_cuectl' '$(ZSHCOMPDIR)/_cued' \
 	  '$(FISHCOMPDIR)/cuectl.fish' '$(FISHCOMPDIR)/cued.fish'
-	rm -rf '$(SOUNDDIR)'
+	@# Only the cues install put there: a SOUNDDIR shared with other files keeps them.
+	cd '$(SOUNDDIR)' 2>/dev/null && rm -f $(notdir $(wildcard Sounds/*.wav)) || true
+	rmdir '$(SOUNDDIR)' 2>/dev/null || true
 	rm -f '$(DATADIR)/cued/org.sigxcpu.Feedback.service'
 	@# The directories install makes, once empty (never $(PREFIX) itself; a parent of
 	@# UNITDIR only if it is systemd/), deepest first.

@@ -142,13 +142,12 @@ public enum CanberraRouting {
     public static func switched(_ on: Bool, managerChanged: Bool) -> [String] {
         if on {
             return ["on: libcanberra's sounds go through cued for what your session starts "
-                        + (managerChanged ? "from now on" : "after your next login")
-                        + "; programs already running (GNOME Shell among them) after your next login",
+                        + (managerChanged ? "from now on; programs already running (GNOME Shell among them) change at your next login"
+                                          : "after your next login, GNOME Shell among them"),
                     "in a terminal, for what you start there: export CANBERRA_DRIVER=cued"]
         }
         return ["off: libcanberra's sounds go their own way again for what your session starts "
-                    + (managerChanged ? "from now on" : "after your next login")
-                    + "; programs already running after your next login",
+                    + (managerChanged ? "from now on; programs already running change at your next login" : "after your next login"),
                 "in a terminal that exported it: unset CANBERRA_DRIVER"]
     }
 }

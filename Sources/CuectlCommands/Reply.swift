@@ -114,7 +114,7 @@ public enum NoDaemonHint {
     public static func text(unitsInstalled: Bool) -> String {
         (unitsInstalled
             ? "  start it with:  systemctl --user start cued.socket   (or run `cued` in a terminal)"
-            : "  start it in a terminal:  cued   (its systemd user units are not installed; make install or the cued package puts them in place)")
+            : "  start it in a terminal:  cued   (from a checkout: make run; its systemd user units are not installed: make install or the cued package puts them in place)")
             + "\n  without a sound card: cued --sink null, or cued --sink wav:FILE"
     }
 }

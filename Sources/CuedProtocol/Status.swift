@@ -36,7 +36,7 @@ public struct Status: Sendable, Equatable {
         public var frames = 0
         /// Plays of all its variants.
         public var played = 0
-        /// Sounds it plays in turn (`pop.wav`, `pop-2.wav`…), and in what order.
+        /// How many sounds it plays in turn (`pop.wav`, `pop-2.wav`…), and in what order.
         public var variants = 1
         public var order: String?
         public init(frames: Int = 0, played: Int = 0, variants: Int = 1, order: String? = nil) {

@@ -180,7 +180,7 @@ public enum SoundDirectories {
         var dirs: [String] = []
         let exe = FileSystem.executablePath ?? CommandLine.arguments[0]
         let exeDir = Path.directory(exe)
-        let installed = Path.normalize(exeDir + "/../share/cued/sounds")
+        let installed = Path.normalize(exeDir + "/../share/cued/cues")
         if FileSystem.isDirectory(installed) {
             dirs.append(installed)
         } else {

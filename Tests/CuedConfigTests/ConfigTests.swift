@@ -105,6 +105,13 @@ import TestSupport
         #expect(c.sink == nil && c.voices == nil && c.cues.isEmpty && c.masterGainDB == 0)
     }
 
+    /// `--config /dev/null`, the usual "no config", is the defaults; any other device is refused.
+    @Test func devNullIsDefaultsOtherDevicesAreRefused() throws {
+        let c = try ConfigLoader.load(path: "/dev/null", home: "/home/user")
+        #expect(c.sink == nil && c.voices == nil && c.cues.isEmpty && c.masterGainDB == 0)
+        #expect(throws: ConfigErrors.self) { try ConfigLoader.load(path: "/dev/zero", home: "/home/user") }
+    }
+
     @Test(arguments: [
         // (text, line, key, words in the message)
         ("sink = 5", 1, "sink", "expected a string"),
@@ -198,7 +205,7 @@ import TestSupport
     @Test func exampleConfigIsValid() throws {
         let path = TestPaths.repoRoot.appendingPathComponent("docs/cued.example.toml").path
         let c = try ConfigLoader.load(path: path, home: "/home/me")
-        #expect(c.sink == "alsa:default")
+        #expect(c.sink == nil)  // commented out: auto, as without a config
         #expect(c.transitions[Transition(from: .release, to: .pull)] == "")
         #expect(c.apps["dashboard"]?.muted == true)
         #expect(c.profiles.importantApps == ["alarm-clock"])

@@ -63,7 +63,7 @@ struct DebTests {
 
         // Where each file goes.
         let contents = try runProcess("/usr/bin/dpkg-deb", ["-c", deb]).out
-        for path in ["./usr/bin/cued", "./usr/bin/cuectl", "./usr/share/cued/sounds/pop.wav", "./usr/share/cued/sounds/fail.wav",
+        for path in ["./usr/bin/cued", "./usr/bin/cuectl", "./usr/share/cued/cues/pop.wav", "./usr/share/cued/cues/fail.wav",
                      "./usr/lib/systemd/user/cued.service", "./usr/lib/systemd/user/cued.socket",
                      "./usr/share/man/man1/cued.1.gz", "./usr/share/man/man1/cuectl.1.gz", "./usr/share/man/man5/cued.toml.5.gz",
                      "./usr/share/bash-completion/completions/cuectl", "./usr/share/zsh/vendor-completions/_cuectl",
@@ -94,7 +94,7 @@ struct DebTests {
         let unit = try String(contentsOfFile: root + "/usr/lib/systemd/user/cued.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=\"/usr/bin/cued\"\n"), "\(unit)")
 
-        // The installed cued finds its sounds beside itself (../share/cued/sounds) and plays.
+        // The installed cued finds its sounds beside itself (../share/cued/cues) and plays.
         var env = ProcessInfo.processInfo.environment
         for (key, sub) in [("XDG_RUNTIME_DIR", "run"), ("XDG_STATE_HOME", "state"), ("XDG_CONFIG_HOME", "config"), ("XDG_DATA_HOME", "data")] {
             env[key] = dir.file(sub)

@@ -214,17 +214,32 @@ import TestSupport
         }
     }
 
-    /// A ```toml block is a config cued would accept (the config's paths need not exist:
-    /// the loader reads them later).
+    /// A ```toml block is a config `cuectl config check` accepts, as a user has it: saved as
+    /// ~/.config/cued/cued.toml, with the sound files it names (the user's own) where it says.
     @Test(arguments: configs)
-    func config(_ b: Block) {
+    func config(_ b: Block) throws {
+        let dir = TempDir()
+        let home = dir.file("home"), path = home + "/.config/cued/cued.toml"
+        try FileManager.default.createDirectory(atPath: home + "/.config/cued", withIntermediateDirectories: true)
+        let text = b.lines.joined(separator: "\n")
+        try text.write(toFile: path, atomically: true, encoding: .utf8)
+        let config: Config
         do {
-            _ = try ConfigLoader.parse(b.lines.joined(separator: "\n"), file: b.file, home: "/home/user")
+            config = try ConfigLoader.parse(text, file: path, home: home)
         } catch {
             for issue in error.issues {
                 Issue.record("\(b.file):\(b.firstLine + (issue.line ?? 1) - 1): \(issue.key ?? "-"): \(issue.message)")
             }
+            return
         }
+        for file in config.cues.values.flatMap({ ($0.files ?? []) + ($0.file.map { [$0] } ?? []) }) {
+            try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try? FileManager.default.removeItem(atPath: file)
+            try FileManager.default.copyItem(atPath: TestPaths.repoRoot.path + "/Sounds/pop.wav", toPath: file)
+        }
+        let check = try runProcess(TestPaths.binary("cuectl"), ["config", "check", path],
+                                   env: ["HOME": home, "PATH": "/usr/bin:/bin", "XDG_CONFIG_HOME": home + "/.config"])
+        #expect(check.status == 0, "\(b.file):\(b.firstLine): `cuectl config check`: \(check.out)\(check.err)")
     }
 
     @Test func everyExampleIsFenced() {

@@ -117,19 +117,28 @@ struct InstallTests {
         #expect(FileManager.default.fileExists(atPath: dir.path))
     }
 
-    /// A directory install did not empty (something else of the user's in it) stays.
+    /// A directory install did not empty (something else of the user's in it) stays, and the
+    /// user's own cues are never touched: with the default PREFIX (~/.local) the user's cue
+    /// directory, $XDG_DATA_HOME/cued/sounds, is share/cued/sounds under it, beside the shipped
+    /// share/cued/cues (one directory for both once cost a user their cues at uninstall).
     @Test func uninstallKeepsDirectoriesWithOtherFiles() throws {
         let dir = TempDir()
         let root = TestPaths.repoRoot.path
         let dirs = ["PREFIX=\(dir.path)", "UNITDIR=\(dir.file("config/systemd/user"))"]
+        try FileManager.default.createDirectory(atPath: dir.file("share/cued/sounds"), withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: dir.file("share/cued/sounds/pop.wav"), contents: Data("mine".utf8))
         #expect(try runProcess("/usr/bin/make", ["-s", "-C", root, "install-files"] + dirs).status == 0)
-        for f in ["bin/mine", "share/man/man1/mine.1", "config/systemd/user/mine.service"] {
+        #expect(FileManager.default.contents(atPath: dir.file("share/cued/sounds/pop.wav")) == Data("mine".utf8), "install replaced the user's cue")
+        #expect(FileManager.default.fileExists(atPath: dir.file("share/cued/cues/pop.wav")))
+        for f in ["bin/mine", "share/man/man1/mine.1", "config/systemd/user/mine.service", "share/cued/cues/mine.wav"] {
             _ = FileManager.default.createFile(atPath: dir.file(f), contents: nil)
         }
         let uninstall = try runProcess("/usr/bin/make", ["-s", "-C", root, "uninstall", "SYSTEMCTL=/nonexistent/systemctl"] + dirs)
         #expect(uninstall.status == 0 && uninstall.err == "", "\(uninstall.err)")
         let left = try runProcess("/usr/bin/find", [dir.path, "-mindepth", "1"]).out.split(separator: "\n").map { String($0.dropFirst(dir.path.count + 1)) }
         #expect(Set(left) == ["bin", "bin/mine", "share", "share/man", "share/man/man1", "share/man/man1/mine.1",
+                              "share/cued", "share/cued/sounds", "share/cued/sounds/pop.wav", "share/cued/cues", "share/cued/cues/mine.wav",
                               "config", "config/systemd", "config/systemd/user", "config/systemd/user/mine.service"], "\(left.sorted())")
+        #expect(FileManager.default.contents(atPath: dir.file("share/cued/sounds/pop.wav")) == Data("mine".utf8))
     }
 }

@@ -122,8 +122,8 @@ import TestSupport
         #expect(unit.contains("\nExecStart=\"\(s.root)/.build/test-install/bin/cued\"\n"))
     }
 
-    /// `make run`: cued with the sink SINK names, else `--sink auto` (cued picks
-    /// and says why: AutoSinkTests) with one line on how to force one; ARGS follow.
+    /// `make run`: cued with the sink SINK names, else no `--sink` (the config's sink, else
+    /// auto: cued picks and says why, AutoSinkTests) with one line on how to force one; ARGS follow.
     func run(_ s: Scratch, _ vars: [String], unset: [String] = []) throws -> (status: Int32, out: String, err: String, argv: [String]) {
         try s.script(s.root + "/.build/release/cued", "printf '%s\\n' \"$@\" > \"$CALLS.cued\"; printf '%s' \"$CUED_SOCKET\" > \"$CALLS.socket\"")
         var env = ProcessInfo.processInfo.environment
@@ -140,8 +140,8 @@ import TestSupport
     @Test func runWithoutSinkLetsCuedPick() throws {
         let r = try run(try Scratch(), [])
         #expect(r.status == 0, "\(r.err)")
-        #expect(r.argv == ["--sink", "auto"], "\(r.argv)")
-        #expect(r.out.hasPrefix("make run: cued --sink auto picks where sound goes and says why; "), "\(r.out)")
+        #expect(r.argv == [], "\(r.argv)")
+        #expect(r.out.hasPrefix("make run: cued picks where sound goes (its config's sink, else auto) and says why; "), "\(r.out)")
         #expect(r.out.contains("make run SINK=wav:/tmp/cued.wav"), "\(r.out)")
     }
 
