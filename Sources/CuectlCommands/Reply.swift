@@ -142,6 +142,21 @@ public enum PlayWarning {
     }
 }
 
+/// A `stop` of this app's voices that stopped none while other apps' voices play: an app is
+/// the parent program's name unless given, so a loop a script started is not the terminal's.
+public enum StopHint {
+    public static func text(reply: String, request: Request, app: String?, voicesActive: Int) -> String? {
+        guard reply == "ok 0", voicesActive > 0 else { return nil }
+        switch request {
+        case .stop(.mine), .stop(.cue): break
+        default: return nil
+        }
+        let voices = voicesActive == 1 ? "1 voice plays" : "\(voicesActive) voices play"
+        return "cuectl: \(voices), none started by \(app.map { "app '\($0)'" } ?? "this connection"): "
+            + "cuectl status lists the apps; cuectl --app NAME stop, stop ID or stop all stop them"
+    }
+}
+
 extension Request {
     /// A play or play-file: whose `ok` is followed by `PlayWarning`'s check.
     public var playsACue: Bool {

@@ -164,7 +164,8 @@ case .request(let request, let render):
     case .failure(let e): die(e.message, ExitCode.usage)
     }
     let parent = readSmallFile("/proc/\(getppid())/comm")?.split(separator: "\n").first.map(String.init)
-    let lines = preamble(app: appName(fallback: parent))
+    let app = appName(fallback: parent)
+    let lines = preamble(app: app)
     let reply: String
     do {
         let client = try CueClient(path: path)
@@ -179,6 +180,11 @@ case .request(let request, let render):
         if reply == "ok", request.playsACue, let line = try? client.request("status wait"), line.hasPrefix("ok "),
            let status = Status.parse(String(line.dropFirst(3))), let warning = PlayWarning.text(status) {
             printErr(warning)
+        }
+        if reply == "ok 0", case .stop = request, let line = try? client.request("status"), line.hasPrefix("ok "),
+           let status = Status.parse(String(line.dropFirst(3))),
+           let hint = StopHint.text(reply: reply, request: request, app: app, voicesActive: status.voicesActive) {
+            printErr(hint)
         }
     } catch {
         if case .noDaemon = error {

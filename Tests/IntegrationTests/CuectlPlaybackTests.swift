@@ -68,11 +68,14 @@ import TestSupport
     @Test func stopSaysHowManyVoicesStopped() throws {
         let d = try daemon()
         #expect(try cuectl(d, ["--app", "tool", "play", "long"]).status == 0)
-        #expect(try cuectl(d, ["--app", "other", "stop"]) == (0, "0\n", ""))  // not other's
-        #expect(try cuectl(d, ["--app", "tool", "stop", "pop"]) == (0, "0\n", ""))  // not that cue
+        // Not other's: and says whose voice plays instead (a loop a script started is not the terminal's).
+        #expect(try cuectl(d, ["--app", "other", "stop"]) == (0, "0\n", "cuectl: 1 voice plays, none started by app 'other': "
+            + "cuectl status lists the apps; cuectl --app NAME stop, stop ID or stop all stop them\n"))
+        #expect(try cuectl(d, ["--app", "tool", "stop", "pop"]).out == "0\n")  // not that cue
         #expect(try cuectl(d, ["--app", "tool", "stop"]) == (0, "1\n", ""))
         #expect(try cuectl(d, ["play", "long"]).status == 0)
         #expect(try cuectl(d, ["stop", "all"]) == (0, "1\n", ""))
+        #expect(try cuectl(d, ["--app", "tool", "stop"]) == (0, "0\n", ""))  // nothing plays: nothing to say
     }
 
     @Test func aWaitedCueThatIsStoppedSaysSo() throws {
