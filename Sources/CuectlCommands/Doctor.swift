@@ -82,7 +82,8 @@ public enum Doctor {
                 ok("output \(where_)" + (s.state == "closed" ? " (opened on the first cue)" : ""))
                 heard = true
             }
-            info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)" : status.theme.chain.joined(separator: " → ")))
+            info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)"
+                 : status.theme.chain == [status.theme.name] ? "found" : status.theme.chain.joined(separator: " → ")))
             info("config: " + (status.config ?? "none (defaults); cuectl config check validates one"))
             let m = status.memory
             if m.limitBytes > 0 {

@@ -116,7 +116,7 @@ public enum RuntimeLoader {
             case .brokenRequired(let e): throw LoadFailure(file: e.path, reason: e.reason)
             case .missingRequired(let name, let dirs):
                 throw LoadFailure(file: dirs.first ?? "(sounds)", reason:
-                    "required cue '\(name)' not found; searched: \(dirs.isEmpty ? "(no sounds directories)" : dirs.joined(separator: ", ")). "
+                    "required cue '\(name)' not found; searched: \(dirs.isEmpty ? "(no sounds directories)" : dirs.map { FileSystem.isDirectory($0) ? $0 : $0 + " (no such directory)" }.joined(separator: ", ")). "
                     + "Install the cues (make install), or point --sounds or the config's `sounds` at a directory holding psst1, psst2 and pop")
             }
         }
