@@ -85,6 +85,7 @@ public enum Doctor {
             info("sound theme \(status.theme.name): " + (status.theme.chain.isEmpty ? "not found (only the bank's cues play)"
                  : status.theme.chain == [status.theme.name] ? "found" : status.theme.chain.joined(separator: " → ")))
             info("config: " + (status.config ?? "none (defaults); cuectl config check validates one"))
+            for w in status.warnings { info("skipped at the last load: " + w) }
             let m = status.memory
             if m.limitBytes > 0 {
                 if m.refused > 0 {

@@ -121,6 +121,9 @@ public struct Status: Sendable, Equatable {
     /// Why the last save failed, while `stateSaved` is false.
     public var stateError: String?
     public var config: String?
+    /// What the last (re)load skipped or could not read, one line each (at most `maxWarnings`).
+    public var warnings: [String] = []
+    public static let maxWarnings = 8
     public var sink = Sink()
     public var cues: [String: Cue] = [:]
     public var played = 0
@@ -176,7 +179,7 @@ public struct Status: Sendable, Equatable {
 
     /// The JSON keys, spelled once.
     enum Key: String {
-        case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, sink, cues, played, voicesActive = "voices_active"
+        case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, warnings, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case maxClients = "max_clients", evictedShare = "evicted_share", closedUnread = "closed_unread"
@@ -237,7 +240,7 @@ public struct Status: Sendable, Equatable {
         return obj([
             (.version, .string(version)), (.protocol, n(protocolVersion)), (.pid, n(pid)), (.muted, .bool(muted)),
             (.profile, .string(profile.rawValue)),
-            (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
+            (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.warnings, .array(warnings.map(JSON.string))), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.clients, n(clients)),
@@ -270,6 +273,7 @@ public struct Status: Sendable, Equatable {
         stateSaved = bool(field(.stateSaved)) ?? true
         stateError = str(field(.stateError))
         config = str(field(.config))
+        if case .array(let items)? = field(.warnings) { warnings = items.compactMap { str($0) } }
         let sk = field(.sink)
         sink.spec = str(v(sk, .spec)) ?? ""
         sink.state = str(v(sk, .state)) ?? "closed"

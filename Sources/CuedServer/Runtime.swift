@@ -17,6 +17,10 @@ public struct Runtime: Sendable {
     public var feedbackTheme: FeedbackTheme
     /// The bank's decoded files by identity: the next reload takes those unchanged as they are.
     public var sounds: [FileIdentity: SoundBuffer]
+    /// What the load skipped or could not read (files that cannot be played, a theme's problems),
+    /// logged at load and shown by `status` until the next: a `reload` that says "reloaded" has
+    /// to say what it left out too.
+    public var warnings: [String] = []
 
     public init(bank: CueBank, config: Config = Config(), settings: Settings = Settings(), theme: SoundTheme,
                 feedbackTheme: FeedbackTheme = FeedbackTheme(), sounds: [FileIdentity: SoundBuffer] = [:]) {
@@ -136,9 +140,11 @@ public enum RuntimeLoader {
         // Read only when cued is to answer feedbackd's clients.
         let (feedbackTheme, fbWarnings) = config.dbus.enabled && config.dbus.feedback
             ? FeedbackTheme.load(name: config.dbus.feedbackTheme, environment: environment) : (FeedbackTheme(), [])
-        return (Runtime(bank: result.bank, config: config, settings: settings, theme: theme, feedbackTheme: feedbackTheme,
-                        sounds: result.sounds),
-                result.warnings + theme.warnings + fbWarnings)
+        let warnings = result.warnings + theme.warnings + fbWarnings
+        var runtime = Runtime(bank: result.bank, config: config, settings: settings, theme: theme, feedbackTheme: feedbackTheme,
+                              sounds: result.sounds)
+        runtime.warnings = Array(warnings.prefix(Status.maxWarnings))
+        return (runtime, warnings)
     }
 }
 

@@ -103,6 +103,7 @@ struct StatusReport {
         out.stateSaved = stateSaved
         out.stateError = stateError
         out.config = runtime.config.path
+        out.warnings = runtime.warnings
         out.sink.spec = engine.sinkSpec
         out.sink.why = sinkWhy
         out.sink.state = s.sinkState.rawValue

@@ -181,6 +181,10 @@ case .request(let request, let render):
            let status = Status.parse(String(line.dropFirst(3))), let warning = PlayWarning.text(status) {
             printErr(warning)
         }
+        if reply == "ok reloaded", case .reload = request, let line = try? client.request("status"), line.hasPrefix("ok "),
+           let status = Status.parse(String(line.dropFirst(3))) {
+            for w in status.warnings { printErr("cuectl: warning: \(w)") }
+        }
         if reply == "ok 0", case .stop = request, let line = try? client.request("status"), line.hasPrefix("ok "),
            let status = Status.parse(String(line.dropFirst(3))),
            let hint = StopHint.text(reply: reply, request: request, app: app, voicesActive: status.voicesActive) {

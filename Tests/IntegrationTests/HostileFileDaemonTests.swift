@@ -83,7 +83,14 @@ import TestSupport
         for (kind, reason) in Self.plants {
             #expect(log.contains("skipped \(sounds)/\(kind).wav: \(reason)"), "no warning for \(kind)")
         }
-        #expect(try d.request("reload") == "ok reloaded")
+        // …and says so where the user looks: status, and cuectl reload (not only the log).
+        let warnings = try d.status().warnings.joined(separator: "\n")
+        let reload = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "reload"])
+        #expect(reload.status == 0 && reload.out == "reloaded\n", "\(reload)")
+        for (kind, reason) in Self.plants {
+            #expect(warnings.contains("skipped \(sounds)/\(kind).wav: \(reason)"), "status: \(warnings)")
+            #expect(reload.err.contains("skipped \(sounds)/\(kind).wav: \(reason)"), "cuectl reload: \(reload.err)")
+        }
         #expect(try d.request("cues") == "ok pop psst1 psst2")
         #expect(try d.request("ping") == "ok pong")
     }
