@@ -8,8 +8,9 @@
   at the default cap and 250 pipelining `play` + `status wait` (clients_fairness); 20,000 `mute
   app` (app_mutes); 400 apps (many_apps); voices shared between apps (voice_share);
 - lock-out (clients_lockout): 256 connections that are never idle, and another process's
-  `cuectl play` meanwhile; `status` with more apps than it lists and the connection cap at a low
-  `nofile` against what cued(1) says (clients_small). More lock-out in attack_lockout.py.
+  `cuectl play` meanwhile; the connection cap at a low `nofile` against what cued(1) says
+  (nofile_caps); `status` with more apps than it lists (many_apps). More lock-out in
+  attack_lockout.py.
 
 Timings are figures; a row's verdict is the issue's target. The load average is given beside
 each latency figure: other work on the machine's 2 cores shows there.
@@ -229,30 +230,6 @@ def clients_lockout(sounds):
     lockout_row(sounds, "ping\\n", 0.4, "send `ping` every 0.4 s")
 
 
-def status_apps(sounds):
-    q = Cued("apps29", sounds, ["--rate-limit", "0"])
-    try:
-        c = q.client(30)
-        n_play, n_mute = 400, 300
-        mutes = declare_apps(c, n_play, n_mute)
-        st = status(q)
-        listed = len(st["apps"])
-        unlisted = st.get("apps_unlisted")
-        plays = st.get("apps_unlisted_played")
-        # Known apps: 256 muted (the table's bound) + the 256 that played and were counted.
-        row("`status` says how many apps it leaves out", "`--rate-limit 0`; one connection declares %d apps that "
-            "each play once, then `mute app` × %d (256 accepted); target: `status` says how many apps and plays it "
-            "does not list" % (n_play, n_mute),
-            "`status` lists %d apps; `apps_unlisted` %s, `apps_unlisted_played` %s (of %d plays)"
-            % (listed, unlisted if unlisted is not None else "absent", plays if plays is not None else "absent", n_play),
-            # Known by name: the muted apps and the 256 counted by name; the plays of the others are counted together.
-            listed <= 256 and unlisted is not None and listed + unlisted == mutes + min(n_play, 256) and plays is not None
-            and plays + sum(a.get("played", 0) for a in st["apps"].values()) == n_play and q.alive())
-        q.term()
-    finally:
-        kill_all(q)
-
-
 def readme_caps():
     """What cued(1) says the cap is at low `nofile`: {nofile: cap}."""
     text = open(os.path.join(ROOT, "docs", "man", "cued.1.scd")).read()
@@ -311,11 +288,6 @@ def nofile_caps(sounds):
             q.term()
         finally:
             kill_all(q)
-
-
-def clients_small(sounds):
-    status_apps(sounds)
-    nofile_caps(sounds)
 
 
 def load(sounds):
@@ -401,18 +373,32 @@ def fairness_c(sounds):
 
 
 def many_apps(sounds):
+    """More apps than `status` lists: what it lists, and that it says how many it leaves out."""
     q = Cued("manyapps", sounds, ["--rate-limit", "0"])
     try:
         c = q.client(30)
         n_play, n_mute = 400, 300
         mutes = declare_apps(c, n_play, n_mute)
         r = q.request("status")
-        apps = json.loads(r[3:])["apps"]
+        st = json.loads(r[3:])
+        apps = st["apps"]
         row("`status` lists at most 256 apps", "`--rate-limit 0`; one connection declares %d apps that each play "
             "once (`app pN`, `play probe`), then `mute app` × %d" % (n_play, n_mute),
             "%d `mute app` accepted (the rest `err too-many`); `status` lists %d apps (%d muted), %d bytes"
             % (mutes, len(apps), sum(1 for a in apps.values() if a.get("muted")), len(r.encode())),
             len(apps) <= 256 and mutes == 256 and q.alive())
+        listed = len(apps)
+        unlisted = st.get("apps_unlisted")
+        plays = st.get("apps_unlisted_played")
+        # Known apps: 256 muted (the table's bound) + the 256 that played and were counted.
+        row("`status` says how many apps it leaves out", "`--rate-limit 0`; one connection declares %d apps that "
+            "each play once, then `mute app` × %d (256 accepted); target: `status` says how many apps and plays it "
+            "does not list" % (n_play, n_mute),
+            "`status` lists %d apps; `apps_unlisted` %s, `apps_unlisted_played` %s (of %d plays)"
+            % (listed, unlisted if unlisted is not None else "absent", plays if plays is not None else "absent", n_play),
+            # Known by name: the muted apps and the 256 counted by name; the plays of the others are counted together.
+            listed <= 256 and unlisted is not None and listed + unlisted == mutes + min(n_play, 256) and plays is not None
+            and plays + sum(a.get("played", 0) for a in apps.values()) == n_play and q.alive())
         q.term()
     finally:
         kill_all(q)
@@ -468,5 +454,5 @@ def voice_share(sounds):
     q.term()
 
 
-SECTIONS = (load, clients_memory, clients_fairness, fairness_a, fairness_b, fairness_c, clients_lockout, clients_small,
+SECTIONS = (load, clients_memory, clients_fairness, fairness_a, fairness_b, fairness_c, clients_lockout, nofile_caps,
             app_mutes, many_apps, voice_share)

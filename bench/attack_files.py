@@ -11,7 +11,8 @@ import time
 from benchlib import mib, rss_kib
 from harness import CUECTL, CUED, TMP, spawn
 from attacklib import Cued, kill_all, row
-from attack_fixtures import malloc_in_use, MIB, add_forty, crafted_rf64, crafted_wav, damaged_mp3, private_bus, small_sounds, vm_kib, write_noise_wav, write_sparse
+from attack_fixtures import (FORTY_BUDGET, malloc_in_use, MIB, add_forty, crafted_rf64, crafted_wav, damaged_mp3, private_bus,
+                             small_sounds, vm_kib, write_noise_wav, write_sparse)
 
 CONCERN = "files"
 
@@ -21,7 +22,7 @@ def crafted_files(sounds):
     d = small_sounds(sounds, "crafted")
     pop = os.path.join(d, "pop.wav")
     original = open(pop, "rb").read()
-    q = Cued("crafted", d, ["--rate-limit", "0"])
+    q = Cued("crafted", d, ["--rate-limit", "0", *FORTY_BUDGET])
     c = q.client(30)
     figs, ok = [], True
     plants = [("sparse RF64, 64 GiB at 2 GHz × 1024 ch", crafted_rf64(1024, 2_000_000_000, 64 << 30), (64 << 30) + 80,

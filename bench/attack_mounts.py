@@ -10,7 +10,8 @@ import time
 from benchlib import Client, mib, pct, rss_kib
 from harness import CUED, TMP, spawn
 from attacklib import Cued, kill_all, load_note, met, mount_hung_for, row
-from attack_fixtures import crafted_wav, describe_threads, small_sounds, small_wav, threads_of, wait_file_line, write_sparse
+from attack_fixtures import (crafted_wav, describe_threads, small_sounds, small_wav, threads_of, wait_file_line,
+                             write_sparse)
 
 CONCERN = "files"
 

@@ -14,7 +14,7 @@ import wave
 from benchlib import log, mib, pct, proc_cpu_ticks, rss_kib
 from harness import CUECTL, ROOT, TMP, spawn
 from attacklib import Cued, Pinger, kill_all, lat_summary, pipeline, row
-from attack_fixtures import malloc_in_use, add_forty, small_sounds
+from attack_fixtures import FORTY_BUDGET, malloc_in_use, add_forty, small_sounds
 from benchlib import cued_status as status
 
 CONCERN = "resources"
@@ -26,7 +26,7 @@ SOAK_S = float(os.environ.get("RELIABILITY_SOAK_S", "300"))
 # 3. One client stalls everyone: a real slow reload, and a mute/unmute flood.
 def stalls(sounds):
     d = small_sounds(sounds, "stall")
-    q = Cued("stall", d)
+    q = Cued("stall", d, FORTY_BUDGET)
     add_forty(d)
     pinger = Pinger(q.sock)
     a = q.client(120)

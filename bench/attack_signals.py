@@ -9,7 +9,7 @@ import time
 from benchlib import Client, log
 from harness import CUECTL, CUED, TMP, spawn, start_cued
 from attacklib import Cued, kill_all, row
-from attack_fixtures import add_forty, small_sounds
+from attack_fixtures import FORTY_BUDGET, add_forty, small_sounds
 from benchlib import cued_status as status
 
 CONCERN = "signals"
@@ -96,7 +96,7 @@ def signals_row(sounds):
     gone = not os.path.exists(q.sock)
     # SIGTERM in the middle of a real slow reload (40 10 s cues to resample).
     d = small_sounds(sounds, "sigreload")
-    r = Cued("sigreload", d)
+    r = Cued("sigreload", d, FORTY_BUDGET)
     add_forty(d)
     c = r.client(30)
     c.send("reload")

@@ -184,6 +184,22 @@ def proc_cpu_ticks(pid):
     return int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
 
 
+def proc_ctx_switches(pid):
+    """Context switches per thread id (voluntary + involuntary)."""
+    out = {}
+    for tid in os.listdir("/proc/%d/task" % pid):
+        total = 0
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            continue
+        out[tid] = total
+    return out
+
+
 def rss_kib(pid):
     for line in open("/proc/%d/smaps_rollup" % pid):
         if line.startswith("Rss:"):

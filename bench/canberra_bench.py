@@ -34,7 +34,8 @@ import threading
 import time
 
 import desktop_bench
-from benchlib import cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped, square, targets_table, wait_answering
+from benchlib import (cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped,
+                      square, targets_table, wait_answering)
 from pwstack import Recorder, build_recorder, private_stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -14,8 +14,8 @@ import threading
 import time
 
 from benchlib import Client, log, pct, proc_cpu_ticks, wait_answering, write_wav
-from harness import (CUED, IDLE_S, QUICK, ROOT, TMP, TRIALS, cleanup, ctx_delta, measure, proc_ctx_switches, proc_rss_kib,
-                     spawn, start_cued)
+from benchlib import proc_ctx_switches
+from harness import CUED, IDLE_S, QUICK, ROOT, TMP, TRIALS, cleanup, ctx_delta, measure, proc_rss_kib, spawn, start_cued
 
 # The release before issues 11–14 (commit 38c9c40), measured on this machine with
 # the same harness (`python3 bench/daemon_bench.py --baseline DIR`, DIR holding that
@@ -103,18 +103,25 @@ def footprint(sounds):
     return now
 
 
+def spawn_notified(cued, name, sounds):
+    """`cued` on `--sink null` with a fake NOTIFY_SOCKET: (process, its socket, the notify socket
+    bound, the exec time in ns)."""
+    nsock = os.path.join(TMP, name + ".notify")
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(nsock)
+    sock = os.path.join(TMP, name + ".sock")
+    env = dict(os.environ, NOTIFY_SOCKET=nsock, XDG_STATE_HOME=os.path.join(TMP, "st"),
+               XDG_CONFIG_HOME=os.path.join(TMP, "noconfig"))
+    t0 = time.monotonic_ns()
+    q = spawn([cued, "--socket", sock, "--sink", "null", "--log-level", "error"] + (["--sounds", sounds] if sounds else []),
+              env=env, stderr=subprocess.DEVNULL)
+    return q, sock, ns, t0
+
+
 def _rss_and_ready(cued, sounds, runs=20):
     rss, readies = [], []
     for i in range(runs):
-        nsock = os.path.join(TMP, "fp-notify%d" % i)
-        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns.bind(nsock)
-        sock = os.path.join(TMP, "fp%d.sock" % i)
-        env = dict(os.environ, NOTIFY_SOCKET=nsock, XDG_STATE_HOME=os.path.join(TMP, "fp-st"),
-                   XDG_CONFIG_HOME=os.path.join(TMP, "noconfig"))
-        t0 = time.monotonic_ns()
-        q = spawn([cued, "--socket", sock, "--sink", "null", "--log-level", "error"] + (["--sounds", sounds] if sounds else []),
-                        env=env, stderr=subprocess.DEVNULL)
+        q, sock, ns, t0 = spawn_notified(cued, "fp%d" % i, sounds)
         ns.settimeout(10)
         while b"READY=1" not in ns.recv(4096):
             pass
@@ -328,15 +335,7 @@ def memory_and_startup(sounds):
     # exec -> first `ok pong`, and exec -> READY=1 (a fake NOTIFY_SOCKET).
     pongs, readies = [], []
     for i in range(10 if QUICK else 30):
-        nsock = os.path.join(TMP, "notify%d" % i)
-        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns.bind(nsock)
-        sock = os.path.join(TMP, "start%d.sock" % i)
-        env = dict(os.environ, NOTIFY_SOCKET=nsock, XDG_STATE_HOME=os.path.join(TMP, "st"),
-                   XDG_CONFIG_HOME=os.path.join(TMP, "noconfig"))
-        t0 = time.monotonic_ns()
-        q = spawn([CUED, "--socket", sock, "--sink", "null", "--sounds", sounds, "--log-level", "error"], env=env,
-                  stderr=subprocess.DEVNULL)
+        q, sock, ns, t0 = spawn_notified(CUED, "start%d" % i, sounds)
         ready = None
         while True:
             r, _, _ = select.select([ns], [], [], 0.0002)

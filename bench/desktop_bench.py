@@ -35,7 +35,8 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped, square, targets_table, wait_answering
+from benchlib import (Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section,
+                      skipped, square, targets_table, wait_answering)
 from pwstack import RATE, Recorder, build_recorder, private_stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -86,22 +86,6 @@ def start_cued(name, sink, sounds, extra=(), env=None):
     return p, sock
 
 
-def proc_ctx_switches(pid):
-    """Context switches per thread id (voluntary + involuntary)."""
-    out = {}
-    for tid in os.listdir("/proc/%d/task" % pid):
-        total = 0
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except FileNotFoundError:
-            continue
-        out[tid] = total
-    return out
-
-
 def ctx_delta(before, after):
     """Switches in between: threads alive at both ends count their difference, new
     threads all of theirs (a thread that exited in between is not counted)."""

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import release_dir, wait_answering
+from benchlib import proc_ctx_switches, release_dir, wait_answering
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
@@ -405,16 +405,8 @@ def stop(p, timeout=5):
 
 
 def ctx_switches(pid):
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
-                for line in f:
-                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
-                        total += int(line.split()[1])
-        except FileNotFoundError:
-            pass
-    return total
+    """Context switches of all its threads (voluntary + involuntary)."""
+    return sum(proc_ctx_switches(pid).values())
 
 
 def cpu_ns(pid):

@@ -7,9 +7,10 @@ the same ones, shorter, are in `make test` (Tests/IntegrationTests).
 
 Environment: RELIABILITY_SOAK_S (the soak's length, default 300). RELIABILITY_ONLY=a,b runs those
 sections only: a concern (`input`, `clients`…), a section (`leaks`, `fairness_b`, `hostile`…) or
-an older name (`issue12`, `issue19`, `issue29`, `issue29_clients`, `small19`, `small29`, `fairness`; see
-ALIASES), and writes their rows into RELIABILITY.md, each replacing the row of the same attack
-(RELIABILITY_WRITE=0: print only). ISSUE29_ONLY=29.2c,29.4 narrows decoded_memory.
+an older name (`issue12`, `issue19`, `issue29`, `issue29_clients`, `small19`, `small29`,
+`clients_small`, `fairness`; see ALIASES), and writes their rows into RELIABILITY.md, each
+replacing the row of the same attack (RELIABILITY_WRITE=0: print only). ISSUE29_ONLY=29.2c,29.4
+narrows decoded_memory.
 Needs root for some rows (a tmpfs, a FUSE mount, another user's directory), python3-fusepy for
 the hung mount, gdb for malloc's figures.
 """
@@ -51,6 +52,7 @@ ALIASES = {
     "small29": ["hup_loop_and_ids"],
     "issue29_clients": ["clients_memory", "clients_fairness", "clients_lockout", "clients_small"],
     "fairness": ["fairness_a", "fairness_b", "fairness_c"],
+    "clients_small": ["many_apps", "nofile_caps"],
 }
 PATH = os.path.join(ROOT, "RELIABILITY.md")
 HEADER = ["| attack | how it is run | figure | held |", "|---|---|---|---|"]
