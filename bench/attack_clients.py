@@ -188,7 +188,7 @@ print(json.dumps(st), flush=True)
 
 
 def lockout_row(sounds, unit, period, what):
-    label = "29.6%s lock-out: 256 connections that %s" % ("a" if unit == "x" else "b", what)
+    label = "lock-out: 256 connections that %s" % what
     q = Cued("lockout-%s" % ("byte" if unit == "x" else "ping"), sounds)
     busy = None
     try:

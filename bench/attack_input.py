@@ -163,7 +163,7 @@ def small_items(sounds):
     r = c.request("play-file " + long)
     ok &= r == "err bad-file %s: is 10.01 s long; at most 10 s" % long
     figs.append("a 10.01 s file → `%s`" % r.replace(TMP + "/", ""))
-    row("small items", "one request each", "; ".join(figs), ok and q.alive())
+    row("small malformed requests", "one request each", "; ".join(figs), ok and q.alive())
     q.term()
 
 
@@ -270,7 +270,7 @@ def hup_loop_and_ids(sounds):
     r = q.request("stop id 9007199254740993")
     ok &= r == "ok 0"
     figs.append("`stop id 9007199254740993` (2^53 + 1) → `%s` (was: not a number from 1)" % r)
-    row("small items (signals, ids)", "kill -HUP in a loop for 10 s; one request", "; ".join(figs), ok)
+    row("a SIGHUP storm and an id past 2^53", "kill -HUP in a loop for 10 s; one request", "; ".join(figs), ok)
     q.term()
 
 

@@ -91,7 +91,7 @@ def settle(q, seconds=3.0):
 
 # 29.2a/b: distinct 1 s files, one after another, on one connection.
 def distinct_files(sounds, n, unlimited):
-    label = "29.2%s %s distinct 1 s files%s" % ("b" if unlimited else "a", "{:,}".format(n),
+    label = "%s distinct 1 s files%s" % ("{:,}".format(n),
                                                 ", `--rate-limit 0`" if unlimited else ", default flags")
     d = os.path.join(TMP, "files-%d" % n)
     os.makedirs(d, exist_ok=True)

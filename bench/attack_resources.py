@@ -191,7 +191,6 @@ def leaks(sounds):
             "one connection, `reload` × 2,000 after 1,000 warm-up; RSS (smaps_rollup) every 100; goal ±0.5 MiB"
             + ("" if cues == shipped else "; verdict on malloc's bytes in use (gdb `malloc_stats`)"), fig, held)
         q.term()
-    soak(sounds)
 
 
 SOAK_LOAD = r"""
