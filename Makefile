@@ -79,9 +79,9 @@ bench-deps: deps
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
 	fi
 
-# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 20 minutes, and about 10 more
-# for the desktop section; `BENCH_ONLY=desktop /usr/bin/python3 bench/bench.py` runs only that one,
-# feedbackd vs cued and a notification sound, and replaces its section of BENCHMARKS.md).
+# Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 40 minutes;
+# `BENCH_ONLY=SECTION /usr/bin/python3 bench/bench.py` runs one section, e.g. voices or desktop,
+# and replaces its section of BENCHMARKS.md; bench/README.md lists them).
 bench: bench-deps build
 	/usr/bin/python3 bench/bench.py
 
@@ -123,7 +123,8 @@ fuzz: build
 	.build/release/cuedfuzz toml -n $(TOML_DIFF_INPUTS) | tee .build/fuzz/cuedfuzz-toml.log
 
 # Every reliability scenario against the real daemon (release), with its figures:
-# writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`).
+# writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`). RELIABILITY_ONLY=CONCERN or
+# SECTION,… (e.g. devices, leaks) runs those alone and replaces their rows (bench/README.md).
 reliability: fuzz
 	/usr/bin/python3 bench/reliability.py
 

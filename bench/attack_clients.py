@@ -1,15 +1,16 @@
-"""Issue 29's client attacks against the release daemon, a row each (registered by
-bench/reliability.py's main() as the `issue29_clients` section; `RELIABILITY_ONLY=clients_memory`,
-`clients_fairness`, `clients_lockout` or `clients_small` runs one part):
+"""Reliability, clients: misbehaving clients and floods, against the release daemon, a row each
+(`RELIABILITY_ONLY=clients` runs them all, or one section by name):
 
-- 29.3 clients that never read: cued's RSS with 250 and 1,000 of them, `events on` or not,
-  and after they leave;
-- 29.5 fairness at the edges: another process's ping while 1,000 clients pipeline at the
-  default cap, and while 250 pipeline `play` + `status wait` (what `cuectl play` sends);
-- 29.6 lock-out: 256 connections that are never idle (a byte every 0.3 s, or a ping every
-  0.4 s), and another process's `cuectl play` meanwhile;
-- 29.8 `status` with more apps than it lists; the connection cap at a low `nofile`, against
-  what cued(1) says it is.
+- clients that never read (clients_memory): cued's RSS with 250 and 1,000 of them, `events on`
+  or not, and after they leave;
+- floods: one client's 5,000 `play`s and 300 connections at once (load); 1,000 clients × 1,000
+  pipelined requests, 100 clients flooding `status` or `stop` (fairness_a, _b, _c); 1,000 clients
+  at the default cap and 250 pipelining `play` + `status wait` (clients_fairness); 20,000 `mute
+  app` (app_mutes); 400 apps (many_apps); voices shared between apps (voice_share);
+- lock-out (clients_lockout): 256 connections that are never idle, and another process's
+  `cuectl play` meanwhile; the connection cap at a low `nofile` against what cued(1) says
+  (nofile_caps); `status` with more apps than it lists (many_apps). More lock-out in
+  attack_lockout.py.
 
 Timings are figures; a row's verdict is the issue's target. The load average is given beside
 each latency figure: other work on the machine's 2 cores shows there.
@@ -22,16 +23,12 @@ import subprocess
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402  (fixtures: the temp dir, the release binaries, spawn)
-import benchlib  # noqa: E402
-from benchlib import kill_all, mib, row, rss_kib  # noqa: E402
+from attack_fixtures import small_sounds, write_noise_wav
+from attacklib import Cued, declare_apps, flood_row, kill_all, pipeline, row
+from benchlib import Client, cued_status, mib, rss_kib
+from harness import CUECTL, ROOT, TMP, spawn, start_cued
 
-FX = bench.FIXTURE
-
-
-def Cued(*a, **kw):
-    return benchlib.Cued(FX, *a, **kw)
+CONCERN = "clients"
 
 
 def status(q):
@@ -89,7 +86,7 @@ def settle_rss(pid, limit=15.0, quiet=1.5):
 
 
 def nonreaders_row(sounds, n, events, extra=()):
-    label = "29.3 %s clients that never read%s%s" % ("{:,}".format(n), ", `events on`" if events else "",
+    label = "%s clients that never read%s%s" % ("{:,}".format(n), ", `events on`" if events else "",
                                                      " (%s)" % " ".join(extra) if extra else "")
     q = Cued("nonread-%d-%d" % (n, events), sounds, list(extra))
     p = None
@@ -99,7 +96,7 @@ def nonreaders_row(sounds, n, events, extra=()):
         time.sleep(1.0)
         idle = rss_kib(q.pid)
         payload = "play probe\\n" if events else "ping\\n"
-        p = FX.spawn([sys.executable, "-c", NONREADERS, q.sock, str(n), "1" if events else "0", payload],
+        p = spawn([sys.executable, "-c", NONREADERS, q.sock, str(n), "1" if events else "0", payload],
                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         got = json.loads(p.stdout.readline() or "{}")
         held, peak = settle_rss(q.pid)
@@ -144,11 +141,11 @@ def clients_memory(sounds):
 
 
 def clients_fairness(sounds):
-    benchlib.flood_row(FX, "29.5a fairness: 1,000 clients pipelining at the default cap", sounds, 1000, 1000, "threshold",
+    flood_row("fairness: 1,000 clients pipelining at the default cap", sounds, 1000, 1000, "threshold",
                        "default limits (the cap 256); 1,000 connections at once, from a process of their own, each "
                        "pipelines `threshold 1…1000` and reads the replies (those over the cap are refused `err busy`)",
                        require_all=False, rounds=3)
-    benchlib.flood_row(FX, "29.5b fairness: 250 clients pipelining `play` + `status wait`", sounds, 250, 40,
+    flood_row("fairness: 250 clients pipelining `play` + `status wait`", sounds, 250, 40,
                        "play probe\nstatus wait",
                        "default limits; 250 connections at once, from a process of their own, each pipelines 40 pairs "
                        "`play probe` + `status wait` (what `cuectl play` sends) and reads the replies", rounds=3)
@@ -191,11 +188,11 @@ print(json.dumps(st), flush=True)
 
 
 def lockout_row(sounds, unit, period, what):
-    label = "29.6%s lock-out: 256 connections that %s" % ("a" if unit == "x" else "b", what)
+    label = "lock-out: 256 connections that %s" % what
     q = Cued("lockout-%s" % ("byte" if unit == "x" else "ping"), sounds)
     busy = None
     try:
-        busy = FX.spawn([sys.executable, "-c", BUSY, q.sock, "256", unit, str(period)], stdin=subprocess.PIPE,
+        busy = spawn([sys.executable, "-c", BUSY, q.sock, "256", unit, str(period)], stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE, text=True)
         busy.stdout.readline()
         time.sleep(1.5)  # past the 0.5 s a connection in use is protected from idle eviction
@@ -203,7 +200,7 @@ def lockout_row(sounds, unit, period, what):
         env = dict(os.environ, CUED_SOCKET=q.sock)
         for _ in range(20):
             t = time.monotonic()
-            r = subprocess.run([bench.CUECTL, "play", "probe"], env=env, capture_output=True, text=True, timeout=10)
+            r = subprocess.run([CUECTL, "play", "probe"], env=env, capture_output=True, text=True, timeout=10)
             results.append((r.returncode, (r.stdout + r.stderr).strip(), time.monotonic() - t))
             time.sleep(0.25)
         st = status(q)
@@ -233,33 +230,9 @@ def clients_lockout(sounds):
     lockout_row(sounds, "ping\\n", 0.4, "send `ping` every 0.4 s")
 
 
-def status_apps(sounds):
-    q = Cued("apps29", sounds, ["--rate-limit", "0"])
-    try:
-        c = q.client(30)
-        n_play, n_mute = 400, 300
-        mutes = benchlib.declare_apps(c, n_play, n_mute)
-        st = status(q)
-        listed = len(st["apps"])
-        unlisted = st.get("apps_unlisted")
-        plays = st.get("apps_unlisted_played")
-        # Known apps: 256 muted (the table's bound) + the 256 that played and were counted.
-        row("29.8a `status` says how many apps it leaves out", "`--rate-limit 0`; one connection declares %d apps that "
-            "each play once, then `mute app` × %d (256 accepted); target: `status` says how many apps and plays it "
-            "does not list" % (n_play, n_mute),
-            "`status` lists %d apps; `apps_unlisted` %s, `apps_unlisted_played` %s (of %d plays)"
-            % (listed, unlisted if unlisted is not None else "absent", plays if plays is not None else "absent", n_play),
-            # Known by name: the muted apps and the 256 counted by name; the plays of the others are counted together.
-            listed <= 256 and unlisted is not None and listed + unlisted == mutes + min(n_play, 256) and plays is not None
-            and plays + sum(a.get("played", 0) for a in st["apps"].values()) == n_play and q.alive())
-        q.term()
-    finally:
-        kill_all(q)
-
-
 def readme_caps():
     """What cued(1) says the cap is at low `nofile`: {nofile: cap}."""
-    text = open(os.path.join(bench.ROOT, "docs", "man", "cued.1.scd")).read()
+    text = open(os.path.join(ROOT, "docs", "man", "cued.1.scd")).read()
     return {int(a): int(b) for a, b in re.findall(r"\*nofile\* (\d+) that is (\d+)", text)}
 
 
@@ -268,7 +241,7 @@ def nofile_caps(sounds):
     close_others = "import os, sys; os.closerange(3, 1 << 16); os.execv(sys.argv[1], sys.argv[1:])"
     for nofile in (24, 64):
         # A desktop session's environment, as cued(1)'s figures are: XDG_RUNTIME_DIR set (the D-Bus face watches it).
-        rt = os.path.join(FX.tmp, "rt-cap%d" % nofile)
+        rt = os.path.join(TMP, "rt-cap%d" % nofile)
         os.makedirs(rt, mode=0o700, exist_ok=True)
         q = Cued("cap%d" % nofile, sounds, level="warning", env={"XDG_RUNTIME_DIR": rt, "DBUS_SESSION_BUS_ADDRESS": ""},
                  launcher=[sys.executable, "-c", close_others, "/usr/bin/prlimit", "--nofile=%d:%d" % (nofile, nofile), "--"])
@@ -303,7 +276,7 @@ def nofile_caps(sounds):
                 last = extra.makefile("rb").readline().decode().strip()
             except OSError as e:
                 last = str(e)
-            row("29.8b the connection cap at `nofile` %d" % nofile,
+            row("the connection cap at `nofile` %d" % nofile,
                 "`prlimit --nofile=%d:%d` (cued's own descriptors only), `XDG_RUNTIME_DIR` set as in a desktop session, default flags; `status`'s `max_clients` "
                 "against cued(1)'s figure; then as many connections as the cap and one more; target: cued(1)'s "
                 "figure, every connection under the cap answered" % (nofile, nofile),
@@ -317,16 +290,169 @@ def nofile_caps(sounds):
             kill_all(q)
 
 
-def clients_small(sounds):
-    status_apps(sounds)
-    nofile_caps(sounds)
-
-
-def issue29_clients(sounds):
-    for section in (clients_memory, clients_fairness, clients_lockout, clients_small):
+def load(sounds):
+    # The 1,000-client flood is row 19.5a (fairness_a).
+    # Rate limit and connection cap, at their defaults.
+    p, sock = start_cued("limits", "null", sounds)
+    c = Client(sock)
+    t0 = time.monotonic()
+    c.s.sendall(b"play probe\n" * 5000)
+    rs = [c.reply() for _ in range(5000)]
+    elapsed = time.monotonic() - t0
+    ok, limited = rs.count("ok"), sum(r.startswith("err rate-limited") for r in rs)
+    other = Client(sock)
+    row("one client floods `play`", "5,000 plays at once on one connection, default `--rate-limit 200`",
+        "%d played (the 200-cue burst + refill over %.0f ms), %d `err rate-limited`; another client's `play` → `%s`"
+        % (ok, elapsed * 1000, limited, other.request("play probe")),
+        ok <= 200 + 200 * elapsed + 1 and ok + limited == 5000)
+    held, busy, t = [], 0, time.monotonic()
+    for _ in range(300):
+        x = Client(sock)
+        x.s.settimeout(2)
         try:
-            section(sounds)
-        except Exception as e:  # a section that breaks is a failed row, not a lost report
-            import traceback
-            traceback.print_exc()
-            row("29.%s" % section.__name__, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
+            x.send("ping")
+        except OSError:
+            pass  # already refused and closed; its `err busy` is still there to read
+        r = x.reply()
+        if r.startswith("err busy"):
+            busy += 1
+        else:
+            held.append(x)
+    dt = time.monotonic() - t
+    served = len(held)
+    for x in held:
+        x.f.close()  # the file object holds the descriptor open too
+        x.s.close()
+    time.sleep(0.2)
+    st = cued_status(sock)
+    row("300 connections at once", "default `--max-clients 256`; 300 connect within %.2f s (none idle for the 0.5 s that "
+        "makes a connection evictable), each sends `ping`, all kept open" % dt,
+        "%d served, %d got `err busy` and were closed (status: %d refused, %d idle evicted)"
+        % (served, busy, st["refused_busy"], st["evicted_idle"]), busy > 0 and served + busy == 300)
+    p.terminate()
+    p.wait()
+
+
+# 6. Per-app mutes are bounded.
+def app_mutes(sounds):
+    q = Cued("apps", sounds, ["--rate-limit", "0"])
+    c = q.client(60)
+    t = time.monotonic()
+    replies = pipeline(c, b"".join(b"mute app a%d\n" % i for i in range(20_000)), 20_000)
+    dt = time.monotonic() - t
+    muted = sum(r.startswith("ok muted a") for r in replies)
+    refused = sum(r.startswith("err too-many") for r in replies)
+    time.sleep(0.5)  # the last (coalesced) save
+    size = os.path.getsize(os.path.join(q.state, "cued", "state"))
+    st = q.request("status")
+    row("20,000 `mute app`", "`--rate-limit 0`; one connection pipelines `mute app a0` … `a19999`",
+        "%d `ok muted`, %d `err too-many` (%.2f s); state file %d bytes; `status` line %d bytes"
+        % (muted, refused, dt, size, len(st.encode())),
+        muted == 256 and refused == 20_000 - 256 and size < 16_384 and len(st) < 64_000)
+    q.term()
+
+
+# 19.5 A fair event loop: another client's ping while others flood.
+def fairness_a(sounds):
+    flood_row("fairness: 1,000 clients × 1,000 pipelined requests", sounds, 1000, 1000, "threshold",
+              "`--max-clients 1100`; 1,000 connections at once, from a process of their own, each pipelines "
+              "`threshold 1…1000` (replies echo K, checked in order)", ["--max-clients", "1100"])
+
+
+def fairness_b(sounds):
+    flood_row("fairness: 100 clients flood `status`", sounds, 100, 6000, "status",
+              "default limits; 100 connections at once, from a process of their own, each pipelines 6,000 `status` and "
+              "reads the replies")
+
+
+def fairness_c(sounds):
+    flood_row("fairness: 100 clients flood `stop`", sounds, 100, 10000, "stop",
+              "default limits; 100 connections at once, from a process of their own, each pipelines 10,000 `stop` and "
+              "reads the replies")
+
+
+
+def many_apps(sounds):
+    """More apps than `status` lists: what it lists, and that it says how many it leaves out."""
+    q = Cued("manyapps", sounds, ["--rate-limit", "0"])
+    try:
+        c = q.client(30)
+        n_play, n_mute = 400, 300
+        mutes = declare_apps(c, n_play, n_mute)
+        r = q.request("status")
+        st = json.loads(r[3:])
+        apps = st["apps"]
+        row("`status` lists at most 256 apps", "`--rate-limit 0`; one connection declares %d apps that each play "
+            "once (`app pN`, `play probe`), then `mute app` × %d" % (n_play, n_mute),
+            "%d `mute app` accepted (the rest `err too-many`); `status` lists %d apps (%d muted), %d bytes"
+            % (mutes, len(apps), sum(1 for a in apps.values() if a.get("muted")), len(r.encode())),
+            len(apps) <= 256 and mutes == 256 and q.alive())
+        listed = len(apps)
+        unlisted = st.get("apps_unlisted")
+        plays = st.get("apps_unlisted_played")
+        # Known apps: 256 muted (the table's bound) + the 256 that played and were counted.
+        row("`status` says how many apps it leaves out", "`--rate-limit 0`; one connection declares %d apps that "
+            "each play once, then `mute app` × %d (256 accepted); target: `status` says how many apps and plays it "
+            "does not list" % (n_play, n_mute),
+            "`status` lists %d apps; `apps_unlisted` %s, `apps_unlisted_played` %s (of %d plays)"
+            % (listed, unlisted if unlisted is not None else "absent", plays if plays is not None else "absent", n_play),
+            # Known by name: the muted apps and the 256 counted by name; the plays of the others are counted together.
+            listed <= 256 and unlisted is not None and listed + unlisted == mutes + min(n_play, 256) and plays is not None
+            and plays + sum(a.get("played", 0) for a in apps.values()) == n_play and q.alive())
+        q.term()
+    finally:
+        kill_all(q)
+
+
+# 7. One app holding every voice at the highest priority; loops of a client that dies.
+def voice_share(sounds):
+    figs, ok = [], True
+    d = small_sounds(sounds, "share")
+    write_noise_wav(os.path.join(d, "long.wav"), 3.0, 48000, 1)
+    q = Cued("share", d, extra=["--sink", "null"])
+    hog = q.client()
+    hog.request("app hog")
+    for _ in range(16):
+        hog.request("play long loop priority=100 id")
+    other = q.client()
+    other.request("app mail")
+    replies = [other.request("play pop wait") for _ in range(5)]
+    good = all(r == "ok" for r in replies)
+    ok &= good
+    figs.append("16 loops at priority=100 from app `hog`; app `mail`'s `play pop wait` ×5 → %s (was: `err not-played` or, "
+                "without wait, `ok` and never heard)" % ", ".join(sorted(set(replies))))
+    imp = Cued("share-imp", d, extra=["--sink", "null", "--voices", "4"],
+               config='[profiles]\nimportant_apps = ["alarm"]\n')
+    a = imp.client()
+    a.request("app alarm")
+    for _ in range(4):
+        a.request("play long loop priority=100")
+    r = a.request("play pop important wait")
+    ok &= r == "ok"
+    figs.append("4 of 4 voices looping at priority=100, the same app's `play pop important wait` → `%s`" % r)
+    imp.term()
+    # A client process that dies holding loops (one detached): its loops end with it.
+    code = ("import socket,sys,time;s=socket.socket(socket.AF_UNIX);s.connect(sys.argv[1]);"
+            "[s.sendall(b'play long loop\\n') for _ in range(8)];s.sendall(b'play long loop detach id\\n');time.sleep(60)")
+    child = spawn([sys.executable, "-c", code, q.sock])
+    time.sleep(0.5)
+    before = cued_status(q.sock)["voices_active"]
+    child.kill()
+    child.wait()
+    time.sleep(0.3)
+    after = cued_status(q.sock)["voices_active"]
+    hog.f.close()
+    hog.s.close()
+    time.sleep(0.3)
+    left = cued_status(q.sock)["voices_active"]
+    good = after < before and left == 1
+    ok &= good
+    figs.append("a client killed (SIGKILL) while 8 loops and 1 detached loop of its own play: voices %d → %d; the hog's "
+                "connection closed: → %d (the detached loop, until `stop id`)" % (before, after, left))
+    row("one app silencing the others", "`play … loop priority=100` ×16 from one connection, then another app; "
+        "a client killed holding loops", "; ".join(figs), ok and q.alive())
+    q.term()
+
+
+SECTIONS = (load, clients_memory, clients_fairness, fairness_a, fairness_b, fairness_c, clients_lockout, nofile_caps,
+            app_mutes, many_apps, voice_share)

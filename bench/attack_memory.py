@@ -1,31 +1,28 @@
-"""Issue 29's attacks on cued's memory for decoded sound (rows 29.2) and on its decoding
-lane (row 29.4), each re-run as the issue measured it, against the release daemon, with its
-figures. Registered in reliability.py's main(); `RELIABILITY_ONLY=issue29 /usr/bin/python3
-bench/reliability.py` runs them alone (`BENCH_BIN_DIR=DIR` measures another build).
+"""Reliability, resources: attacks on cued's memory for decoded sound and on its decoding
+lane, against the release daemon, with their figures (`RELIABILITY_ONLY=decoded_memory`;
+ISSUE29_ONLY=29.2c,29.4 narrows it to the rows issue 29 labelled so; `BENCH_BIN_DIR=DIR`
+measures another build).
 
-29.2: RSS (smaps_rollup) sampled every 20 ms while each mix runs: its peak against the
+Memory (29.2): RSS (smaps_rollup) sampled every 20 ms while each mix runs: its peak against the
 idle RSS + the budget + a few MiB, and where it settles once the load ends against the idle
 RSS + what `status` says is still held (the cache) + a few MiB.
-29.4: four apps keep asking for files on a FUSE mount whose reads never return; another
+The decoding lane (29.4): four apps keep asking for files on a FUSE mount whose reads never return; another
 app's local files and uncached theme sounds meanwhile: every one answered, and how fast.
 """
 import json
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
 import wave
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import bench  # noqa: E402
-import benchlib  # noqa: E402
-from benchlib import Client, kill_all, log, mib, mount_hung_for, pct, row, rss_kib  # noqa: E402
+from attacklib import Cued, kill_all, mount_hung_for, row
+from benchlib import Client, log, mib, pct, rss_kib
+from harness import TMP
 
+CONCERN = "resources"
 
-def Cued(*a, **kw):
-    return benchlib.Cued(bench.FIXTURE, *a, **kw)
 
 # A few MiB: what cued may hold beyond its samples while a load runs (Swift objects, NIO
 # buffers, the decoders' small allocations, thread stacks touched) or after it.
@@ -94,9 +91,9 @@ def settle(q, seconds=3.0):
 
 # 29.2a/b: distinct 1 s files, one after another, on one connection.
 def distinct_files(sounds, n, unlimited):
-    label = "29.2%s %s distinct 1 s files%s" % ("b" if unlimited else "a", "{:,}".format(n),
+    label = "%s distinct 1 s files%s" % ("{:,}".format(n),
                                                 ", `--rate-limit 0`" if unlimited else ", default flags")
-    d = os.path.join(bench.TMP, "files-%d" % n)
+    d = os.path.join(TMP, "files-%d" % n)
     os.makedirs(d, exist_ok=True)
     paths = [noise_wav(os.path.join(d, "f%d.wav" % i), 1.0) for i in range(n)]
     warm = noise_wav(os.path.join(d, "warm.wav"), 1.0)
@@ -151,7 +148,7 @@ def idle_rss(sounds, name):
 
 # 29.2c/d: many cues naming one file, reloads.
 def many_cues(sounds, label, count, seconds, reloads, then_without):
-    d = os.path.join(bench.TMP, "cues-%d" % count)
+    d = os.path.join(TMP, "cues-%d" % count)
     os.makedirs(d, exist_ok=True)
     f = noise_wav(os.path.join(d, "one.wav"), seconds, channels=2 if seconds < 1 else 1)
     names = ["c%d" % i for i in range(count)]
@@ -198,7 +195,7 @@ def many_cues(sounds, label, count, seconds, reloads, then_without):
 
 # 29.2e: a reload that does not fit is refused whole; the old cues stay.
 def over_budget(sounds):
-    d = os.path.join(bench.TMP, "over")
+    d = os.path.join(TMP, "over")
     os.makedirs(d, exist_ok=True)
     files = [noise_wav(os.path.join(d, "long%d.wav" % i), 10.0) for i in range(20)]
     q = Cued("over", sounds)
@@ -216,7 +213,7 @@ def over_budget(sounds):
         long0 = q.request("play long0")
         refused = r.startswith("err reload-failed") and "budget" in r
         ok = refused and play == "ok" and long0.startswith("err unknown-cue") and after <= idle + SLACK_KIB
-        row("29.2e a config over the budget", "a reload to a config of 20 cues naming 20 distinct 10 s WAVs (3.84 MB "
+        row("a config over the budget", "a reload to a config of 20 cues naming 20 distinct 10 s WAVs (3.84 MB "
             "decoded each: 77 MB, over the default 64 MiB); bound: refused whole, the old cues kept, RSS back within "
             "8 MiB of idle",
             "`%s` in %.1f s; then `play pop` → `%s`, `play long0` → `%s`; RSS idle %s, peak %s, after %s; %s"
@@ -235,14 +232,14 @@ THEME_SOUNDS = ["bell", "message", "message-new-instant", "dialog-warning", "dia
 
 
 def hung_mount_owner(sounds):
-    name = "29.4 four apps on a hung mount; another app's files and theme sounds"
+    name = "four apps on a hung mount; another app's files and theme sounds"
     hung = mount_hung_for(name, "hung29-mnt")
     if hung is None:
         return
     mnt, fs = hung
     q = None
     try:
-        local = [noise_wav(os.path.join(bench.TMP, "local29-%d.wav" % i), 0.2) for i in range(17)]
+        local = [noise_wav(os.path.join(TMP, "local29-%d.wav" % i), 0.2) for i in range(17)]
         q = Cued("hung29", sounds, level="info")
         stop = threading.Event()
         hung_replies = []
@@ -301,7 +298,7 @@ def hung_mount_owner(sounds):
             "the stuck apps' %d replies: %s; cued's threads during: %d; serving: %s"
             % (files_ok, pct([s for _, s in files], .5) * 1000, max(s for _, s in files) * 1000, sounds_ok,
                pct([s for _, s in sounds_], .5) * 1000, max(s for _, s in sounds_) * 1000,
-               " (first refusals: %s)" % "; ".join("`%s`" % b.replace(bench.TMP + "/", "")[:90] for b in bad) if bad else "",
+               " (first refusals: %s)" % "; ".join("`%s`" % b.replace(TMP + "/", "")[:90] for b in bad) if bad else "",
                len(hung_replies), ", ".join("%d %s" % (v, k) for k, v in sorted(kinds.items())), threads, alive), ok)
     finally:
         kill_all(fs)
@@ -309,12 +306,13 @@ def hung_mount_owner(sounds):
         kill_all(q)
 
 
-def issue29(sounds):
+def decoded_memory(sounds):
+    """Every row here (ISSUE29_ONLY=29.2c,29.4 narrows them: the labels of the issue that asked)."""
     sections = [
         ("29.2a", lambda: distinct_files(sounds, 1468, unlimited=False)),
         ("29.2b", lambda: distinct_files(sounds, 4000, unlimited=True)),
-        ("29.2c", lambda: many_cues(sounds, "29.2c 300 cues naming one 10 s file, two reloads", 300, 10.0, 2, False)),
-        ("29.2d", lambda: many_cues(sounds, "29.2d 10,000 cues naming one 38 KB file, two reloads, then a config "
+        ("29.2c", lambda: many_cues(sounds, "300 cues naming one 10 s file, two reloads", 300, 10.0, 2, False)),
+        ("29.2d", lambda: many_cues(sounds, "10,000 cues naming one 38 KB file, two reloads, then a config "
                                             "without them", 10000, 0.2, 2, True)),
         ("29.2e", lambda: over_budget(sounds)),
         ("29.4", lambda: hung_mount_owner(sounds)),
@@ -328,5 +326,8 @@ def issue29(sounds):
         except Exception as e:  # a section that breaks is a failed row, not a lost report
             import traceback
             traceback.print_exc()
-            row("%s" % label, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
-    log("issue 29 rows done")
+            row("memory (%s)" % label, "-", "the harness failed: %s: %s" % (e.__class__.__name__, e), False)
+    log("memory rows done")
+
+
+SECTIONS = (decoded_memory,)

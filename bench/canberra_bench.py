@@ -34,8 +34,9 @@ import threading
 import time
 
 import desktop_bench
-from benchlib import cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped, square, targets_table, wait_answering
-from pipewire_bench import Recorder, build_recorder, private_stack
+from benchlib import (cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped,
+                      square, targets_table, wait_answering)
+from pwstack import Recorder, build_recorder, private_stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
@@ -374,11 +375,6 @@ def report(res):
     return md + targets_table(30, targets)
 
 
-def update(path, md):
-    """Replaces this section in a BENCHMARKS.md (see benchlib.replace_section)."""
-    replace_section(path, HEADING, md)
-
-
 if __name__ == "__main__":
     quick = os.environ.get("BENCH_QUICK") == "1"
     n = int(os.environ["BENCH_CANBERRA_TRIALS"]) if "BENCH_CANBERRA_TRIALS" in os.environ else None
@@ -386,4 +382,4 @@ if __name__ == "__main__":
     md = report(result)
     print("\n".join(md))
     if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        update(sys.argv[2], md)
+        replace_section(sys.argv[2], HEADING, md)

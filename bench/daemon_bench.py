@@ -1,19 +1,21 @@
-"""The daemon's side of `make bench` for issues 12–14: other clients' latency while
-one client makes cued work (a long reload, a mute flood), the footprint of the
-installed binaries (size, RSS, start-up) against the release before this work,
-and the extra latency of a sound-theme sound's first use. Figures only.
+"""The daemon itself in `make bench`: its idle cost, throughput, memory and start-up, the
+mixer's CPU (BENCH_ONLY=idle, throughput, memory, mixer); other clients' latency while one
+client makes cued work, a long reload or a mute flood (eventloop); the footprint of the
+installed binaries against the release before issues 11–14 (footprint); and the extra latency
+of a sound-theme sound's first use (measured with the first table). Figures only.
 """
+import asyncio
 import json
 import os
-import shutil
+import select
 import socket
 import subprocess
+import threading
 import time
 
-# bench.py's helpers (bench.Client, bench.spawn, TMP…): set by bench.py when it imports this
-# module (it runs as __main__, so importing it again would make a second copy).
-bench = None
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from benchlib import Client, log, pct, proc_cpu_ticks, wait_answering, write_wav
+from benchlib import proc_ctx_switches
+from harness import CUED, IDLE_S, QUICK, ROOT, TMP, TRIALS, cleanup, ctx_delta, measure, proc_rss_kib, spawn, start_cued
 
 # The release before issues 11–14 (commit 38c9c40), measured on this machine with
 # the same harness (`python3 bench/daemon_bench.py --baseline DIR`, DIR holding that
@@ -48,12 +50,12 @@ def _pings_during(sock, work):
 def event_loop():
     """Other clients' ping while one connection reloads 40 ten-second cues (real
     decoding and resampling, no test hook), and while one floods mute/unmute."""
-    sounds = os.path.join(bench.TMP, "reload-sounds")
+    sounds = os.path.join(TMP, "reload-sounds")
     os.makedirs(sounds)
     probe = [16384 if (i // 24) % 2 == 0 else -16384 for i in range(960)]
     for name in ("psst1", "psst2", "pop"):
-        bench.write_wav(os.path.join(sounds, name + ".wav"), probe)
-    p, sock = bench.start_cued("evloop", "null", sounds, ["--rate-limit", "0"])
+        write_wav(os.path.join(sounds, name + ".wav"), probe)
+    p, sock = start_cued("evloop", "null", sounds, ["--rate-limit", "0"])
     # Then 40 legitimate 10 s cues at 44.1 kHz, which the reload decodes and resamples.
     import wave, struct
     frames = b"".join(struct.pack("<h", ((i * 7919) % 2001) - 1000) for i in range(44_100))
@@ -63,7 +65,7 @@ def event_loop():
             w.writeframes(frames * 10)
     out = {}
     for what in ("reload", "flood"):
-        c = bench.Client(sock)
+        c = Client(sock)
 
         def work():
             t0 = time.monotonic()
@@ -77,8 +79,8 @@ def event_loop():
 
         (took, reply), during = _pings_during(sock, work)
         out[what] = {"took_s": took, "reply": reply, "pings": len(during),
-                     "p50_us": bench.pct(during, 0.5), "p99_us": bench.pct(during, 0.99), "max_us": max(during) if during else float("nan")}
-        bench.log("event loop: %s took %.1f s (%s); ping p50 %.0f µs p99 %.0f µs max %.0f µs over %d pings" %
+                     "p50_us": pct(during, 0.5), "p99_us": pct(during, 0.99), "max_us": max(during) if during else float("nan")}
+        log("event loop: %s took %.1f s (%s); ping p50 %.0f µs p99 %.0f µs max %.0f µs over %d pings" %
                   (what, took, reply, out[what]["p50_us"], out[what]["p99_us"], out[what]["max_us"], len(during)))
     p.terminate()
     p.wait()
@@ -88,7 +90,7 @@ def event_loop():
 def footprint(sounds):
     """The installed (stripped, self-contained) binaries: size, RSS after start,
     exec → READY=1; and the same for the release before this work, if its build is there."""
-    prefix = os.path.join(bench.TMP, "prefix")
+    prefix = os.path.join(TMP, "prefix")
     subprocess.run(["make", "-s", "--no-print-directory", "install-files", "PREFIX=" + prefix, "BINDIR=" + prefix + "/bin",
                     "DATADIR=" + prefix + "/share", "UNITDIR=" + prefix + "/units"], cwd=ROOT, check=True,
                    stdout=subprocess.DEVNULL)
@@ -101,60 +103,67 @@ def footprint(sounds):
     return now
 
 
+def spawn_notified(cued, name, sounds):
+    """`cued` on `--sink null` with a fake NOTIFY_SOCKET: (process, its socket, the notify socket
+    bound, the exec time in ns)."""
+    nsock = os.path.join(TMP, name + ".notify")
+    ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ns.bind(nsock)
+    sock = os.path.join(TMP, name + ".sock")
+    env = dict(os.environ, NOTIFY_SOCKET=nsock, XDG_STATE_HOME=os.path.join(TMP, "st"),
+               XDG_CONFIG_HOME=os.path.join(TMP, "noconfig"))
+    t0 = time.monotonic_ns()
+    q = spawn([cued, "--socket", sock, "--sink", "null", "--log-level", "error"] + (["--sounds", sounds] if sounds else []),
+              env=env, stderr=subprocess.DEVNULL)
+    return q, sock, ns, t0
+
+
 def _rss_and_ready(cued, sounds, runs=20):
     rss, readies = [], []
     for i in range(runs):
-        nsock = os.path.join(bench.TMP, "fp-notify%d" % i)
-        ns = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-        ns.bind(nsock)
-        sock = os.path.join(bench.TMP, "fp%d.sock" % i)
-        env = dict(os.environ, NOTIFY_SOCKET=nsock, XDG_STATE_HOME=os.path.join(bench.TMP, "fp-st"),
-                   XDG_CONFIG_HOME=os.path.join(bench.TMP, "noconfig"))
-        t0 = time.monotonic_ns()
-        q = bench.spawn([cued, "--socket", sock, "--sink", "null", "--log-level", "error"] + (["--sounds", sounds] if sounds else []),
-                        env=env, stderr=subprocess.DEVNULL)
+        q, sock, ns, t0 = spawn_notified(cued, "fp%d" % i, sounds)
         ns.settimeout(10)
         while b"READY=1" not in ns.recv(4096):
             pass
         readies.append((time.monotonic_ns() - t0) / 1e6)
         time.sleep(0.3)
-        rss.append(bench.proc_rss_kib(q.pid))
+        rss.append(proc_rss_kib(q.pid))
         q.terminate()
         q.wait()
         ns.close()
-    return {"rss_start_kib": bench.pct(rss, 0.5), "exec_to_ready_ms": bench.pct(readies, 0.5), "exec_to_ready_max_ms": max(readies)}
+    return {"rss_start_kib": pct(rss, 0.5), "exec_to_ready_ms": pct(readies, 0.5), "exec_to_ready_max_ms": max(readies)}
 
 
 def theme_latency(stream, env, sounds):
     """`play NAME` of a sound-theme sound: its first use (found, decoded, cached
     off the event loop) and later uses (from the cache), request → first sample."""
-    data = os.path.join(bench.TMP, "theme-data")
+    data = os.path.join(TMP, "theme-data")
     theme = os.path.join(data, "sounds", "benchtheme", "stereo")
     os.makedirs(theme)
     with open(os.path.join(data, "sounds", "benchtheme", "index.theme"), "w") as f:
         f.write("[Sound Theme]\nName=bench\nDirectories=stereo\n\n[stereo]\nOutputProfile=stereo\n")
     probe = [16384 if (i // 24) % 2 == 0 else -16384 for i in range(960)]
-    n = bench.TRIALS
+    n = TRIALS
     for k in range(n + 3):  # a new name per first use, so each is a cache miss
-        bench.write_wav(os.path.join(theme, "tprobe-%d.wav" % k), probe)
-    cfg = os.path.join(bench.TMP, "theme-config", "cued")
+        write_wav(os.path.join(theme, "tprobe-%d.wav" % k), probe)
+    cfg = os.path.join(TMP, "theme-config", "cued")
     os.makedirs(cfg)
     with open(os.path.join(cfg, "cued.toml"), "w") as f:
         f.write('theme = "benchtheme"\n')
     e = dict(env, XDG_DATA_HOME=data)
-    sock = os.path.join(bench.TMP, "theme.sock")
-    e.update(XDG_STATE_HOME=os.path.join(bench.TMP, "state-theme"), XDG_CONFIG_HOME=os.path.join(bench.TMP, "theme-config"))
-    p = bench.spawn([bench.CUED, "--socket", sock, "--sink", "alsa:benchsink", "--sounds", sounds, "--idle-close-s", "3600",
+    sock = os.path.join(TMP, "theme.sock")
+    e.update(XDG_STATE_HOME=os.path.join(TMP, "state-theme"), XDG_CONFIG_HOME=os.path.join(TMP, "theme-config"))
+    p = spawn([CUED, "--socket", sock, "--sink", "alsa:benchsink", "--sounds", sounds, "--idle-close-s", "3600",
                "--log-level", "error"], env=e, stderr=subprocess.DEVNULL)
-    bench.wait_answering(sock, "theme")
-    c = bench.Client(sock)
+    wait_answering(sock, "theme")
+    c = Client(sock)
     first = iter(range(n + 3))
     res = {}
-    bench.log("latency: theme sound, first use")
-    res["theme sound, first use (decode)"] = bench.measure(stream, lambda: c.send("play tprobe-%d" % next(first)),
+    log("latency: theme sound, first use")
+    res["theme sound, first use (decode)"] = measure(stream, lambda: c.send("play tprobe-%d" % next(first)),
                                                          lambda _: c.reply(), gap_s=0.05)
-    bench.log("latency: theme sound, cached")
-    res["theme sound, cached"] = bench.measure(stream, lambda: c.send("play tprobe-0"), lambda _: c.reply())
+    log("latency: theme sound, cached")
+    res["theme sound, cached"] = measure(stream, lambda: c.send("play tprobe-0"), lambda _: c.reply())
     p.terminate()
     p.wait()
     return res
@@ -204,14 +213,208 @@ def report(ev, fp, theme_rows):
                "caches it; later uses play from memory like a cue of the bank.", "",
                "| | n | p50 µs | p99 µs | max µs | misses |", "|---|---|---|---|---|---|"]
         for name, (vals, misses) in theme_rows.items():
-            md.append("| %s | %d | %.0f | %.0f | %.0f | %d |" % (name, len(vals), bench.pct(vals, .5), bench.pct(vals, .99),
+            md.append("| %s | %d | %.0f | %.0f | %.0f | %d |" % (name, len(vals), pct(vals, .5), pct(vals, .99),
                                                                max(vals) if vals else float("nan"), misses))
     return md
 
 
+
+def idle_cost(sounds):
+    p, sock = start_cued("idle", "alsa:null", sounds)
+    hz = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for label, prelude in (("after start", None), ("after a cue", "play probe")):
+        if prelude:
+            Client(sock).request(prelude)
+            time.sleep(0.2)  # let the cue finish and the stream stop
+        t0, c0 = proc_cpu_ticks(p.pid), proc_ctx_switches(p.pid)
+        log("idle: %s, %.0f s" % (label, IDLE_S))
+        time.sleep(IDLE_S)
+        t1, c1 = proc_cpu_ticks(p.pid), proc_ctx_switches(p.pid)
+        out[label] = (t1 - t0, ctx_delta(c0, c1) / IDLE_S)
+    p.terminate()
+    p.wait()
+    return out, hz
+
+
+def throughput(sounds):
+    # Raw capacity: the per-connection rate limit and the connection cap are lifted.
+    p, sock = start_cued("flood", "null", sounds, ["--voices", "16", "--rate-limit", "0", "--max-clients", "4096"])
+    out = {}
+    # One pipelined connection: a writer thread streams requests, this thread reads replies.
+    n = 100_000 if QUICK else 500_000
+    c = Client(sock)
+    payload = b"play probe\n" * 1000
+    ok = err = 0
+
+    def writer():
+        for _ in range(n // 1000):
+            c.s.sendall(payload)
+
+    t0 = time.monotonic()
+    w = threading.Thread(target=writer)
+    w.start()
+    for _ in range(n):
+        r = c.f.readline()
+        if r.startswith(b"ok"):
+            ok += 1
+        else:
+            err += 1
+    dt = time.monotonic() - t0
+    w.join()
+    out["pipelined"] = {"requests": n, "seconds": dt, "rps": n / dt, "ok": ok, "err": err}
+    log("throughput: one pipelined connection: %.0f req/s (%d ok, %d err)" % (n / dt, ok, err))
+
+    async def flood(conns, per_conn):
+        lat, pings = [], []
+        done = asyncio.Event()
+
+        async def one():
+            r, w = await asyncio.open_unix_connection(sock)
+            for _ in range(per_conn):
+                t = time.monotonic_ns()
+                w.write(b"play probe\n")
+                await r.readline()
+                lat.append((time.monotonic_ns() - t) / 1000)
+            w.close()
+
+        async def pinger():
+            r, w = await asyncio.open_unix_connection(sock)
+            while not done.is_set():
+                t = time.monotonic_ns()
+                w.write(b"ping\n")
+                await r.readline()
+                pings.append((time.monotonic_ns() - t) / 1000)
+                await asyncio.sleep(0.002)
+            w.close()
+
+        pt = asyncio.create_task(pinger())
+        t0 = time.monotonic()
+        await asyncio.gather(*[one() for _ in range(conns)])
+        dt = time.monotonic() - t0
+        done.set()
+        await pt
+        return {"connections": conns, "requests": conns * per_conn, "seconds": dt, "rps": conns * per_conn / dt,
+                "reply_p99_us": pct(lat, 0.99), "ping_p99_us": pct(pings, 0.99), "pings": len(pings)}
+
+    for conns, per in ((100, 200 if QUICK else 1000), (1000, 20 if QUICK else 100)):
+        r = asyncio.run(flood(conns, per))
+        out["%d connections" % conns] = r
+        log("throughput: %d connections: %.0f req/s, reply p99 %.0f us, ping p99 %.0f us"
+            % (conns, r["rps"], r["reply_p99_us"], r["ping_p99_us"]))
+    p.terminate()
+    p.wait()
+    return out
+
+
+def memory_and_startup(sounds):
+    out = {}
+    p, sock = start_cued("mem", "null", sounds, ["--rate-limit", "0"])
+    time.sleep(0.3)
+    out["rss_start_kib"] = proc_rss_kib(p.pid)
+    c = Client(sock)
+    n = 100_000 if QUICK else 1_000_000
+    lines = [b"play probe\n", b"ping\n", b"state release\n", b"state idle\n", b"status\n"]
+    payload = b"".join(lines[i % len(lines)] for i in range(1000))
+
+    def writer():
+        for _ in range(n // 1000):
+            c.s.sendall(payload)
+
+    w = threading.Thread(target=writer)
+    w.start()
+    for _ in range(n):
+        c.f.readline()
+    w.join()
+    time.sleep(0.5)
+    out["requests"] = n
+    out["rss_after_kib"] = proc_rss_kib(p.pid)
+    p.terminate()
+    p.wait()
+
+    # exec -> first `ok pong`, and exec -> READY=1 (a fake NOTIFY_SOCKET).
+    pongs, readies = [], []
+    for i in range(10 if QUICK else 30):
+        q, sock, ns, t0 = spawn_notified(CUED, "start%d" % i, sounds)
+        ready = None
+        while True:
+            r, _, _ = select.select([ns], [], [], 0.0002)
+            if r and b"READY=1" in ns.recv(4096) and ready is None:
+                ready = time.monotonic_ns()
+            try:
+                cl = Client(sock)
+                if cl.request("ping") == "ok pong":
+                    pongs.append((time.monotonic_ns() - t0) / 1e6)
+                    break
+            except OSError:
+                pass
+        while ready is None:
+            if b"READY=1" in ns.recv(4096):
+                ready = time.monotonic_ns()
+        readies.append((ready - t0) / 1e6)
+        q.terminate()
+        q.wait()
+        ns.close()
+    out["exec_to_pong_ms"] = (pct(pongs, 0.5), max(pongs))
+    out["exec_to_ready_ms"] = (pct(readies, 0.5), max(readies))
+    return out
+
+
+def mixer_cpu(sounds):
+    p, sock = start_cued("mix", "null", sounds, ["--voices", "16"])
+    hz = os.sysconf("SC_CLK_TCK")
+    out = {}
+    for voices in (1, 16):
+        c = Client(sock)
+        t0 = proc_cpu_ticks(p.pid)
+        w0 = time.monotonic()
+        for _ in range(voices):
+            c.request("play long")
+        time.sleep(10.5)
+        t1 = proc_cpu_ticks(p.pid)
+        out[voices] = (t1 - t0) / hz / (time.monotonic() - w0) * 100  # % of one core
+        log("mixer: %d voices: %.2f %% of a core" % (voices, out[voices]))
+    p.terminate()
+    p.wait()
+    return out
+
+
+def report_figures(idle, hz, thr, mem, mix):
+    """Idle cost, throughput, memory and start-up, the mixer: their sections of BENCHMARKS.md."""
+    md = []
+    ticks_start, cs_start = idle["after start"]
+    ticks_cue, cs_cue = idle["after a cue"]
+    md += ["## Idle cost", "",
+           "cued on `alsa:null`, idle for %.0f s after start, then for %.0f s after one cue (utime+stime from" % (IDLE_S, IDLE_S),
+           "/proc, in clock ticks of 1/%d s; context switches summed over all threads)." % hz, "",
+           "| period | CPU ticks | context switches / s |", "|---|---|---|",
+           "| after start | %d | %.3f |" % (ticks_start, cs_start), "| after a cue | %d | %.3f |" % (ticks_cue, cs_cue)]
+
+    pl = thr["pipelined"]
+    md += ["", "## Throughput", "", "`--sink null`, 16 voices (plays beyond 16 steal the oldest voice), `--rate-limit 0`",
+           "and `--max-clients 4096` (by default one connection may start 200 cues a second and 256 may connect).", "",
+           "| load | requests | req/s | reply p99 µs | ping p99 µs during |", "|---|---|---|---|---|",
+           "| one pipelined connection | %d | %.0f | - | - |" % (pl["requests"], pl["rps"])]
+    for k in ("100 connections", "1000 connections"):
+        r = thr[k]
+        md.append("| %s (request/reply each) | %d | %.0f | %.0f | %.0f |" % (k, r["requests"], r["rps"], r["reply_p99_us"], r["ping_p99_us"]))
+    md += ["", "The concurrent rows are driven by one Python asyncio client, which is the bottleneck there;",
+           "they show that every connection is served and how `ping` fares meanwhile, not cued's ceiling.", ""]
+
+    md += ["## Memory and start-up", "",
+           "| figure | value |", "|---|---|",
+           "| RSS after start | %.1f MiB |" % (mem["rss_start_kib"] / 1024),
+           "| RSS after %d requests | %.1f MiB |" % (mem["requests"], mem["rss_after_kib"] / 1024),
+           "| exec → first `ok pong` (p50 / max) | %.1f / %.1f ms |" % mem["exec_to_pong_ms"],
+           "| exec → `READY=1` (p50 / max) | %.1f / %.1f ms |" % mem["exec_to_ready_ms"], "",
+           "## Mixer", "", "CPU of the whole daemon per second of output (`--sink null`, a 10 s cue played by N voices).", "",
+           "| voices | % of one core |", "|---|---|"]
+    for v in (1, 16):
+        md.append("| %d | %.2f |" % (v, mix[v]))
+    return md
+
 if __name__ == "__main__":
     import sys
-    import bench
     # --baseline DIR: measure the old release in DIR the same way and keep its figures.
     if len(sys.argv) == 3 and sys.argv[1] == "--baseline":
         d = sys.argv[2]
@@ -224,4 +427,4 @@ if __name__ == "__main__":
             json.dump(old, open(BASELINE, "w"), indent=1)
             print(old)
         finally:
-            bench.cleanup()
+            cleanup()

@@ -35,8 +35,9 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped, square, targets_table, wait_answering
-from pipewire_bench import RATE, Recorder, build_recorder, private_stack
+from benchlib import (Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section,
+                      skipped, square, targets_table, wait_answering)
+from pwstack import RATE, Recorder, build_recorder, private_stack
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
@@ -462,11 +463,6 @@ def report(res):
     return md + targets_table(21, targets)
 
 
-def update(path, md):
-    """Replaces this section in a BENCHMARKS.md (see benchlib.replace_section)."""
-    replace_section(path, HEADING, md)
-
-
 def row(name, v, misses):
     if not v:
         return "| %s | 0 | - | - | - | - | %d |" % (name, misses)
@@ -483,4 +479,4 @@ if __name__ == "__main__":
     md = report(result)
     print("\n".join(md))
     if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        update(sys.argv[2], md)
+        replace_section(sys.argv[2], HEADING, md)

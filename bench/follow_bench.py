@@ -31,11 +31,13 @@ import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, cued_status as status, loadavg, log, pct, square, write_wav
-from pipewire_bench import Recorder, Stack, build_recorder, start_cued, stop
+from benchlib import Client, cue_set, cued_status as status, loadavg, log, pct, replace_section, square, write_wav
+import desktop_bench
+from pwstack import Recorder, Stack, build_recorder, start_cued, stop
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 HEADING = "## Following the desktop's audio"
+BEFORE = desktop_bench.HEADING  # where this section goes when BENCHMARKS.md has none yet
 TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "cc", "pkg-config"]
 
 
@@ -346,23 +348,6 @@ def report(res):
     return md
 
 
-def update(path, md):
-    import desktop_bench
-    text = open(path).read() if os.path.exists(path) else ""
-    section = "\n".join(md) + "\n"
-    if HEADING in text:
-        head, rest = text.split(HEADING, 1)
-        nxt = rest.find("\n## ")
-        text = head + section + ("\n" + rest[nxt + 1:] if nxt >= 0 else "")
-    elif desktop_bench.HEADING in text:
-        i = text.index(desktop_bench.HEADING)
-        text = text[:i] + section + "\n" + text[i:]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    with open(path, "w") as f:
-        f.write(text)
-
-
 if __name__ == "__main__":
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     quick = os.environ.get("BENCH_QUICK") == "1"
@@ -373,4 +358,4 @@ if __name__ == "__main__":
     md = report(result)
     print("\n".join(md))
     if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        update(sys.argv[2], md)
+        replace_section(sys.argv[2], HEADING, md)
