@@ -96,7 +96,7 @@ def footprint(sounds):
                    stdout=subprocess.DEVNULL)
     cued, cuectl = os.path.join(prefix, "bin", "cued"), os.path.join(prefix, "bin", "cuectl")
     now = {"cued_bytes": os.path.getsize(cued), "cuectl_bytes": os.path.getsize(cuectl)}
-    # As installed: its own cues, found beside the binary (../share/cued/sounds).
+    # As installed: its own cues, found beside the binary (../share/cued/cues).
     now.update(_rss_and_ready(cued, None))
     linked = subprocess.run(["ldd", cued], capture_output=True, text=True).stdout
     now["needs_toolchain"] = "/swift" in linked
