@@ -66,6 +66,10 @@ public final class AudioEngine: @unchecked Sendable {
         /// Test hook: the first cue makes the audio thread hang forever, as a
         /// stuck driver would (for watchdog and shutdown tests only).
         public var hangOnPlayForTesting = false
+        /// The hook's hang, on the audio thread as it takes a cue.
+        func hangIfTesting() {
+            if hangOnPlayForTesting { while true { _ = Glibc.sleep(3600) } }
+        }
         /// The audio thread asks for SCHED_FIFO at this priority (below PipeWire's
         /// own 88), else for nice -11, else runs as it is: a busy machine then
         /// cannot starve it of the few milliseconds a period allows. nil: don't ask.

@@ -78,6 +78,8 @@ public final class Mixer {
     let limiting: Bool
     /// Fade at the end of a time-limited loop: 4 ms.
     public var limitFadeFrames: Int { stealFadeFrames * 2 }
+    /// Fade of a stopped (or muted) voice: 4 ms.
+    public var stopFadeFrames: Int { rate * 4 / 1000 }
     private var voices: [Voice?]
     /// Stolen voices fading out; they no longer count as active.
     private var tails: [Voice?]

@@ -1,10 +1,6 @@
-#if canImport(Glibc)
-import Glibc
-#endif
-
 /// What the audio thread does, without the thread: it carries out the device machine's
-/// actions on the sink, the mixer, the output stream, the render buffer and the voice ledger,
-/// and applies what each render and write reports. Every call takes the time it happens at and
+/// actions on the sink, the mixer, the stream writer and the voice ledger, and applies what
+/// each render and write reports. Every call takes the time it happens at and
 /// none reads a clock or sleeps, so a test drives it with a fake clock and a fake device; the
 /// thread shell (`AudioEngine.run`) drives it with the real ones. Not thread-safe: one thread owns it.
 final class Playback {
@@ -26,10 +22,9 @@ final class Playback {
     private let onEvent: (EngineEvent) -> Void
     private(set) var machine: Machine
     private(set) var ledger: VoiceLedger
-    private(set) var stream: OutputStream?
+    /// The stream to the opened device (kept after a close: its margin goes on with the next).
+    private(set) var writer: StreamWriter?
     private(set) var mixer: Mixer?
-    private(set) var device: OpenedDevice?
-    private var buffer: RenderBuffer?
     private(set) var exited = false
 
     /// The machine's actions for one event (capacity reserved: no allocation per event).
@@ -59,15 +54,13 @@ final class Playback {
             feed(.cue(request.id, requestTime: request.requestTime), now: now)
         case .stop(let scope, let ticket):
             var count = 0
-            if let mixer, let device {
-                count = mixer.stop(fadeFrames: device.format.rate * 4 / 1000, reason: scope.reason) { ledger.matches($0, scope) }
-            }
+            if let mixer { count = mixer.stop(fadeFrames: mixer.stopFadeFrames, reason: scope.reason) { ledger.matches($0, scope) } }
             count += machine.removePending { ledger.matches($0, scope) } removed: { id in
                 ledger.finish(id, scope.reason, started: false)
             }
             onEvent(.stopped(ticket: ticket, count: count))
         case .fadeOutAll:
-            if let mixer, let device { mixer.fadeOutAll(frames: device.format.rate * 4 / 1000, reason: .muted) }
+            if let mixer { mixer.fadeOutAll(frames: mixer.stopFadeFrames, reason: .muted) }
             _ = machine.removePending { _ in true } removed: { id in ledger.finish(id, .muted, started: false) }
         case .prewarm:
             feed(.prewarm, now: now)
@@ -88,11 +81,10 @@ final class Playback {
         var paced: UInt64?
         var watch = DeviceWatch.none
         var wrote = false
-        if machine.wantsToWrite, let stream {
-            switch stream.next(now: now, room: sink.availableFrames(), deviceWoke: deviceWoke) {
+        if machine.wantsToWrite, let writer {
+            switch writer.next(now: now, deviceWoke: deviceWoke) {
             case .write(let render):
                 writeOnce(render: render, now: now)
-                reportEnds()
                 wrote = true
             case .wait(let until): paced = until
             case .waitForDevice: watch = .room
@@ -103,11 +95,10 @@ final class Playback {
         // otherwise keep the machine's deadline from ever firing (the drain's end, shutdown).
         if let d = machine.deadline, now >= d {
             feed(.timer, now: now)
-            reportEnds()
             return .again
         }
         if wrote { return .again }
-        if machine.phase == .idle, device?.pacing.watchesWhileIdle == true { watch = .idle }
+        if machine.phase == .idle, writer?.device.pacing.watchesWhileIdle == true { watch = .idle }
         return .sleep(until: wake(paced: paced, now: now), watch: paced != nil ? .none : watch)
     }
 
@@ -117,8 +108,8 @@ final class Playback {
         var wake = machine.deadline
         func earliest(_ t: UInt64?) { if let t { wake = min(wake ?? t, t) } }
         earliest(paced)
-        if machine.wantsToWrite, let stream, let frame = ledger.nextSoundingFrame {
-            earliest(stream.timeHeard(frame, now: now))
+        if machine.wantsToWrite, let writer, let frame = ledger.nextSoundingFrame {
+            earliest(writer.stream.timeHeard(frame, now: now))
         }
         return wake
     }
@@ -133,7 +124,6 @@ final class Playback {
             if sink.idleDeviceFailed() {
                 onEvent(.writeFailed("the idle device reported an error (its sound server went away?)"))
                 feed(.deviceError, now: now)
-                reportEnds()
             }
             return false
         case .room:
@@ -142,7 +132,6 @@ final class Playback {
                 _ = try sink.hasRoom()  // decodes the wake-up; `step` then checks the room itself
             } catch {
                 deviceFailed(error, now: now)
-                reportEnds()
             }
             return true
         }
@@ -151,7 +140,7 @@ final class Playback {
     // MARK: - The device machine
 
     /// Hands one event to the machine and carries out its actions (and those of
-    /// the events they produce, such as an open's result).
+    /// the events they produce, such as an open's result); then hands over the voices' ends.
     private func feed(_ event: Machine.Event, now: UInt64) {
         var next: Machine.Event? = event
         while let e = next {
@@ -161,6 +150,7 @@ final class Playback {
             next = followUps.isEmpty ? nil : followUps.removeFirst()
         }
         publishState()
+        reportEnds()
     }
 
     private func perform(_ action: Machine.Action, now: UInt64) {
@@ -171,7 +161,6 @@ final class Playback {
             sink.close()
             published = nil  // the status says closed now: the machine's state is told again
             throwAwayStream(.cut)
-            stats.deviceDelayFrames.store(0, ordering: .relaxed)
             stats.setSink(.closed, keepError: true)
             onEvent(.closed)
         case .linger:
@@ -179,24 +168,23 @@ final class Playback {
         case .stopStream:
             sink.stop()
             ledger.soundedAll()
-            stream?.stopped()
-            stats.deviceDelayFrames.store(0, ordering: .relaxed)
+            writer?.stopped()
             onEvent(.streamStopped)
         case .start(let id):
-            if configuration.hangOnPlayForTesting { while true { _ = sleep(3600) } }
+            configuration.hangIfTesting()
             start(id, now: now)
         case .drop(let id, let lateNs):
             ledger.finish(id, machine.shutdownDeadline != nil ? .shutdown : .late, started: false, lateNs: lateNs)
         case .restartVoices(let since):
             throwAwayStream(.cut)
-            mixer?.restart(requestedSince: since) { removed($0, now: now) }
+            mixer?.restart(requestedSince: since) { ledger.removed($0, now: now) }
         case .dropVoices:
             throwAwayStream(.cut)
-            mixer?.removeAll { removed($0, now: now) }
+            mixer?.removeAll { ledger.removed($0, now: now) }
             stats.voicesActive.store(0, ordering: .relaxed)
         case .cutVoices:
             // Shutdown's deadline: what still sounds (or sits in the device's buffer) is cut off.
-            stream?.reset()
+            writer?.reset()
             ledger.finishSounding(.shutdown)
             mixer?.removeAll { ledger.finish($0.id, $0.stopReason ?? .shutdown, started: $0.started) }
             stats.voicesActive.store(0, ordering: .relaxed)
@@ -213,7 +201,7 @@ final class Playback {
 
     /// What the device held is gone: voices rendered and not heard end `reason`.
     private func throwAwayStream(_ reason: VoiceEndReason) {
-        stream?.reset()
+        writer?.reset()
         ledger.finishSounding(reason)
     }
 
@@ -229,19 +217,17 @@ final class Playback {
         }
         let f = d.format
         // The margin learnt so far goes on with the new stream (a reopen of the same device keeps it).
-        let stream = OutputStream(format: f, pacing: d.pacing, tuner: self.stream?.tuner
-                                  ?? MarginTuner(quietNs: UInt64(max(0, configuration.marginQuietSeconds) * 1e9)))
-        if !(buffer?.fits(f) ?? false) { buffer = RenderBuffer(format: f) }
-        if mixer == nil || stream.maxRender > mixer!.maxFrames || f.rate != mixer!.rate {
+        let writer = StreamWriter(sink: sink, device: d, tuner: self.writer?.stream.tuner
+                                  ?? MarginTuner(quietNs: UInt64(max(0, configuration.marginQuietSeconds) * 1e9)),
+                                  buffer: self.writer?.buffer, stats: stats)
+        let maxRender = writer.stream.maxRender
+        if mixer == nil || maxRender > mixer!.maxFrames || f.rate != mixer!.rate {
             let old = mixer
-            mixer = Mixer(maxVoices: configuration.voices, maxFrames: stream.maxRender, stealFadeFrames: f.rate * 2 / 1000, rate: f.rate)
-            old?.removeAll { removed($0, now: now) }
+            mixer = Mixer(maxVoices: configuration.voices, maxFrames: maxRender, stealFadeFrames: f.rate * 2 / 1000, rate: f.rate)
+            old?.removeAll { ledger.removed($0, now: now) }
         }
-        device = d
+        self.writer = writer
         published = nil
-        if let cycle = stream.cycleFrames { _ = sink.setMargin(frames: cycle, canGiveBack: 0) }
-        self.stream = stream
-        stats.publish(stream.tuner)
         stats.setSink(.idle, format: f, kind: d.kind)
         onEvent(.opened(f, kind: d.kind))
         followUps.append(.opened(Machine.Device(d)))
@@ -249,64 +235,26 @@ final class Playback {
 
     // MARK: - Voices
 
-    /// Starts a voice. Mid-stream it is mixed at once into the frames rendered and not
-    /// yet written and, on a device that can rewind, into those it gives back, so it
-    /// sounds from the earliest frame the device has not committed.
+    /// Starts a voice: mid-stream, into the frames the device has not committed (`StreamWriter.startVoice`).
     private func start(_ id: UInt64, now: UInt64) {
         guard let r = ledger.request(id) else { return }
-        guard let mixer, let device, var stream, let buffer else {
+        guard let mixer, let writer else {
             ledger.finish(id, .late, started: false)
             return
         }
-        if device.pacing.rewindKeeps != nil && stream.written > 0, case let can = stream.rewindable(deviceCan: sink.rewindableFrames()), can > 0,
-           case let back = min(can, sink.rewind(frames: can)), back > 0 {
-            stream.didRewind(back, now: now)
-            stats.rewinds.add(1, ordering: .relaxed)
-        }
-        let frames = stream.unwritten
-        let result: Mixer.Start
         ledger.playing(id)
-        if frames > 0 {
-            let (started, report) = buffer.mixIn(frames, at: stream.written, mixer: mixer) { scratch in
-                mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
-                            important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime,
-                            mixedInto: scratch, frames: frames)
-            }
-            result = started
-            apply(report, now: now)
-        } else {
-            result = mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey,
-                                 important: r.important, limit: r.limit, loop: r.loop, requestTime: r.requestTime)
-            if machine.phase == .streaming && stream.written > 0 { stream.voiceStartedMidStream() }
+        let report = writer.startVoice(id, mixer: mixer, streaming: machine.phase == .streaming, now: now) { scratch, frames in
+            mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey, important: r.important,
+                        limit: r.limit, loop: r.loop, requestTime: r.requestTime, mixedInto: scratch, frames: frames)
         }
-        self.stream = stream
-        switch result {
-        case .refused:
-            ledger.finish(id, .busy, started: false)
-            return
-        case .stole:
-            stats.stolen.add(1, ordering: .relaxed)
-        case .started:
-            break
-        }
-        mixer.takeEvicted { ledger.finish($0, $1, started: true) }
-    }
-
-    /// A voice removed before its end: a stopped one ends as it was stopped; one
-    /// that sounded is cut off; one that never sounded was too late.
-    private func removed(_ v: Mixer.RemovedVoice, now: UInt64) {
-        if let reason = v.stopReason {
-            ledger.finish(v.id, reason, started: v.started)
-        } else {
-            ledger.finish(v.id, v.started ? .cut : .late, started: v.started,
-                          lateNs: v.requestTime == 0 ? 0 : now &- v.requestTime)
-        }
+        // Also when nothing was mixed in: `status wait` after a play counts the voice at once, not at the next render.
+        report.record(into: stats, ledger: &ledger, now: now)
     }
 
     /// Voices heard by `now` end `played`.
     private func heard(now: UInt64) {
-        guard ledger.soundingCount > 0, let stream else { return }
-        ledger.sounded(through: stream.heard(now: now))
+        guard ledger.soundingCount > 0, let writer else { return }
+        ledger.sounded(through: writer.stream.heard(now: now))
         reportEnds()
     }
 
@@ -318,55 +266,22 @@ final class Playback {
         }
     }
 
-    /// A render's report: its latencies, clipping and voices; the ledger learns when each ended one sounds its last.
-    private func apply(_ report: RenderBuffer.Report, now: UInt64) {
-        if report.clipped > 0 { stats.clipped.add(report.clipped, ordering: .relaxed) }
-        stats.voicesActive.store(report.mixer.activeVoices, ordering: .relaxed)
-        report.started { requestTime in if requestTime != 0 { stats.recordLatency(ns: now &- requestTime) } }
-        report.ended { e, lastFrame in
-            if e.reason == .played { ledger.rendered(e.id, lastFrame: lastFrame) } else { ledger.finish(e.id, e.reason, started: true) }
-        }
-    }
-
     // MARK: - Writing
 
     /// Renders `render` frames (0: none, the unwritten ones are written) and writes what the device takes.
     private func writeOnce(render: Int, now: UInt64) {
-        guard let mixer, let device, let buffer, var stream else { return }
-        if render > 0 && stream.unwritten == 0 {
-            apply(buffer.render(render, at: stream.rendered, mixer: mixer), now: now)
-            stream.didRender(render)
-        }
-        let result: SinkWrite
+        guard let mixer, let writer else { return }
+        writer.render(render, mixer: mixer)?.record(into: stats, ledger: &ledger, now: now)
+        let w: StreamWriter.Written
         do {
-            result = try sink.write(buffer.pending, frames: stream.unwritten)
+            // A miss in a lingering stream's silence is silence too: not counted, no margin grown.
+            w = try writer.write(mixer: mixer, heard: machine.phase != .lingering, now: now)
         } catch {
-            self.stream = stream
             deviceFailed(error, now: now)
             return
         }
-        buffer.wrote(result.frames)
-        if result.xruns > 0 { stats.xruns.add(result.xruns, ordering: .relaxed) }
-        // Counted, and the margin grown, where they are heard: in a lingering stream's silence a
-        // missed cycle is silence too.
-        let heard = machine.phase != .lingering
-        if result.missedCycles > 0 && heard { stats.missedCycles.add(result.missedCycles, ordering: .relaxed) }
-        let delay = sink.delayFrames(now: now)
-        if stream.didWrite(frames: result.frames, xruns: result.xruns, missedCycles: result.missedCycles, heard: heard, delay: delay, now: now) {
-            // The margin grew after a miss, or shrank after a quiet while. A longer cycle: what the
-            // device gave back (made for the shorter one) is written again, to the new length.
-            if let cycle = stream.cycleFrames,
-               case let back = sink.setMargin(frames: cycle, canGiveBack: stream.rewindable(deviceCan: .max)), back > 0 {
-                stream.didRewind(back, now: now)
-                buffer.unwrite(stream.unwritten, mixer: mixer)
-            }
-            stats.publish(stream.tuner)
-        }
-        self.stream = stream
-        stats.deviceDelayFrames.store(delay, ordering: .relaxed)
-        let delayNs = UInt64(max(0, delay)) * 1_000_000_000 / UInt64(device.format.rate)
-        feed(.wrote(frames: result.frames, xruns: result.xruns, sounding: mixer.isSounding || stream.unwritten > 0,
-                    delayNs: delayNs), now: now)
+        feed(.wrote(frames: w.frames, xruns: w.xruns, sounding: mixer.isSounding || writer.stream.unwritten > 0, delayNs: w.delayNs),
+             now: now)
     }
 
     private func deviceFailed(_ error: SinkError, now: UInt64) {

@@ -15,6 +15,8 @@ final class RenderBuffer {
         /// Samples clipped that had not been counted before (frames converted again count only
         /// what the new voice added).
         let clipped: Int
+        /// A mix-in's voice and how the mixer took it (nil: a render).
+        var voice: (id: UInt64, start: Mixer.Start)?
 
         /// The request time of each voice whose first frame was in these frames (0: none given).
         func started(_ each: (UInt64) -> Void) {
@@ -24,6 +26,24 @@ final class RenderBuffer {
         /// Each voice that ended in these frames, and its last frame's stream position.
         func ended(_ each: (Mixer.Ended, Int) -> Void) {
             for i in 0..<mixer.endedCount { each(mixer.ended[i], position + max(0, mixer.ended[i].lastFrame)) }
+        }
+
+        /// Counts it (samples clipped, voices playing, each started voice's latency from its
+        /// request to `now`, a voice stolen) and tells the ledger when each ended voice sounds its
+        /// last frame, and which ended at once (a voice refused, one pushed out of its fade).
+        func record(into stats: EngineStats, ledger: inout VoiceLedger, now: UInt64) {
+            if clipped > 0 { stats.clipped.add(clipped, ordering: .relaxed) }
+            stats.voicesActive.store(mixer.activeVoices, ordering: .relaxed)
+            started { requestTime in if requestTime != 0 { stats.recordLatency(ns: now &- requestTime) } }
+            ended { e, lastFrame in
+                if e.reason == .played { ledger.rendered(e.id, lastFrame: lastFrame) } else { ledger.finish(e.id, e.reason, started: true) }
+            }
+            switch voice?.start {
+            case .refused?: ledger.finish(voice!.id, .busy, started: false)
+            case .stole?: stats.stolen.add(1, ordering: .relaxed)
+            case .started?, nil: break
+            }
+            mixer.takeEvicted { ledger.finish($0, $1, started: true) }
         }
     }
 
@@ -75,8 +95,11 @@ final class RenderBuffer {
     /// Mixes a voice into the last `frames` frames rendered (those unwritten: given back by the
     /// device or not written yet), at stream position `position`: `start` mixes its first frames
     /// into their float mix, which is remembered and converted again, to be written from the start.
+    /// With no frames, the voice starts at the next render (the report is of the start alone).
+    /// The report's `voice` is left to the caller, who knows the voice's id.
     func mixIn(_ frames: Int, at position: Int, mixer: Mixer,
                start: (UnsafeMutablePointer<Float>) -> Mixer.Start) -> (Mixer.Start, Report) {
+        guard frames > 0 else { return (start(scratch), Report(mixer: mixer, position: position, clipped: 0)) }
         tail(frames, copyOut: true)
         // These frames were converted (and their clipping counted) before; count only what the new voice adds.
         let counted = Mixer.clipped(UnsafePointer(scratch), frames: frames, format: format.sampleFormat)

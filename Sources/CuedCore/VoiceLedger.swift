@@ -215,6 +215,16 @@ public struct VoiceLedger {
         ends.append(Self.end(r.request, reason, started: started, lateNs: lateNs))
     }
 
+    /// A voice the mixer removed before its end (a reopen, a reset): a stopped one ends as it
+    /// was stopped; one that sounded is cut off; one that never sounded was too late (by `now`).
+    public mutating func removed(_ v: Mixer.RemovedVoice, now: UInt64) {
+        if let reason = v.stopReason {
+            finish(v.id, reason, started: v.started)
+        } else {
+            finish(v.id, v.started ? .cut : .late, started: v.started, lateNs: v.requestTime == 0 ? 0 : now &- v.requestTime)
+        }
+    }
+
     private static func end(_ r: VoiceRequest, _ reason: VoiceEndReason, started: Bool, lateNs: UInt64 = 0) -> VoiceEnd {
         VoiceEnd(id: r.id, cue: r.cue.name, owner: r.owner, connection: r.connection, notify: r.notify,
                  reason: reason, started: started, lateNs: lateNs)

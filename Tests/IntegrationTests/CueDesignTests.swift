@@ -147,8 +147,16 @@ import TestSupport
         #expect(try c.request("detent") == "ok detent 10")
         #expect(try c.request("detent off") == "ok detent off")
         #expect(try c.request("drop") == "ok psst2")
+        // The load ends (quietly) and a new pull crosses the first detent: with detents on,
+        // `drag 12` would tick (while loading, a drag is ignored whatever the detents).
+        #expect(try c.request("state idle quiet") == "ok -")
+        #expect(try c.request("drag 4") == "ok -")
         #expect(try c.request("drag 12") == "ok -")
-        usleep(300_000)
+        // No tick was asked for since (status counts a play as it is answered), and what was
+        // asked has played out: the stream drained (idle), so the capture holds all of it.
+        let s = try #require(Status.parse(String(try c.request("status").dropFirst(3))))
+        #expect(s.cues["tick"]?.played == 3, "\(s.cues["tick"].map { "\($0.played)" } ?? "no tick") ticks played")
+        #expect(eventually { (try? Status.parse(String(d.request("status").dropFirst(3))))?.sink.state == "idle" })
         d.stop()
         let heard = try Self.sounds(d)
         // Three ticks, psst1, psst2: no tick once `detent off`.

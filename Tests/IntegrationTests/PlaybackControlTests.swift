@@ -90,7 +90,8 @@ import TestSupport
         #expect(try c.request("play long") == "ok")
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) > 9_600 })
         #expect(try c.request("stop") == "ok 1")
-        usleep(200_000)
+        // Once the stream has drained (idle), the fade and everything after it are in the capture.
+        #expect(eventually { (try? status(d))?.sink.state == "idle" })
         d.stop()
         let left = try WAV.read(d.capturePath).samples.enumerated().filter { $0.offset % 2 == 0 }.map(\.element)
         // The constant cue, then a fade of at most 5 ms (240 frames), then silence to the end.
