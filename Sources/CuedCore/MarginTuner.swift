@@ -8,12 +8,13 @@
 /// What a step is depends on the device (`Margin`): a period more of low water or of what a
 /// rewind leaves (ALSA), or a graph cycle twice as long (the native PipeWire stream, whose
 /// whole margin is the cycle: cued's audio thread answers each of the graph's cycles itself,
-/// and may be late by up to one). Decided from what this machine showed (docs/AUDIO.md,
-/// "How far ahead"): stalls of 1–3.6 ms under load against the native stream's 2.7 ms
-/// cycle at 128 frames, so one step (256 frames, 5.3 ms) covers them.
+/// and may be late by up to one). Decided from what this machine showed (docs/decisions/0017):
+/// its threads wake 1–12 ms late now and then, in episodes of a few late cycles whose worst is
+/// up to 6 times the first, against the native stream's 2.7 ms cycle at 128 frames.
 ///
-/// A miss of several cycles in a row (a stall of that long) grows by as many steps as cover
-/// it at once. Shrinking waits `quietNs` after the last miss or change, and waits twice as
+/// A miss grows the native stream's cycle at once to twice what the stall it saw needs (a
+/// one-cycle miss at 128 frames: 512), so that the rest of the episode and the next do not
+/// click again; the ALSA margins a step a miss. Shrinking waits `quietNs` after the last miss or change, and waits twice as
 /// long each time a miss follows a shrink within that while (the shrink was too early), up to
 /// `maxQuietNs`. No I/O, no clock reads: times are monotonic ns handed in.
 public struct MarginTuner: Sendable, Equatable {
@@ -89,9 +90,11 @@ public struct MarginTuner: Sendable, Equatable {
         let top = maxLevel
         var want = stallLevel + 1
         if case .quantum = margin, let f = frames, let first = Self.frames(margin, level: stallLevel) {
-            // Late by up to the frames missed and a cycle more: a cycle that long at least.
+            // Late by up to the frames missed and a cycle more; the machine's next late wake-up
+            // can be longer than the one that missed (measured: within one episode the worst
+            // was 1.5–6 times the first), so a cycle twice that long.
             stallFrames += max(1, cycles) * f
-            while want < top, let g = Self.frames(margin, level: want), g < stallFrames + first { want += 1 }
+            while want < top, let g = Self.frames(margin, level: want), g < 2 * (stallFrames + first) { want += 1 }
         } else if sameStall {
             return false  // an xrun's length is not known: one step a stall
         }

@@ -22,33 +22,35 @@ import Testing
         #expect(t.misses == 3 && t.growths == 2 && t.frames == 600)
     }
 
-    /// The native stream's cycle doubles; a miss of several cycles (a stall that long) grows
-    /// at once by as many doublings as cover it: the same stall does not miss again.
+    /// The native stream's cycle doubles; a miss grows it at once by as many doublings as
+    /// cover twice the stall it saw: neither the same stall nor a longer next one misses again.
     @Test func aQuantumDoublesAndALongMissGrowsEnoughAtOnce() {
         var t = MarginTuner(.quantum(start: 128, limit: 1_024))
         let r4 = t.missed(cycles: 1, now: t0)
         #expect(r4)
-        #expect(t.frames == 256)                     // late by up to 2 cycles of 128: 256 covers it
-        var u = MarginTuner(.quantum(start: 128, limit: 1_024))
+        #expect(t.frames == 512)                     // late by up to 2 cycles of 128 (256): twice that
+        var u = MarginTuner(.quantum(start: 128, limit: 4_096))
         let r5 = u.missed(cycles: 3, now: t0)
         #expect(r5)
-        #expect(u.frames == 512 && u.growths == 1)   // late by up to 4 × 128
+        #expect(u.frames == 1_024 && u.growths == 1) // late by up to 4 × 128: twice that
         let r6 = u.missed(cycles: 10, now: t0 + s)
         #expect(r6)
-        #expect(u.frames == 1_024 && u.maxLevel == 3) // the limit
+        #expect(u.frames == 4_096 && u.maxLevel == 5) // the limit
+        let r7 = u.missed(cycles: 1, now: t0 + 2 * s)
+        #expect(!r7 && u.misses == 3 && u.growths == 2) // at the top: counted, nothing grows
     }
 
     /// One stall is found a look at a time (and at the longer cycle once it grew): misses within
     /// a tenth of a second are one, counted once, grown to cover all it missed.
     @Test func aStallFoundInSeveralLooksIsOneMiss() {
-        var t = MarginTuner(.quantum(start: 128, limit: 2_048))
-        let r1 = t.missed(cycles: 2, now: t0)                   // 256 missed: 512 covers it
-        #expect(r1 && t.frames == 512)
-        let r2 = t.missed(cycles: 1, now: t0 + 5_000_000)       // 512 more of the same stall: 896 + 128
-        #expect(r2 && t.frames == 1_024)
+        var t = MarginTuner(.quantum(start: 128, limit: 16_384))
+        let r1 = t.missed(cycles: 2, now: t0)                   // 256 missed, 384 late: 1,024 is twice that
+        #expect(r1 && t.frames == 1_024)
+        let r2 = t.missed(cycles: 1, now: t0 + 5_000_000)       // 1,024 more of the same stall: 2 × (1,280 + 128)
+        #expect(r2 && t.frames == 4_096)
         #expect(t.misses == 1 && t.growths == 1)
-        let r3 = t.missed(cycles: 1, now: t0 + 200_000_000)     // another stall
-        #expect(r3 && t.frames == 2_048 && t.misses == 2 && t.growths == 2)
+        let r3 = t.missed(cycles: 1, now: t0 + 200_000_000)     // another stall: 2 × (4,096 + 4,096)
+        #expect(r3 && t.frames == 16_384 && t.misses == 2 && t.growths == 2)
     }
 
     @Test func aFixedMarginNeverMoves() {
@@ -64,7 +66,7 @@ import Testing
     /// A quiet while (10 minutes without a miss) brings it a step down; not before.
     @Test func aQuietWhileShrinksItAStep() {
         var t = MarginTuner(.quantum(start: 128, limit: 1_024))
-        _ = t.missed(cycles: 3, now: t0)             // 512
+        _ = t.missed(cycles: 1, now: t0)             // 512
         let r9 = t.tick(now: t0 + 599 * s)
         #expect(!r9)
         let r10 = t.tick(now: t0 + 600 * s)
@@ -102,7 +104,7 @@ import Testing
         var t = MarginTuner(.quantum(start: 128, limit: 1_024))
         _ = t.missed(cycles: 1, now: t0)
         t.use(.quantum(start: 128, limit: 1_024))
-        #expect(t.frames == 256)
+        #expect(t.frames == 512)
         t.use(.frames(start: 240, step: 240, limit: 960))
         #expect(t.frames == 240 && t.growths == 1)   // the count is the daemon's, across devices
     }

@@ -14,6 +14,8 @@ import TestSupport
                 "needs PipeWire, libcanberra and its pulse driver (libcanberra-pulse)"))
 struct CanberraPipeWireTests {
     @Test func cuedDownPlaysThroughPulseAndALiveContextComesBackToCuedAfterARestart() throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let sandbox = try CanberraSandbox()
         let shared = stack.dir.file("share")
@@ -67,8 +69,14 @@ struct CanberraPipeWireTests {
         #expect(secondPlayed?.played == 1, "\(String(describing: secondPlayed))")
         // All four heard at the monitor: two through pulse, two through cued.
         let bellStereo = CanberraFixture.bell.stereo
-        #expect(eventually(timeout: 5) { ((try? Recording(path: recording))?.occurrences(of: bellStereo).count ?? 0) >= 4 },
-                "heard \((try? Recording(path: recording))?.occurrences(of: bellStereo).count ?? 0) of 4 bells")
+        if !eventually(timeout: 5, { ((try? Recording(path: recording))?.occurrences(of: bellStereo).count ?? 0) >= 4 }) {
+            // A hole: judged as the PipeWire tests judge one (cued's native stream: its margin;
+            // the pulse driver's stream: the machine), by whose stream lost a cycle.
+            let st = try second.status()
+            let what = "heard \((try? Recording(path: recording))?.occurrences(of: bellStereo).count ?? 0) of 4 bells"
+            if st.missedCycles > 0 { PipeWireTests().judgeHole(what, sink: "pipewire", watch: watch, cued: st) }
+            else { PipeWireTests().judgeStall(what, sink: "alsa:pulse", watch: watch) }
+        }
         #expect(second.stop() == 0)
     }
 }

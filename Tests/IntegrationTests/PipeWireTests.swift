@@ -17,8 +17,12 @@ import TestSupport
 /// is a dropout, a glitch or a gain change.
 ///
 /// On cued's own stream (`pipewire`) a hole fails, but for the first miss, which grows cued's
-/// margin (the graph's cycle it asks for: status says so, and the test prints it): the same
-/// stall must not click twice, so once the margin has grown no hole is excused. On the ALSA
+/// margin (the graph's cycle it asks for: status says so, and the test prints it). Once grown,
+/// a hole is cued's failure unless the machine, watched, stopped for longer than the margin
+/// cued had grown to and cued grew it again (what the margin promises: a stall it has room
+/// for never clicks, one it had not is not met twice). Where cued cannot choose the cycle (a
+/// quantum the graph is forced to, or the user's own node.latency) it is judged as the plugins
+/// are. On this VM threads wake 1-27 ms late now and then (docs/decisions/0017). On the ALSA
 /// plugins, a hole heard while the machine itself stopped (on a loaded shared VM every thread,
 /// PipeWire's own and the recorders' included, can go unscheduled for 10–20 ms:
 /// docs/decisions/0006) is reported as that known issue: a `StallWatch` runs beside each test
@@ -35,20 +39,34 @@ struct PipeWireTests {
     /// machine's if it stopped (`judgeStall`).
     func judgeHole(_ what: String, sink: String, quantum forced: Int? = nil, watch: StallWatch, cued st: Status?,
                    sourceLocation: SourceLocation = #_sourceLocation) {
-        if sink == "pipewire" { judgeNativeHole(what, cued: st, sourceLocation: sourceLocation) }
-        else { judgeStall(what, sink: sink, quantum: forced, watch: watch, sourceLocation: sourceLocation) }
+        if sink == "pipewire", forced == nil, st?.sink.marginFrames != nil {
+            judgeNativeHole(what, cued: st, watch: watch, sourceLocation: sourceLocation)
+        } else {
+            judgeStall(what, sink: sink, quantum: forced ?? st?.sink.periodFrames, watch: watch, sourceLocation: sourceLocation)
+        }
     }
 
-    /// On cued's own stream: a hole is excused only as the first miss cued saw (missed cycles
-    /// counted) that grew its margin, and is printed; any other fails. No stall watch: a user's
-    /// busy laptop stalls too, and that is what the margin is for.
-    func judgeNativeHole(_ what: String, cued st: Status?, sourceLocation: SourceLocation = #_sourceLocation) {
+    /// On cued's own stream, with the margin cued adapts: the first miss cued saw (missed cycles
+    /// counted) that grew its margin is printed, not failed: that is what the margin is for. A
+    /// later one passes only if every miss grew the margin (or it is at its limit, 1,024 frames)
+    /// and the machine stopped running threads for longer than the margin's least grown cycle
+    /// (512 frames, 10.7 ms: a first miss grows to twice what it saw, see `MarginTuner`);
+    /// else it fails.
+    func judgeNativeHole(_ what: String, cued st: Status?, watch: StallWatch, sourceLocation: SourceLocation = #_sourceLocation) {
         guard let st else { Issue.record("\(what); cued's status unknown", sourceLocation: sourceLocation); return }
-        let margin = "cued's margin: \(st.sink.marginFrames.map { "\($0) frames" } ?? "fixed"), grown \(st.sink.marginGrowths)× after \(st.sink.marginMisses) misses; missed cycles \(st.missedCycles)"
-        if st.sink.marginGrowths == 1 && st.sink.marginMisses == 1 && st.missedCycles > 0 {
+        let m = st.sink
+        let margin = "cued's margin: \(m.marginFrames.map { "\($0) frames" } ?? "fixed"), grown \(m.marginGrowths)× after \(m.marginMisses) misses; missed cycles \(st.missedCycles)"
+        if m.marginGrowths == 1 && m.marginMisses == 1 && st.missedCycles > 0 {
             print("PipeWireTests: a first miss grew cued's margin (\(margin)): \(what)")
+            return
+        }
+        let grownMs = 512.0 * 1000 / 48_000
+        let adapted = m.marginMisses >= 2 && st.missedCycles > 0 && (m.marginGrowths == m.marginMisses || m.marginFrames == 1_024)
+        let burst = watch.worstBurstMs(windowMs: 4 * grownMs)
+        if adapted && watch.available && (watch.stalled(atLeastMs: grownMs - 0.5) || burst >= grownMs) {
+            print("PipeWireTests: the machine stopped for longer than cued's grown margin (\(watch.summary); at most \(String(format: "%.1f", burst)) ms lost on one CPU within 4 cycles of 10.7 ms), and cued grew it again (\(margin)): \(what)")
         } else {
-            Issue.record("\(what); \(margin)", sourceLocation: sourceLocation)
+            Issue.record("\(what); \(margin); the machine: \(watch.summary)", sourceLocation: sourceLocation)
         }
     }
 
@@ -74,10 +92,10 @@ struct PipeWireTests {
 
     /// On the native stream, cued's own count: no graph cycle without its audio (but the first
     /// miss, which grows its margin); its margin is printed when it grew.
-    func expectNoMissedCycle(_ st: Status, sink: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectNoMissedCycle(_ st: Status, sink: String, watch: StallWatch, sourceLocation: SourceLocation = #_sourceLocation) {
         guard sink == "pipewire" else { return }
         if st.missedCycles > 0 {
-            judgeNativeHole("cued counted \(st.missedCycles) graph cycles without its audio", cued: st, sourceLocation: sourceLocation)
+            judgeHole("cued counted \(st.missedCycles) graph cycles without its audio", sink: sink, watch: watch, cued: st, sourceLocation: sourceLocation)
         } else if st.sink.marginGrowths > 0 {
             print("PipeWireTests: cued's margin grew \(st.sink.marginGrowths)× after \(st.sink.marginMisses) misses (none heard), to \(st.sink.marginFrames ?? 0) frames")
         }
@@ -224,7 +242,7 @@ struct PipeWireTests {
                 }
             }
         }
-        expectNoMissedCycle(st, sink: sink)
+        expectNoMissedCycle(st, sink: sink, watch: watch)
         guard found.count != 50 || sounds.count != 50 else { return }
         let other = try Recording(wav: second)
         let otherFound = other.occurrences(of: pop).count
@@ -320,7 +338,7 @@ struct PipeWireTests {
         let cuedSays = "cued: xruns \(st.xruns), missed cycles \(st.missedCycles), rewinds \(st.rewinds), stalls \(st.stalls), thread \(st.audioThread)"
         #expect(st.stalls == 0 && st.dropped == 0, "\(cuedSays)")
         if st.xruns > 0 { judgeHole("the device underran: \(cuedSays)", sink: sink, watch: watch, cued: st) }
-        expectNoMissedCycle(st, sink: sink)
+        expectNoMissedCycle(st, sink: sink, watch: watch)
         // Exactly six pops over the bed and nothing else.
         let what = "\(pops.count) of 6 pops sample-exact over the bed; what differs from the bed: \(left.sounds().prefix(8)); \(left.firstMismatch(left.sounds(), pop)); \(cuedSays)"
         if pops.count != 6 || left.sounds().count != 6 {
@@ -384,6 +402,8 @@ struct PipeWireTests {
     /// with nothing else playing the graph then suspends its sink (WirePlumber, after 5 s
     /// idle) and cued's device stays open, costing the server nothing.
     @Test func theNativeStreamLingersThenTheGraphSuspends() throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let d = try start(stack, "pipewire")
         func ours() -> String? { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state }
@@ -397,13 +417,15 @@ struct PipeWireTests {
                 "the sink did not suspend with cued idle: \(((try? stack.nodes("Audio/Sink")) ?? []).map { $0.state })")
         let st = try d.status()
         #expect(st.sink.state == "idle" && st.dropped == 0, "\(st.sink)")
-        expectNoMissedCycle(st, sink: "pipewire")
+        expectNoMissedCycle(st, sink: "pipewire", watch: watch)
         // And the next cue wakes it, heard whole.
         let path = stack.dir.file("monitor.raw")
         let recorder = try stack.record(to: path)
         #expect(try d.request("play pop wait") == "ok")
-        #expect(eventually { ((try? Recording(path: path))?.occurrences(of: Fixture.standard["pop"]!.stereo).count ?? 0) == 1 },
-                "the cue after the suspend was not heard whole: \(((try? Recording(path: path)).map { "\($0.sounds().prefix(4)); \($0.firstMismatch($0.sounds(), Fixture.standard["pop"]!.stereo))" }) ?? "no recording"); cued: \((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles)" } ?? "")")
+        if !eventually({ ((try? Recording(path: path))?.occurrences(of: Fixture.standard["pop"]!.stereo).count ?? 0) == 1 }) {
+            judgeHole("the cue after the suspend was not heard whole: \(((try? Recording(path: path)).map { "\($0.sounds().prefix(4)); \($0.firstMismatch($0.sounds(), Fixture.standard["pop"]!.stereo))" }) ?? "no recording")",
+                      sink: "pipewire", watch: watch, cued: try? d.status())
+        }
         recorder.stop()
     }
 
@@ -658,6 +680,8 @@ struct PipeWireTests {
     /// every cue is heard whole. (Filled to what the graph's `requested` said, a part-cycle, the
     /// converter lost every other cycle: 0 of 10 cues whole at 512.)
     @Test func aGraphCycleLongerThanCuedsPeriodLosesNoCycle() throws {
+        let watch = StallWatch()
+        defer { watch.stop() }
         let stack = try PipeWireStack()
         let d = try DaemonHarness(cues: Fixture.standard, args: ["--sink", "pipewire", "--log-level", "debug", "--config", "%DIR%/config/cued/cued.toml"],
                                   extraEnv: stack.environment, config: "[stream]\n\"node.latency\" = \"512/48000\"\n")
@@ -667,7 +691,7 @@ struct PipeWireTests {
         let st = try d.status()
         #expect(st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
         if rec.occurrences(of: pop).count != 5 {
-            judgeNativeHole("\(rec.occurrences(of: pop).count) of 5 pops whole at a graph cycle of 512: \(rec.firstMismatch(rec.sounds(), pop))", cued: st)
+            judgeHole("\(rec.occurrences(of: pop).count) of 5 pops whole at a graph cycle of 512: \(rec.firstMismatch(rec.sounds(), pop))", sink: "pipewire", quantum: 512, watch: watch, cued: st)
         }
     }
 
@@ -709,7 +733,7 @@ struct PipeWireTests {
             judgeHole("\(rec.occurrences(of: pop).count) of 5 pops sample-exact: \(rec.firstMismatch(rec.sounds(), pop)); cued: missed cycles \(st.missedCycles)",
                       sink: "pipewire", watch: watch, cued: st)
         }
-        expectNoMissedCycle(st, sink: "pipewire")
+        expectNoMissedCycle(st, sink: "pipewire", watch: watch)
         #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
     }
 
@@ -809,7 +833,10 @@ struct PipeWireTests {
         let pop = Fixture.standard["pop"]!.stereo
         let whole = rec.occurrences(of: pop).count
         guard whole != 3 else { return }
-        #expect(whole + 1 >= 3 && rec.holds(partOf: pop), "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6))")
+        // What the old build did (no cue sounded, or every other cycle lost: tens of missed cycles a
+        // pop) fails outright; a cycle or two lost to the machine at a 1.3 ms cycle is judged below.
+        #expect(whole >= 1 && rec.holds(partOf: pop) && st.missedCycles < 10,
+                "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
         // Two recorders of the monitor, as in the fifty-cue test: a hole one of them alone has is its own.
         let otherWhole = (try Recording(wav: second)).occurrences(of: pop).count
         let what = "\(whole) of 3 pops whole at parec's recording, \(otherWhole) at pw-record's, at a forced quantum of 64; \(rec.firstMismatch(rec.sounds(), pop)); cued: missed cycles \(st.missedCycles)"
@@ -837,7 +864,7 @@ struct PipeWireTests {
             // What it was told, or (not the user's own) doubled as often as a miss grew cued's margin.
             let margin = (try? d.status())?.sink.marginFrames
             let asked = c.config == nil && margin != nil ? "\(margin!)/48000" : c.asked
-            #expect(c.config != nil || margin == nil || margin! % Int(c.asked.prefix { $0 != "/" })! == 0)
+            #expect(c.config != nil || margin == nil || margin! % Int(c.asked.prefix { $0 != "/" })! == 0 || margin == 1_024)  // doubled, or the limit
             #expect(ours.map { $0.props["node.latency"] as? String } == [asked], "\(c.args) \(c.config ?? ""): \(ours.map { $0.props["node.latency"] ?? "-" })")
             _ = d.stop()
         }
