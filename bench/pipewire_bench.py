@@ -39,6 +39,7 @@ import tempfile
 import time
 
 from benchlib import Client, log, noise, pct, replace_section, write_wav
+import pwstack
 from pwstack import (CODE_BASE, CUECTL, POP_S, PROBE_S, RATE, TOOLS, Recorder, Stack, build_recorder, calibrate,
                      cpu_percent, ctx_switches, cpu_ns, measure, server_wakeups, start_cued, stop)
 
@@ -119,7 +120,6 @@ def env_int(name, default):
 
 def run(trials=None, idle_s=None, quick=False, cued_only=None):
     """idle_s: the no-cued baseline of server wakeups (s)."""
-    global windows_counter
     missing = [t for t in TOOLS if not shutil.which(t)]
     if missing:
         log("PipeWire section skipped: missing", " ".join(missing))
@@ -143,7 +143,7 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
     tmp = tempfile.mkdtemp(prefix="cued-pw.")
     stack = Stack(tmp)
     pids = [stack.pipewire.pid, stack.pulse.pid]
-    windows_counter = lambda: sum(ctx_switches(p) for p in pids)  # noqa: E731
+    pwstack.windows_counter = lambda: sum(ctx_switches(p) for p in pids)  # noqa: E731  (measure() reads it there)
     server_cpu_ns = lambda: sum(cpu_ns(p) for p in pids)  # noqa: E731
     started = time.monotonic()
     res = {"trials": trials, "mid_n": mid_n, "stopped_n": stopped_n, "idle_s": idle_s, "states": {}, "cues": {}, "status": {},
