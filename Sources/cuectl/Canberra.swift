@@ -100,9 +100,8 @@ enum Canberra {
 
     /// cued's status, if it answers within a second.
     static func status(socket: String?) -> Status? {
-        guard let socket, let client = try? CueClient(path: socket, timeoutSeconds: 1),
-              let reply = try? client.request("status"), reply.hasPrefix("ok ") else { return nil }
-        return Status.parse(String(reply.dropFirst(3)))
+        guard let socket, let client = try? CueClient(path: socket, timeoutSeconds: 1) else { return nil }
+        return client.status()
     }
 
     /// `cuectl canberra [on|off]`.
@@ -141,5 +140,13 @@ enum Canberra {
         }
         print(CanberraRouting.switched(on, managerChanged: managerChanged).joined(separator: "\n"))
         exit(0)
+    }
+}
+
+extension CueClient {
+    /// cued's status (`line`: `status`, or `status wait`), nil if it does not answer with one.
+    func status(_ line: String = "status") -> Status? {
+        guard let reply = try? request(line), reply.hasPrefix("ok ") else { return nil }
+        return Status.parse(String(reply.dropFirst(3)))
     }
 }

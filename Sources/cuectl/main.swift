@@ -177,16 +177,13 @@ case .request(let request, let render):
             if !r.hasPrefix("ok") { die("\(p): \(r)", ExitCode.errorReply) }
         }
         reply = try client.readLine()
-        if reply == "ok", request.playsACue, let line = try? client.request("status wait"), line.hasPrefix("ok "),
-           let status = Status.parse(String(line.dropFirst(3))), let warning = PlayWarning.text(status) {
+        if reply == "ok", request.playsACue, let status = client.status("status wait"), let warning = PlayWarning.text(status) {
             printErr(warning)
         }
-        if reply == "ok reloaded", case .reload = request, let line = try? client.request("status"), line.hasPrefix("ok "),
-           let status = Status.parse(String(line.dropFirst(3))) {
+        if reply == "ok reloaded", case .reload = request, let status = client.status() {
             for w in status.warnings { printErr("cuectl: warning: \(w)") }
         }
-        if reply == "ok 0", case .stop = request, let line = try? client.request("status"), line.hasPrefix("ok "),
-           let status = Status.parse(String(line.dropFirst(3))),
+        if reply == "ok 0", case .stop = request, let status = client.status(),
            let hint = StopHint.text(reply: reply, request: request, app: app, voicesActive: status.voicesActive) {
             printErr(hint)
         }
