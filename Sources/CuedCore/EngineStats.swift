@@ -85,6 +85,15 @@ public final class EngineStats: Sendable {
         }
     }
 
+    /// A device opened: its format and kind, and no error; its state follows from the machine.
+    func setOpened(format: SinkFormat, kind: String) {
+        sink.withLock {
+            $0.format = format
+            $0.kind = kind
+            $0.error = nil
+        }
+    }
+
     /// The device machine's state as `status` shows it: a lingering stream is idle to a user.
     func publish<Job>(_ phase: DeviceMachine<Job>.Phase) {
         switch phase {

@@ -228,7 +228,9 @@ final class Playback {
         }
         self.writer = writer
         published = nil
-        stats.setSink(.idle, format: f, kind: d.kind)
+        // The state itself comes from the machine once it took the open (idle, or running a cue
+        // that waited): saying idle here showed a cue about to sound as idle for a moment.
+        stats.setOpened(format: f, kind: d.kind)
         onEvent(.opened(f, kind: d.kind))
         followUps.append(.opened(Machine.Device(d)))
     }

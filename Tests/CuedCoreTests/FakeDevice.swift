@@ -146,7 +146,12 @@ struct FakeRun {
     /// Steps taken (each one a loop turn of the audio thread).
     private(set) var steps = 0
 
-    final class Box { var now: UInt64 = 0; var events: [(UInt64, EngineEvent)] = [] }
+    final class Box {
+        var now: UInt64 = 0
+        var events: [(UInt64, EngineEvent)] = []
+        /// What `status` said of the sink as each event was reported.
+        var sinkStates: [SinkState] = []
+    }
 
     init(_ device: FakeDevice, voices: Int = 16, idleCloseSeconds: Double = 30, marginQuietSeconds: Double? = nil,
          start: UInt64 = 1_000_000_000) {
@@ -157,12 +162,18 @@ struct FakeRun {
         let box = Box()
         self.box = box
         self.device = device
-        playback = Playback(sink: device, configuration: config, stats: EngineStats()) { box.events.append((box.now, $0)) }
+        let stats = EngineStats()
+        playback = Playback(sink: device, configuration: config, stats: stats) {
+            box.events.append((box.now, $0))
+            box.sinkStates.append(stats.sinkState)
+        }
         now = start
         device.now = start
     }
 
     var stats: EngineStats { playback.stats }
+    /// What `status` said of the sink as each event so far was reported.
+    var sinkStates: [SinkState] { box.sinkStates }
 
     mutating func submit(_ command: AudioEngine.Command) {
         device.now = now

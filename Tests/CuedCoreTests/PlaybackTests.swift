@@ -214,6 +214,23 @@ import Testing
         #expect(ended == d.heardAt[last])
     }
 
+    /// A cue that waited for the device to open: `status` never says idle in between (it
+    /// said so from the open until the cue started, and a test that waited for idle to
+    /// restart the sound server hit the cue instead); a prewarm's open is idle.
+    @Test func anOpenForACueIsNeverShownIdle() throws {
+        let d = FakeDevice(periodFrames: 240, bufferFrames: 480)
+        var run = FakeRun(d)
+        run.play(Self.beep, id: 1)
+        let opened = try #require(run.events.firstIndex { if case .opened = $0 { return true }; return false })
+        #expect(run.sinkStates[opened] != .idle, "\(run.sinkStates)")
+        #expect(run.stats.sinkState == .running)
+        #expect(run.stats.sinkFormat?.rate == 48_000 && run.stats.sinkKind != nil)
+
+        var warm = FakeRun(FakeDevice(periodFrames: 240, bufferFrames: 480))
+        warm.submit(.prewarm)
+        #expect(warm.stats.sinkState == .idle)
+    }
+
     // MARK: - Devices that stop taking frames
 
     /// A running device that takes no frame is reopened (a stalled PipeWire PCM), and the

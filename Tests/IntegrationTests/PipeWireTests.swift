@@ -452,7 +452,13 @@ struct PipeWireTests {
         if sink != "alsa:pulse" {
             // PipeWire's plugin signals the lost connection on its descriptor, the native stream on its
             // loop's: noticed before any cue.
-            #expect(eventually(timeout: 3) { (try? d.status())?.sink.state == "closed" })
+            var seen: [String] = []
+            let closed = eventually(timeout: 3) {
+                let state = (try? d.status())?.sink.state ?? "no answer"
+                if seen.last != state { seen.append(state) }
+                return state == "closed"
+            }
+            #expect(closed, "cued's sink after the restart: \(seen), \(((try? d.status()).map { "\($0.sink), dropped \($0.dropped)" }) ?? "no status"); its log: \(d.readStderr().suffix(2000))")
         }
         let path = stack.dir.file("monitor.raw")
         let recorder = try stack.record(to: path)
@@ -638,8 +644,11 @@ struct PipeWireTests {
         // The graph's cycle now: cued's margin (the recorder asks for a longer one), which a miss
         // before the stop (a stall of this machine's) may have grown already.
         let cycle = try d.status().sink.marginFrames ?? 128
+        // Longer than what cued has queued (a buffer ready, one in the graph): at a grown cycle of
+        // 1,024 frames a 30 ms stop is covered and leaves no hole, which is the margin working.
+        let stopUs = max(30_000, 3 * cycle * 1_000_000 / 48_000 + 5_000)
         d.process.signal(SIGSTOP)
-        usleep(30_000)
+        usleep(useconds_t(stopUs))
         d.process.signal(SIGCONT)
         #expect(waitIdle(d), "cued not idle after the tone: sink \(((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles), stalls \($0.stalls)" }) ?? "no status"); its log: \(d.readStderr().suffix(3000))")
         usleep(300_000)
@@ -668,21 +677,25 @@ struct PipeWireTests {
             }
             i += 1
         }
-        let what = "the tone at the monitor: \(next) of its \(tone.count) frames in order, \(silent) frames of silence among them in \(holes) holes over \(lastSilent - firstSilent + 1) frames; cued counted \(missed) missed cycles of \(cycle) frames"
+        // The cycle grows after the stop (cued's margin), so a missed cycle is `cycle` frames or up to the grown one.
+        let longest = max(cycle, (try? d.status())?.sink.marginFrames ?? cycle)
+        let what = "a stop of \(stopUs / 1000) ms; the tone at the monitor: \(next) of its \(tone.count) frames in order, \(silent) frames of silence among them in \(holes) holes over \(lastSilent - firstSilent + 1) frames; cued counted \(missed) missed cycles of \(cycle) to \(longest) frames"
         #expect(silent > 0 && missed > 0, "the stop was not heard, or not counted: \(what)")
         // Every frame there, and the silence counted: to a cycle a hole, since a client cannot see
         // whether a buffer it finished late in a cycle was mixed in that cycle or the next. All of
-        // it within 100 ms (the stop, and the cycles cued was catching up in after it, the buffer
-        // it had ready played between): any other hole, or a count that does not match, fails.
+        // it within 100 ms, or the stop and two cycles (the stop, and the cycles cued was catching up
+        // in after it, the buffer it had ready played between): any other hole, or a count that
+        // does not match, fails.
+        let window = max(4_800, stopUs * 48 / 1000 + 2 * longest)
         let grew = (try? d.status()).map { "cued's margin grew \($0.sink.marginGrowths)× after \($0.sink.marginMisses) misses" } ?? ""
-        if next < tone.count && holes <= 1 && lastSilent - firstSilent < 4_800 {
+        if next < tone.count && holes <= 1 && lastSilent - firstSilent < window {
             // Seen in 1 of 10 runs of make test: the tone out of order once cued switched to the
             // longer cycle after the stop (128 to 1,024 frames). cued's defect, open (issue 31's
             // closing note): recorded as known, not hidden, until the switch keeps every frame.
             withKnownIssue("the switch to a longer cycle after the stop broke the tone's order: \(what); \(grew)") {
                 Issue.record("\(what); \(grew)")
             }
-        } else if next < tone.count || lastSilent - firstSilent >= 4_800 || abs(silent - missed * cycle) > cycle * holes {
+        } else if next < tone.count || lastSilent - firstSilent >= window || silent < (missed - holes) * cycle || silent > (missed + holes) * longest {
             Issue.record("\(what); \(grew)")
         }
         // That stop was a miss: the margin grew (the graph's cycle cued asks, doubled as often as
@@ -829,7 +842,8 @@ struct PipeWireTests {
         let back = try cuectl("play", "pop")
         #expect(back == (0, "", ""), "\(back); cued's sink: \((try? d.status().sink) as Any)")
         let pop = Fixture.standard["pop"]!.stereo
-        #expect(eventually { (try? Recording(path: raw))?.holds(partOf: pop) ?? false }, "the cue cuectl said nothing of was not heard")
+        #expect(eventually { (try? Recording(path: raw))?.holds(partOf: pop) ?? false },
+                "the cue cuectl said nothing of was not heard: cued \(((try? d.status()).map { "\($0.sink), dropped \($0.dropped)" }) ?? "no status"); its log: \(d.readStderr().suffix(2000))")
     }
 
     /// A graph quantum below cued's own (the user, or a pro-audio app, forces 64 frames while
@@ -859,10 +873,9 @@ struct PipeWireTests {
         let pop = Fixture.standard["pop"]!.stereo
         let whole = rec.occurrences(of: pop).count
         guard whole != 3 else { return }
-        // What the old build did (no cue sounded, or every other cycle lost: tens of missed cycles a
-        // pop) fails outright; a cycle or two lost to the machine at a 1.3 ms cycle is judged below.
-        #expect(whole >= 1 && rec.holds(partOf: pop) && st.missedCycles < 10,
-                "\(whole) of 3 pops whole at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
+        // What the old build did, no cue sounding at all, fails outright, whatever the machine did;
+        // cycles lost (at 1.3 ms a cycle, to a machine that stalls) are judged below.
+        #expect(rec.holds(partOf: pop), "no pop at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
         // Two recorders of the monitor, as in the fifty-cue test: a hole one of them alone has is its own.
         let otherWhole = (try Recording(wav: second)).occurrences(of: pop).count
         let what = "\(whole) of 3 pops whole at parec's recording, \(otherWhole) at pw-record's, at a forced quantum of 64; \(rec.firstMismatch(rec.sounds(), pop)); cued: missed cycles \(st.missedCycles)"
