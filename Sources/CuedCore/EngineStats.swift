@@ -76,11 +76,9 @@ public final class EngineStats: Sendable {
         return deviceDelayFrames.load(ordering: .relaxed) * 1_000_000 / rate
     }
 
-    func setSink(_ state: SinkState, format: SinkFormat? = nil, kind: String? = nil, error: String? = nil, keepError: Bool = false) {
+    func setSink(_ state: SinkState, error: String? = nil, keepError: Bool = false) {
         sink.withLock {
             $0.state = state
-            if let kind { $0.kind = kind }
-            if let format { $0.format = format }
             if !keepError { $0.error = error }
         }
     }
