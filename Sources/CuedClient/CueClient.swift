@@ -1,5 +1,6 @@
 // A small blocking client for cued's socket: plain Glibc, no Foundation, so
 // a tool that runs `cuectl play pop` pays almost nothing to start.
+import CuedProtocol
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -114,5 +115,11 @@ public final class CueClient {
     public func request(_ line: String) throws(ClientError) -> String {
         try send(Array(line.utf8) + [0x0A])
         return try readLine()
+    }
+
+    /// cued's status (`line`: `status`, or `status wait`), nil if it does not answer with one.
+    public func status(_ line: String = "status") -> Status? {
+        guard let reply = try? request(line), reply.hasPrefix("ok ") else { return nil }
+        return Status.parse(String(reply.dropFirst(3)))
     }
 }

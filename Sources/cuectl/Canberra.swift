@@ -142,11 +142,3 @@ enum Canberra {
         exit(0)
     }
 }
-
-extension CueClient {
-    /// cued's status (`line`: `status`, or `status wait`), nil if it does not answer with one.
-    func status(_ line: String = "status") -> Status? {
-        guard let reply = try? request(line), reply.hasPrefix("ok ") else { return nil }
-        return Status.parse(String(reply.dropFirst(3)))
-    }
-}
