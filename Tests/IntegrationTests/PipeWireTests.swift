@@ -681,8 +681,9 @@ struct PipeWireTests {
         }
         // The cycle grows at a miss (cued's margin: a machine stall in the tone before the stop, then
         // the stop), so a missed cycle is of the tone's first cycle or up to the grown one.
+        let after = try? d.status()
         let shortest = min(cycle, idle.sink.marginFrames ?? cycle)
-        let longest = max(cycle, (try? d.status())?.sink.marginFrames ?? cycle)
+        let longest = max(cycle, after?.sink.marginFrames ?? cycle)
         let what = "a stop of \(stopUs / 1000) ms; the tone at the monitor: \(next) of its \(tone.count) frames in order, \(silent) frames of silence among them in \(holes) holes over \(lastSilent - firstSilent + 1) frames; cued counted \(missed) missed cycles of \(shortest) to \(longest) frames (\(cycle) at the stop)"
         #expect(silent > 0 && missed > 0, "the stop was not heard, or not counted: \(what)")
         // Every frame there, and the silence counted: to a cycle a hole, since a client cannot see
@@ -691,7 +692,7 @@ struct PipeWireTests {
         // in after it, the buffer it had ready played between): any other hole, or a count that
         // does not match, fails.
         let window = max(4_800, stopUs * 48 / 1000 + 2 * longest)
-        let grew = (try? d.status()).map { "cued's margin grew \($0.sink.marginGrowths)× after \($0.sink.marginMisses) misses" } ?? ""
+        let grew = after.map { "cued's margin grew \($0.sink.marginGrowths)× after \($0.sink.marginMisses) misses" } ?? ""
         if next < tone.count && holes <= 1 && lastSilent - firstSilent < window {
             // Seen in 1 of 10 runs of make test: the tone out of order once cued switched to the
             // longer cycle after the stop (128 to 1,024 frames). cued's defect, open (issue 31's
@@ -708,7 +709,7 @@ struct PipeWireTests {
             if holes == 2 && idle.sink.marginMisses == 0 && atStop.sink.marginMisses == 1 && atStop.sink.marginGrowths == 1 {
                 print("PipeWireTests: a first miss before the stop grew cued's margin to \(cycle) frames: \(what)")
             } else {
-                judgeNativeHole("a hole away from the stop: \(what)", cued: try? d.status(), watch: watch)
+                judgeNativeHole("a hole away from the stop: \(what)", cued: after, watch: watch)
             }
         }
         // That stop was a miss: the margin grew (the graph's cycle cued asks, doubled as often as
