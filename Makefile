@@ -113,7 +113,7 @@ fuzz: build
 	rm -rf .build/fuzz/corpus && mkdir -p .build/fuzz/corpus && cp -r fuzz/seeds/toml fuzz/seeds/json .build/fuzz/corpus/
 	$(LIBFUZZ) Sources/CuedProtocol/*.swift fuzz/protocol_libfuzzer.swift -o .build/fuzz/protocol -Xlinker --no-warnings -use-ld=lld
 	.build/fuzz/protocol -runs=$(FUZZ_INPUTS) -max_len=1024 -print_final_stats=1 2>&1 | tee .build/fuzz/protocol.log | tail -3
-	$(LIBFUZZ) Sources/CuedConfig/TOML.swift fuzz/toml_libfuzzer.swift -o .build/fuzz/toml -Xlinker --no-warnings -use-ld=lld
+	$(LIBFUZZ) Sources/CuedConfig/TOML*.swift fuzz/toml_libfuzzer.swift -o .build/fuzz/toml -Xlinker --no-warnings -use-ld=lld
 	.build/fuzz/toml -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 .build/fuzz/corpus/toml 2>&1 | tee .build/fuzz/toml.log | tail -3
 	$(LIBFUZZ) Sources/CuedProtocol/*.swift fuzz/json_libfuzzer.swift -o .build/fuzz/json -Xlinker --no-warnings -use-ld=lld
 	.build/fuzz/json -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 .build/fuzz/corpus/json 2>&1 | tee .build/fuzz/json.log | tail -3

@@ -1,5 +1,5 @@
 // libFuzzer entry for cued's TOML parser (coverage-guided, with AddressSanitizer):
-//   swiftc -sanitize=fuzzer,address -parse-as-library Sources/CuedConfig/TOML.swift fuzz/toml_libfuzzer.swift
+//   swiftc -sanitize=fuzzer,address -parse-as-library Sources/CuedConfig/TOML*.swift fuzz/toml_libfuzzer.swift
 // Any crash, hang or sanitizer report is a bug; rejecting input is fine.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzTOML(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
