@@ -42,7 +42,7 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps pkgconfig bench-deps build canberra run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
+.PHONY: deps pkgconfig bench-deps build canberra wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -96,10 +96,18 @@ build: deps pkgconfig
 CANBERRA_SO     := .build/canberra/libcanberra-cued.so
 CANBERRA_CFLAGS := -std=gnu11 -O2 -g -fPIC -fvisibility=hidden -pthread -Wall -Wextra -Wshadow -Wformat=2 -Werror
 canberra: deps $(CANBERRA_SO)
-$(CANBERRA_SO): canberra/cued-driver.c canberra/canberra-private.h
+CANBERRA_SRC    := $(sort $(wildcard canberra/*.c))
+$(CANBERRA_SO): $(CANBERRA_SRC) $(wildcard canberra/*.h)
 	@mkdir -p .build/canberra
 	$(CC) $(CANBERRA_CFLAGS) $$(pkg-config --cflags libcanberra) -shared -Wl,--no-undefined -Wl,-z,defs -Wl,-z,relro -Wl,-z,now \
-	  -o '$@' canberra/cued-driver.c $$(pkg-config --libs libcanberra)
+	  -o '$@' $(CANBERRA_SRC) $$(pkg-config --libs libcanberra)
+
+# The wire's words for the plug-in (canberra/cued-wire.h) and bench's clients (bench/cuedwire.py),
+# generated from Sources/CuedProtocol/Wire.swift; checked in, and make test fails when they drift.
+wire: deps pkgconfig
+	$(SWIFT) build --product cuedwire $(SWIFTPM_FLAGS)
+	'$(BIN_DEBUG)/cuedwire' c > canberra/cued-wire.h.tmp && mv canberra/cued-wire.h.tmp canberra/cued-wire.h
+	'$(BIN_DEBUG)/cuedwire' python > bench/cuedwire.py.tmp && mv bench/cuedwire.py.tmp bench/cuedwire.py
 
 FUZZ_INPUTS ?= 10000000
 # The differential TOML run (cued's parser vs Python's tomllib) is slower: 1 million.

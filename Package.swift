@@ -64,6 +64,8 @@ let package = Package(
         .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"]),
         // Seeded random-input driver for the protocol and config parsers (`make fuzz`).
         .executableTarget(name: "cuedfuzz", dependencies: ["CuedProtocol", "CuedConfig"]),
+        // The wire's words as the plug-in's C header and bench's Python module (`make wire`).
+        .executableTarget(name: "cuedwire", dependencies: ["CuedProtocol"]),
 
         // Helpers shared by the test targets: paths to built binaries, temp dirs, WAV I/O.
         .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),

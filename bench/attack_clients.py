@@ -27,6 +27,7 @@ from attack_fixtures import small_sounds, write_noise_wav
 from attacklib import Cued, declare_apps, flood_row, kill_all, pipeline, row
 from benchlib import Client, cued_status, mib, rss_kib
 from harness import CUECTL, ROOT, TMP, spawn, start_cued
+from cuedwire import is_err, ERR_BUSY, ERR_RATE_LIMITED, ERR_TOO_MANY
 
 CONCERN = "clients"
 
@@ -282,7 +283,7 @@ def nofile_caps(sounds):
                 "figure, every connection under the cap answered" % (nofile, nofile),
                 "cap %s (cued(1): %s); %d of %d answered `ok pong`; one more: `%s`"
                 % (cap, said.get(nofile, "no figure"), answered, cap or 0, last[:60]),
-                cap is not None and said.get(nofile) == cap and answered == cap and last.startswith("err busy"))
+                cap is not None and said.get(nofile) == cap and answered == cap and is_err(last, ERR_BUSY))
             for s in socks + [extra]:
                 s.close()
             q.term()
@@ -299,7 +300,7 @@ def load(sounds):
     c.s.sendall(b"play probe\n" * 5000)
     rs = [c.reply() for _ in range(5000)]
     elapsed = time.monotonic() - t0
-    ok, limited = rs.count("ok"), sum(r.startswith("err rate-limited") for r in rs)
+    ok, limited = rs.count("ok"), sum(is_err(r, ERR_RATE_LIMITED) for r in rs)
     other = Client(sock)
     row("one client floods `play`", "5,000 plays at once on one connection, default `--rate-limit 200`",
         "%d played (the 200-cue burst + refill over %.0f ms), %d `err rate-limited`; another client's `play` → `%s`"
@@ -314,7 +315,7 @@ def load(sounds):
         except OSError:
             pass  # already refused and closed; its `err busy` is still there to read
         r = x.reply()
-        if r.startswith("err busy"):
+        if is_err(r, ERR_BUSY):
             busy += 1
         else:
             held.append(x)
@@ -341,7 +342,7 @@ def app_mutes(sounds):
     replies = pipeline(c, b"".join(b"mute app a%d\n" % i for i in range(20_000)), 20_000)
     dt = time.monotonic() - t
     muted = sum(r.startswith("ok muted a") for r in replies)
-    refused = sum(r.startswith("err too-many") for r in replies)
+    refused = sum(is_err(r, ERR_TOO_MANY) for r in replies)
     time.sleep(0.5)  # the last (coalesced) save
     size = os.path.getsize(os.path.join(q.state, "cued", "state"))
     st = q.request("status")

@@ -10,6 +10,7 @@ from harness import CUED, TMP
 from attacklib import Cued, kill_all, row
 from attack_fixtures import small_sounds, small_wav
 from benchlib import cued_status as status
+from cuedwire import is_err, ERR_UNKNOWN_CUE
 
 CONCERN = "files"
 
@@ -193,7 +194,7 @@ def theme_items(sounds):
             t = time.monotonic()
             c.request("play another-missing-name-%d-a-b-c" % i)
             other_first.append((time.monotonic() - t) * 1000)
-        cached = all(r.startswith("err unknown-cue") for _, r in times) and third.startswith("err unknown-cue") \
+        cached = all(is_err(r, ERR_UNKNOWN_CUE) for _, r in times) and is_err(third, ERR_UNKNOWN_CUE) \
             and after == "ok"
         row("a theme miss, twice", "the same theme; `play %s` 6 times; the sound then added to the theme, `play` "
             "again, `reload`, `play` again; 3 other unknown names for the cost of a first miss; verdict: the miss is "

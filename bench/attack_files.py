@@ -13,6 +13,7 @@ from harness import CUECTL, CUED, TMP, spawn
 from attacklib import Cued, kill_all, row
 from attack_fixtures import (FORTY_BUDGET, malloc_in_use, MIB, add_forty, crafted_rf64, crafted_wav, damaged_mp3, private_bus,
                              small_sounds, vm_kib, write_noise_wav, write_sparse)
+from cuedwire import is_err, ERR_BAD_FILE, ERR_RELOAD_FAILED
 
 CONCERN = "files"
 
@@ -161,7 +162,7 @@ def stderr_flood(sounds):
         try:
             for _ in files[k::4]:
                 r = c.reply()
-                answered += r == "ok" or r.startswith("err bad-file")
+                answered += r == "ok" or is_err(r, ERR_BAD_FILE)
         except OSError:
             pass
     all_s = time.monotonic() - t
@@ -261,7 +262,7 @@ def deep_files(sounds):
         check = subprocess.run([CUECTL, "config", "check", q.config], capture_output=True, text=True, timeout=30)
         start = subprocess.run([CUED, "--socket", os.path.join(TMP, "run", "deep2.sock"), "--sink", "null", "--sounds", sounds,
                                 "--config", q.config], capture_output=True, text=True, timeout=30)
-        good = (r.startswith("err reload-failed") and "nested deeper than 32" in r and alive and check.returncode == 78
+        good = (is_err(r, ERR_RELOAD_FAILED) and "nested deeper than 32" in r and alive and check.returncode == 78
                 and start.returncode == 78 and "nested deeper than 32" in start.stderr)
         ok &= good
         figs.append("%s (%d KB): reload → `%s…`, SIGHUP → alive: %s, cuectl config check → exit %d, start → exit %d"

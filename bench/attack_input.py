@@ -15,6 +15,7 @@ from harness import ROOT, TMP, start_cued
 from attacklib import Cued, Pinger, kill_all, lat_summary, load_note, pipeline, row
 from attack_fixtures import anon_kib, fds, proc_cpu_s, read_all, small_wav, write_noise_wav
 from benchlib import cued_status as status
+from cuedwire import is_err, ERR_BAD_ARGUMENT, ERR_BAD_FILE, ERR_LINE_TOO_LONG, ERR_UNKNOWN_CUE, FILE_NOT_FOUND, FILE_UNREADABLE
 
 CONCERN = "input"
 
@@ -134,7 +135,7 @@ def hostile(sounds):
     bad = ["play ../../etc/passwd", "play /etc/passwd", "app ../x", "session /tmp", "mute app a/b"]
     refused = [c.request(line) for line in bad]
     row("names that try to be paths", "`play ../../etc/passwd` and 4 more",
-        "all `err bad-argument`", all(r.startswith("err bad-argument") for r in refused))
+        "all `err bad-argument`", all(is_err(r, ERR_BAD_ARGUMENT) for r in refused))
     p.terminate()
     p.wait()
 
@@ -147,7 +148,7 @@ def small_items(sounds):
     c.s.sendall(b"x" * 513 + b"\nping\n")
     data, end = read_all(c.s, 5)
     lines = data.decode(errors="replace").splitlines()
-    good = len(lines) == 1 and lines[0].startswith("err line-too-long") and end == "eof"
+    good = len(lines) == 1 and is_err(lines[0], ERR_LINE_TOO_LONG) and end == "eof"
     ok &= good
     figs.append("513-byte line → `%s…`, then %s (the following `ping` unanswered)" % (lines[0][:40] if lines else "", end))
     c = q.client(5)
@@ -156,12 +157,12 @@ def small_items(sounds):
     ok &= good
     figs.append("`p NUL ESC[2J BEL` → `%s…`" % r[:40])
     r = c.request("drag 0x10")
-    ok &= r.startswith("err bad-argument")
+    ok &= is_err(r, ERR_BAD_ARGUMENT)
     figs.append("`drag 0x10` → `%s`" % r[:60])
     long = os.path.join(TMP, "ten-point-oh-one.wav")
     write_noise_wav(long, 10.01, 48000, 1)
     r = c.request("play-file " + long)
-    ok &= r == "err bad-file %s: is 10.01 s long; at most 10 s" % long
+    ok &= r == "err %s %s %s: is 10.01 s long; at most 10 s" % (ERR_BAD_FILE, FILE_UNREADABLE, long)
     figs.append("a 10.01 s file → `%s`" % r.replace(TMP + "/", ""))
     row("small malformed requests", "one request each", "; ".join(figs), ok and q.alive())
     q.term()
@@ -200,12 +201,12 @@ def ordering(sounds):
                     ("session", lambda r, k=k: r.startswith("ok - ") and r.endswith(" %d" % k)),
                     ("play probe wait" if i % 2 == 0 else "play-file %s wait" % f, lambda r: r == "ok"),
                     ("status", is_status),
-                    ("play-file " + missing, lambda r: r.startswith("err bad-file " + missing)),
+                    ("play-file " + missing, lambda r: is_err(r, ERR_BAD_FILE, FILE_NOT_FOUND) and missing in r),
                     ("play pop id", rising_id),
                     ("stop", lambda r: re.fullmatch(r"ok \d+", r) is not None),
                     ("app ord%d" % i, lambda r, i=i: r == "ok ord%d" % i),
                     ("cues", lambda r: r.startswith("ok ") and "probe" in r.split()),
-                    ("play nosuch%d" % i, lambda r: r.startswith("err unknown-cue")),
+                    ("play nosuch%d" % i, lambda r: is_err(r, ERR_UNKNOWN_CUE)),
                     ("mute app " + m, lambda r, m=m: r == "ok muted " + m),
                     ("unmute app " + m, lambda r, m=m: r == "ok unmuted " + m),
                     ("play bell", lambda r: r in ("ok", "ok disabled"))):

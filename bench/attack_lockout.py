@@ -8,6 +8,7 @@ import time
 from harness import CUECTL, TMP, start_cued
 from attacklib import Cued, kill_all, load_note, row
 from attack_fixtures import forty_cues, read_all, small_sounds
+from cuedwire import is_err, ERR_FORBIDDEN
 
 CONCERN = "clients"
 
@@ -27,7 +28,7 @@ def security(sounds):
                               "UNIX-CONNECT:" + sock, "-"], capture_output=True, text=True)
     row("another user connects", "socat as `nobody` (setpriv); then with the socket's permissions opened to all",
         "socket %s: connect refused; opened up: `%s` (SO_PEERCRED) and closed" % (mode_sock, refused.stdout.strip()[:40]),
-        blocked.stdout == "" and refused.stdout.startswith("err forbidden"))
+        blocked.stdout == "" and is_err(refused.stdout, ERR_FORBIDDEN))
     p.terminate()
     p.wait()
     os.chmod(TMP, 0o700)  # back as it was: later daemons put their sockets here and check it

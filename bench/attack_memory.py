@@ -20,6 +20,7 @@ import wave
 from attacklib import Cued, kill_all, mount_hung_for, row
 from benchlib import Client, log, mib, pct, rss_kib
 from harness import TMP
+from cuedwire import is_err, ERR_RELOAD_FAILED, ERR_UNKNOWN_CUE
 
 CONCERN = "resources"
 
@@ -211,8 +212,8 @@ def over_budget(sounds):
         st = status(q)
         play = q.request("play pop")
         long0 = q.request("play long0")
-        refused = r.startswith("err reload-failed") and "budget" in r
-        ok = refused and play == "ok" and long0.startswith("err unknown-cue") and after <= idle + SLACK_KIB
+        refused = is_err(r, ERR_RELOAD_FAILED) and "budget" in r
+        ok = refused and play == "ok" and is_err(long0, ERR_UNKNOWN_CUE) and after <= idle + SLACK_KIB
         row("a config over the budget", "a reload to a config of 20 cues naming 20 distinct 10 s WAVs (3.84 MB "
             "decoded each: 77 MB, over the default 64 MiB); bound: refused whole, the old cues kept, RSS back within "
             "8 MiB of idle",

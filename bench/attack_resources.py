@@ -16,6 +16,7 @@ from harness import CUECTL, ROOT, TMP, spawn
 from attacklib import Cued, Pinger, kill_all, lat_summary, pipeline, row
 from attack_fixtures import FORTY_BUDGET, malloc_in_use, add_forty, small_sounds
 from benchlib import cued_status as status
+from cuedwire import is_err, ERR_BUSY, ERR_RATE_LIMITED
 
 CONCERN = "resources"
 
@@ -76,8 +77,8 @@ def stalls(sounds):
         idle = pinger.window(t_idle - 1.0, t_idle)
         during = pinger.window(t0, t1)
         applied = sum(r in ("ok muted", "ok unmuted") for r in first)
-        limited = sum(r.startswith("err rate-limited") for r in first)
-        answered = sum(r in ("ok muted", "ok unmuted") or r.startswith("err rate-limited") for r in replies)
+        limited = sum(is_err(r, ERR_RATE_LIMITED) for r in first)
+        answered = sum(r in ("ok muted", "ok unmuted") or is_err(r, ERR_RATE_LIMITED) for r in replies)
         row("others during a mute/unmute flood, %s" % label,
             "one connection pipelines 10,000 `mute`/`unmute` (a change saves the state, off the loop, coalesced), "
             "repeated back to back for 3 s; another process pings every 5 ms",
@@ -119,7 +120,7 @@ def fd_exhaustion(sounds):
                     line = s.makefile("rb").readline().decode().strip()
                 except OSError:
                     line = ""
-                key = "`ok pong`" if line == "ok pong" else ("`err busy`" if line.startswith("err busy") else
+                key = "`ok pong`" if line == "ok pong" else ("`err busy`" if is_err(line, ERR_BUSY) else
                                                              ("no answer in 2 s" if not line else line[:30]))
                 replies[key] = replies.get(key, 0) + 1
             dt = time.monotonic() - t

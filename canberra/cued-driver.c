@@ -41,16 +41,17 @@
 #include <unistd.h>
 
 #include "canberra-private.h"
+#include "cued-wire.h"
 
 #define EXPORT __attribute__((visibility("default")))
 #define MS 1000000ull
 
 enum {
-        LINE_BYTES = 512,        /* protocol v1's longest request, without its LF */
+        LINE_BYTES = CUED_LINE_BYTES,
         READ_BYTES = 4096,       /* longest reply line taken; a longer one ends the connection */
         MAX_PENDING = 256,       /* requests awaiting their reply on one connection */
         MAX_PLAYS = 512,         /* plays of one context not ended yet */
-        LABEL_BYTES = 64,        /* cued's names: cues, apps, themes */
+        LABEL_BYTES = CUED_LABEL_BYTES,
         PROP_BYTES = 4096,       /* a property value read at most (longer: treated as unusable) */
         MAX_FALLBACKS = 4,
 };
@@ -153,17 +154,13 @@ static void debug(const char *what, const char *detail) {
 
 /* ---- Names and values ---------------------------------------------------- */
 
-static bool label_byte(unsigned char b) {
-        return (b >= '0' && b <= '9') || (b >= 'A' && b <= 'Z') || (b >= 'a' && b <= 'z') || b == '.' || b == '_' || b == '-';
-}
-
-/* cued's labels: letters, digits, . _ -; 1 to 64 bytes; not . or .. */
+/* cued's labels (cued-wire.h): letters, digits, . _ -; 1 to 64 bytes; not . or .. */
 static bool is_label(const char *s) {
         size_t n = strlen(s);
-        if (n == 0 || n > LABEL_BYTES || !strcmp(s, ".") || !strcmp(s, ".."))
+        if (n == 0 || n > LABEL_BYTES || cued_label_refused(s))
                 return false;
         for (size_t i = 0; i < n; i++)
-                if (!label_byte((unsigned char) s[i]))
+                if (!cued_label_byte((unsigned char) s[i]))
                         return false;
         return true;
 }
@@ -172,7 +169,7 @@ static bool is_label(const char *s) {
 static bool to_label(const char *s, char out[LABEL_BYTES + 1]) {
         size_t n = 0;
         for (; s[n] && n < LABEL_BYTES; n++)
-                out[n] = label_byte((unsigned char) s[n]) ? s[n] : '-';
+                out[n] = cued_label_byte((unsigned char) s[n]) ? s[n] : '-';
         out[n] = 0;
         return is_label(out);
 }
@@ -221,7 +218,7 @@ static bool parse_volume(const char *s, long *centi) {
         long v = whole * 100 + frac;
         if (neg)
                 v = -v;
-        *centi = v < -6000 ? -6000 : v > 1200 ? 1200 : v;
+        *centi = v < CUED_GAIN_MIN_DB * 100 ? CUED_GAIN_MIN_DB * 100 : v > CUED_GAIN_MAX_DB * 100 ? CUED_GAIN_MAX_DB * 100 : v;
         return true;
 }
 
@@ -244,12 +241,12 @@ static void put(struct line *l, const char *s) {
         l->s[l->n] = 0;
 }
 
-/* A play-file path as one word: a space, %, a control byte or DEL as %XX. */
+/* A play-file path as one word: a space, %, a control byte or DEL as %XX (cued-wire.h). */
 static void put_path(struct line *l, const char *path) {
         static const char hex[] = "0123456789ABCDEF";
         for (const unsigned char *b = (const unsigned char *) path; *b; b++) {
                 char one[4] = { (char) *b, 0, 0, 0 };
-                if (*b <= 0x20 || *b == '%' || *b == 0x7F) {
+                if (cued_path_escaped(*b)) {
                         one[0] = '%';
                         one[1] = hex[*b >> 4];
                         one[2] = hex[*b & 15];
@@ -599,47 +596,88 @@ static bool lock_if_usable(struct private *p) {
 
 /* ---- Replies (reader thread, p->lock held) -------------------------------- */
 
-/* The callback's code for a voice's end reason (protocol v1's end lines). */
+/* The callback's code for a voice's end reason (protocol v1's end lines, cued-wire.h). */
 static int end_code(const char *reason) {
-        if (!strcmp(reason, "played"))
+        int r = cued_end_reason_of(reason, strlen(reason));
+        if (r < 0)
+                return CA_ERROR_IO;
+        switch ((enum cued_end_reason) r) {
+        case CUED_END_REASON_PLAYED:
                 return CA_SUCCESS;
-        if (!strncmp(reason, "stopped-", 8) || !strcmp(reason, "stolen") || !strcmp(reason, "muted"))
+        case CUED_END_REASON_STOPPED_BY_ID:
+        case CUED_END_REASON_STOPPED_BY_OWNER:
+        case CUED_END_REASON_STOPPED_ALL:
+        case CUED_END_REASON_STOLEN:
+        case CUED_END_REASON_MUTED:
+        case CUED_END_REASON_DISCONNECTED:
                 return CA_ERROR_CANCELED;
-        if (!strcmp(reason, "busy"))
+        case CUED_END_REASON_BUSY:
                 return CA_ERROR_NOTAVAILABLE;
-        if (!strcmp(reason, "shutdown"))
+        case CUED_END_REASON_SHUTDOWN:
                 return CA_ERROR_DESTROYED;
-        return CA_ERROR_IO;   /* late, cut: the device did not play it */
+        case CUED_END_REASON_LATE:
+        case CUED_END_REASON_CUT:
+                return CA_ERROR_IO;   /* the device did not play it */
+        }
+        return CA_ERROR_IO;
 }
 
-static bool has(const char *text, const char *part) { return strstr(text, part) != NULL; }
-
-/* An `err CODE MESSAGE` reply as a canberra code. */
-static int err_code(const char *code, const char *message) {
-        if (!strcmp(code, "unknown-cue"))
+/* The machine word that follows some codes (`err bad-file not-found …`), as a canberra code. */
+static int file_problem_code(const char *word) {
+        int w = cued_file_problem_of(word, strlen(word));
+        if (w < 0)
+                return CA_ERROR_CORRUPT;   /* an older cued: no word */
+        switch ((enum cued_file_problem) w) {
+        case CUED_FILE_PROBLEM_NOT_FOUND:
                 return CA_ERROR_NOTFOUND;
-        if (!strcmp(code, "bad-file"))
-                return has(message, "No such file") ? CA_ERROR_NOTFOUND
-                       : has(message, "ermission denied") ? CA_ERROR_ACCESS
-                       : has(message, "timed out") || has(message, "not tried") ? CA_ERROR_IO
-                       : CA_ERROR_CORRUPT;
-        if (!strcmp(code, "bad-argument"))
-                return CA_ERROR_INVALID;
-        if (!strcmp(code, "rate-limited") || !strcmp(code, "too-many") || !strcmp(code, "busy"))
+        case CUED_FILE_PROBLEM_DENIED:
+                return CA_ERROR_ACCESS;
+        case CUED_FILE_PROBLEM_OVER_BUDGET:
                 return CA_ERROR_NOTAVAILABLE;
-        if (!strcmp(code, "line-too-long"))
-                return CA_ERROR_TOOBIG;
-        if (!strcmp(code, "unknown-verb"))
-                return CA_ERROR_NOTSUPPORTED;
-        if (!strcmp(code, "not-played"))
+        case CUED_FILE_PROBLEM_TIMED_OUT:
+        case CUED_FILE_PROBLEM_NOT_TRIED:
                 return CA_ERROR_IO;
+        case CUED_FILE_PROBLEM_NOT_REGULAR:
+        case CUED_FILE_PROBLEM_UNREADABLE:
+                return CA_ERROR_CORRUPT;
+        }
+        return CA_ERROR_CORRUPT;
+}
+
+/* An `err CODE [WORD] MESSAGE` reply as a canberra code; `word` is the message's first word. */
+static int err_code(int code, const char *word) {
+        if (code < 0)
+                return CA_ERROR_INTERNAL;   /* a code this build does not know */
+        switch ((enum cued_error) code) {
+        case CUED_ERROR_UNKNOWN_CUE:
+                return CA_ERROR_NOTFOUND;
+        case CUED_ERROR_BAD_FILE:
+                return file_problem_code(word);
+        case CUED_ERROR_BAD_ARGUMENT:
+                return CA_ERROR_INVALID;
+        case CUED_ERROR_RATE_LIMITED:
+        case CUED_ERROR_TOO_MANY:
+        case CUED_ERROR_BUSY:
+                return CA_ERROR_NOTAVAILABLE;
+        case CUED_ERROR_LINE_TOO_LONG:
+                return CA_ERROR_TOOBIG;
+        case CUED_ERROR_UNKNOWN_VERB:
+                return CA_ERROR_NOTSUPPORTED;
+        case CUED_ERROR_NOT_PLAYED:
+                return CA_ERROR_IO;
+        case CUED_ERROR_FORBIDDEN:
+                return CA_ERROR_ACCESS;
+        case CUED_ERROR_RELOAD_FAILED:
+        case CUED_ERROR_INTERNAL:
+                return CA_ERROR_INTERNAL;
+        }
         return CA_ERROR_INTERNAL;
 }
 
 /* Errors after which the sound is better played by the fallback than not at all:
  * cued is stopping (a restart), or refused the connection. */
-static bool fallback_error(const char *code) {
-        return !strcmp(code, "not-played") || !strcmp(code, "busy") || !strcmp(code, "forbidden");
+static bool fallback_error(int code) {
+        return code == CUED_ERROR_NOT_PLAYED || code == CUED_ERROR_BUSY || code == CUED_ERROR_FORBIDDEN;
 }
 
 static bool parse_u64(const char *s, uint64_t *v) {
@@ -655,7 +693,12 @@ static bool parse_u64(const char *s, uint64_t *v) {
         return true;
 }
 
-static void on_play_reply(struct private *p, struct play *pl, bool ok, const char *payload, const char *code) {
+/* `ok disabled`: the theme's .disabled, as libcanberra's own lookup says. */
+static bool is_disabled(const char *payload) {
+        return !strcmp(payload, cued_not_sounded_word(CUED_NOT_SOUNDED_DISABLED));
+}
+
+static void on_play_reply(struct private *p, struct play *pl, bool ok, const char *payload, int code, const char *word) {
         uint64_t voice;
         pl->in_flight--;
         if (ok && parse_u64(payload, &voice)) {
@@ -676,8 +719,8 @@ static void on_play_reply(struct private *p, struct play *pl, bool ok, const cha
         } else if (ok) {
                 /* `ok muted`, `ok silent`: as a muted sound server plays it; `ok disabled`:
                  * the theme's .disabled, as libcanberra's own lookup says */
-                finish(p, pl, !strcmp(payload, "disabled") ? CA_ERROR_DISABLED : CA_SUCCESS);
-        } else if (!strcmp(code, "unknown-cue") && pl->retry) {
+                finish(p, pl, is_disabled(payload) ? CA_ERROR_DISABLED : CA_SUCCESS);
+        } else if (code == CUED_ERROR_UNKNOWN_CUE && pl->retry) {
                 struct line l = { .n = 0 };
                 put(&l, pl->retry);
                 free(pl->retry);
@@ -687,7 +730,7 @@ static void on_play_reply(struct private *p, struct play *pl, bool ok, const cha
                 pl->replay = true;
                 pthread_cond_broadcast(&p->changed);
         } else {
-                finish(p, pl, err_code(code, payload));
+                finish(p, pl, err_code(code, word));
         }
         release(pl);
 }
@@ -720,12 +763,15 @@ static void on_line(struct private *p, char *line) {
                 disconnect(p, "cued said something unexpected");
                 return;
         }
-        char code[32] = "";
+        int code = -1;
+        char word[32] = "";
         const char *payload = ok ? (line[2] ? line + 3 : "") : line + 4;
         if (!ok) {
                 size_t n = strcspn(payload, " ");
-                snprintf(code, sizeof code, "%.*s", (int) (n < sizeof code ? n : sizeof code - 1), payload);
+                code = cued_error_of(payload, n);
                 payload += n + (payload[n] ? 1 : 0);
+                n = strcspn(payload, " ");
+                snprintf(word, sizeof word, "%.*s", (int) (n < sizeof word ? n : sizeof word - 1), payload);
         }
         struct pending e = p->ring[p->head];
         p->head = (p->head + 1) % MAX_PENDING;
@@ -744,15 +790,15 @@ static void on_line(struct private *p, char *line) {
         case PEND_STOP:
                 break;
         case PEND_PLAY:
-                on_play_reply(p, e.play, ok, payload, code);
+                on_play_reply(p, e.play, ok, payload, code, word);
                 break;
         case PEND_PRELOAD:
-                waiter_done(e.waiter, ok ? (!strcmp(payload, "disabled") ? CA_ERROR_DISABLED : CA_SUCCESS) : err_code(code, payload));
+                waiter_done(e.waiter, ok ? (is_disabled(payload) ? CA_ERROR_DISABLED : CA_SUCCESS) : err_code(code, word));
                 pthread_cond_broadcast(&p->changed);
                 break;
         }
-        if (!ok && (!strcmp(code, "busy") || !strcmp(code, "forbidden") || !strcmp(code, "line-too-long")))
-                disconnect(p, code);   /* cued closes these connections */
+        if (!ok && (code == CUED_ERROR_BUSY || code == CUED_ERROR_FORBIDDEN || code == CUED_ERROR_LINE_TOO_LONG))
+                disconnect(p, cued_error_word((enum cued_error) code));   /* cued closes these connections */
 }
 
 /* Reads what is there; whole lines are handled, a line over READ_BYTES ends the connection. */

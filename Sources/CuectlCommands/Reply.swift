@@ -61,11 +61,9 @@ public enum ReplyTimeout {
 public enum ReplyInterpreter {
     /// `reply` is the line (without LF) answering a request rendered as `render`.
     public static func outcome(_ reply: String, render: Invocation.Render) -> Outcome {
-        if reply.hasPrefix("err ") || reply == "err" {
-            let rest = reply.dropFirst(4)
-            let code = rest.prefix { $0 != " " }
-            let message = rest.dropFirst(code.count).drop { $0 == " " }
-            return Outcome(stderr: message.isEmpty ? "cuectl: \(code)" : "cuectl: \(code): \(message)", exitCode: ExitCode.errorReply)
+        if let e = ErrorReply(line: reply) {
+            // The machine word (`err bad-file not-found …`) is for programs: a person reads the prose after it.
+            return Outcome(stderr: e.message.isEmpty ? "cuectl: \(e.code)" : "cuectl: \(e.code): \(e.message)", exitCode: ExitCode.errorReply)
         }
         guard reply == "ok" || reply.hasPrefix("ok ") else {
             return Outcome(stderr: "cuectl: unexpected reply: \(reply)", exitCode: ExitCode.errorReply)

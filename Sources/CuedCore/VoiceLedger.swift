@@ -1,3 +1,5 @@
+import CuedProtocol
+
 /// How often a voice plays its cue.
 public enum VoiceLoop: Equatable, Sendable {
     /// Once (the default).
@@ -12,31 +14,8 @@ public enum VoiceLoop: Equatable, Sendable {
     public static let maxSeconds = 3_600.0
 }
 
-/// Why a voice ended. Every voice ends exactly once, with one of these.
-public enum VoiceEndReason: String, Sendable, CaseIterable {
-    /// Its last frame (of its last loop, or its time limit) sounded at the device.
-    case played
-    /// `stop id ID`.
-    case stoppedByID = "stopped-id"
-    /// `stop` / `stop CUE`: its app's (or connection's) voices.
-    case stoppedByOwner = "stopped-app"
-    /// `stop all`.
-    case stoppedAll = "stopped-all"
-    /// A newer voice of the same or a higher priority took its slot.
-    case stolen
-    /// Global mute faded it out.
-    case muted
-    /// Every voice was taken by voices of a higher priority: it never started.
-    case busy
-    /// It could not start within the start deadline (250 ms): dropped, never played late.
-    case late
-    /// It started, then the device failed and it was too late to start it again.
-    case cut
-    /// cued stopped: held cues never started; voices still sounding at the grace's end were cut off.
-    case shutdown
-    /// A loop whose connection closed (one started without `detach`).
-    case disconnected
-}
+/// Why a voice ended: a word of the protocol (`end ID REASON`), so defined with the wire's words.
+public typealias VoiceEndReason = EndReason
 
 /// Who hears of a voice's end.
 public struct VoiceNotify: OptionSet, Sendable, Hashable {

@@ -5,19 +5,6 @@ public enum CuedVersion {
     public static let string = "0.2.0"
 }
 
-public enum ProtocolLimits {
-    /// Longest accepted request line in bytes, not counting the LF (nor a CR before it).
-    public static let maxLineBytes = 512
-    public static let version = 1
-    /// Accepted range of a per-play gain, dB.
-    public static let gainRange: ClosedRange<Double> = -60...12
-    /// Accepted pull distances and thresholds, points.
-    public static let dragRange: ClosedRange<Double> = 0...100_000
-    public static let thresholdRange: ClosedRange<Double> = 1...10_000
-    /// Points between detent ticks (`detent N`).
-    public static let detentRange: ClosedRange<Double> = 1...1_000
-}
-
 /// The states of a pull-to-refresh view.
 public enum RefreshState: String, Sendable, CaseIterable {
     case idle, pull, release, loading
@@ -162,67 +149,6 @@ public enum StopTarget: Equatable, Sendable {
     case id(UInt64)
     /// Everything that plays.
     case all
-}
-
-public enum ErrorCode: String, Sendable {
-    case unknownVerb = "unknown-verb"
-    case unknownCue = "unknown-cue"
-    case badArgument = "bad-argument"
-    case lineTooLong = "line-too-long"
-    case reloadFailed = "reload-failed"
-    /// The peer is not the daemon's own user.
-    case forbidden = "forbidden"
-    /// Too many connections: the new one is closed.
-    case busy = "busy"
-    /// This connection asked for more cues a second than allowed.
-    case rateLimited = "rate-limited"
-    /// A sound file or theme sound that cannot be played (named in the message).
-    case badFile = "bad-file"
-    /// The cue was accepted but could not sound (the device failed), for `wait`.
-    case notPlayed = "not-played"
-    /// A bounded table is full (run-time app mutes or app profiles).
-    case tooMany = "too-many"
-    case `internal` = "internal"
-}
-
-public enum Reply: Equatable, Sendable {
-    case ok(String?)
-    case err(ErrorCode, String)
-
-    /// The reply line without its LF. Control characters (a client's NUL or
-    /// ESC echoed in an error) are written as `\xNN`, so a reply is always one
-    /// printable line.
-    public var line: String {
-        switch self {
-        case .ok(nil): return "ok"
-        case .ok(let payload?): return "ok " + payload.escapingControls()
-        case .err(let code, let message): return "err \(code.rawValue) " + message.escapingControls()
-        }
-    }
-}
-
-public struct ProtocolError: Error, Equatable, Sendable {
-    public let code: ErrorCode
-    public let message: String
-    public init(_ code: ErrorCode, _ message: String) { self.code = code; self.message = message }
-    public var reply: Reply { .err(code, message) }
-}
-
-extension String {
-    /// C0 controls and DEL as `\xNN`.
-    public func escapingControls() -> String {
-        guard unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) else { return self }
-        var out = String.UnicodeScalarView()
-        let hex = Array("0123456789abcdef".unicodeScalars)
-        for u in unicodeScalars {
-            if u.value < 0x20 || u.value == 0x7F {
-                out.append(contentsOf: ["\\", "x", hex[Int(u.value >> 4)], hex[Int(u.value & 0xF)]])
-            } else {
-                out.append(u)
-            }
-        }
-        return String(out)
-    }
 }
 
 public enum RequestParser {
@@ -428,56 +354,6 @@ public enum RequestParser {
         let args = words.dropFirst().map { Substring($0) }
         guard (verb.minArgs...verb.maxArgs).contains(args.count) else { throw ProtocolError(.badArgument, "usage: \(verb.usage)") }
         return try verb.parse(args)
-    }
-}
-
-/// The one rule for names a client or a config gives: cues, apps, sessions.
-/// Labels, never paths: letters, digits, `.`, `_`, `-`; 1 to 64 bytes; not
-/// `.` or `..`. cued, cuectl and the config all check it here.
-public enum Label {
-    public static let maxBytes = 64
-
-    public static func isValid(_ s: String) -> Bool {
-        guard !s.isEmpty, s.utf8.count <= maxBytes, s != ".", s != ".." else { return false }
-        return s.utf8.allSatisfy { c in
-            (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A)
-                || c == UInt8(ascii: "_") || c == UInt8(ascii: "-") || c == UInt8(ascii: ".")
-        }
-    }
-
-    /// Why `s` is not a valid `what` (e.g. "app name"), in one line.
-    public static func problem(_ s: String, what: String) -> String {
-        "\(what) '\(s.prefix(64))' is not a name (letters, digits, . _ -; at most \(maxBytes) bytes)"
-    }
-}
-
-/// `play-file` paths on the wire: one word, so a space, `%`, a tab or any
-/// control character is written `%XX` (hex); everything else as is (UTF-8).
-public enum FilePath {
-    public static func encode(_ path: String) -> String {
-        let hex = Array("0123456789ABCDEF".utf8)
-        var bytes: [UInt8] = []
-        for b in path.utf8 {
-            if b <= 0x20 || b == 0x25 || b == 0x7F {
-                bytes += [0x25, hex[Int(b >> 4)], hex[Int(b & 0xF)]]
-            } else {
-                bytes.append(b)
-            }
-        }
-        return String(decoding: bytes, as: UTF8.self)
-    }
-
-    /// nil on a malformed escape or bytes that are not UTF-8.
-    public static func decode(_ word: Substring) -> String? {
-        var bytes: [UInt8] = []
-        var it = Array(word.utf8)[...]
-        while let b = it.popFirst() {
-            guard b == 0x25 else { bytes.append(b); continue }
-            guard it.count >= 2, let v = UInt8(String(decoding: it.prefix(2), as: UTF8.self), radix: 16) else { return nil }
-            bytes.append(v)
-            it = it.dropFirst(2)
-        }
-        return String(validating: bytes, as: UTF8.self)
     }
 }
 

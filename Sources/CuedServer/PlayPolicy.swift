@@ -197,7 +197,7 @@ final class PlayPolicy {
         return decoding.submit(owner: owner, on: loop) { sounds.themeNames() }.map { result in
             switch result {
             case .success(let names): return .ok(names.joined(separator: " "))
-            case .failure(let refusal): return .err(.badFile, "the sound theme: " + Self.explain(refusal))
+            case .failure(let refusal): return .badFile(refusal.problem, "the sound theme: " + Self.explain(refusal))
             }
         }
     }
@@ -207,7 +207,7 @@ final class PlayPolicy {
     private func submit(_ cue: Cue, name: String, _ options: PlayOptions, _ asker: Asker, requestTime: UInt64,
                         gain: Gain, rate: Double = 1, limit: CueVoiceLimit? = nil, bankCue: Bool = false) -> Play {
         // SIGTERM's grace is for cues already playing; a new one would be cut off.
-        if stopping.load(ordering: .relaxed) { return .now(.refused(.notPlayed, Self.stoppingReason)) }
+        if stopping.load(ordering: .relaxed) { return .now(.refused(.notPlayed, EndReason.shutdown.rawValue + " " + Self.stoppingReason)) }
         let id = nextVoiceID
         nextVoiceID &+= 1
         var notify: VoiceNotify = []
@@ -247,7 +247,7 @@ final class PlayPolicy {
             case .success(let lookup): return lookup
             case .failure(let refusal):
                 if case .queueFull = refusal { return .failed(.err(.rateLimited, Self.explain(refusal))) }
-                return .failed(.err(.badFile, "\(what): " + Self.explain(refusal)))
+                return .failed(.badFile(refusal.problem, "\(what): " + Self.explain(refusal)))
             }
         }
     }
@@ -384,11 +384,11 @@ final class PlayPolicy {
         case .played: return .ok(nil)
         case .stoppedByID, .stoppedByOwner, .stoppedAll, .stolen, .muted, .disconnected: return .ok("stopped")
         case .shutdown where end.started: return .ok("stopped")
-        case .shutdown: return .err(.notPlayed, Self.stoppingReason)
-        case .late where context.stopping: return .err(.notPlayed, Self.stoppingReason)
-        case .late: return .err(.notPlayed, "the device did not start it within 250 ms of the request" + deviceError)
-        case .cut: return .err(.notPlayed, "the device failed while it played; too late to start it again" + deviceError)
-        case .busy: return .err(.notPlayed, "every voice is taken by a cue of a higher priority")
+        case .shutdown: return .notPlayed(.shutdown, Self.stoppingReason)
+        case .late where context.stopping: return .notPlayed(.shutdown, Self.stoppingReason)
+        case .late: return .notPlayed(.late, "the device did not start it within 250 ms of the request" + deviceError)
+        case .cut: return .notPlayed(.cut, "the device failed while it played; too late to start it again" + deviceError)
+        case .busy: return .notPlayed(.busy, "every voice is taken by a cue of a higher priority")
         }
     }
 

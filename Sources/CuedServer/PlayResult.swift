@@ -15,7 +15,8 @@ enum PlayResult: Equatable, Sendable {
     /// Refused: a rate limit, an unknown sound, a bad file, cued stopping, a full queue.
     case refused(ErrorCode, String)
 
-    enum NotPlayed: String, Sendable { case muted, silent, disabled, cooldown }
+    /// The wire's words for it (`ok muted`).
+    typealias NotPlayed = NotSounded
 
     init(_ reply: Reply) {
         switch reply {

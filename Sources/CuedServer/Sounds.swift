@@ -13,7 +13,7 @@ public enum SoundLookup: Sendable {
     /// The theme says this event makes no sound (`NAME.disabled`).
     case disabled
     case notFound
-    /// It exists but cannot be played: the reply says why (`err bad-file PATH: …`).
+    /// It exists but cannot be played: the reply says why (`err bad-file PROBLEM PATH: …`).
     case failed(Reply)
 }
 
@@ -157,15 +157,15 @@ public final class SoundLibrary: Sendable {
             return .done(.notFound)
         case .disabled: return .done(.disabled)
         case .file(let path):
+            let file: OpenedFile
+            do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(.badFile(error.problem, "theme sound '\(name)': \(error)"))) }
+            defer { close(file.fd) }
             do {
-                let file: OpenedFile
-                do { file = try UntrustedFile.openIdentified(path) } catch { throw SndFileError(path: path, reason: error.reason) }
-                defer { close(file.fd) }
                 guard let cue = try decode(file, path: path, name: name, maxSamples: maxSamples, cancelled: cancelled) else { return .slow }
                 state.withLockedValue { s in if s.generation == generation { s.cache.insert(cue, for: key) } }
                 return .done(.cue(cue))
             } catch {
-                return .done(.failed(.err(.badFile, "theme sound '\(name)': \(error)")))
+                return .done(.failed(.badFile(error.problem, "theme sound '\(name)': \(error)")))
             }
         }
     }
@@ -189,7 +189,7 @@ public final class SoundLibrary: Sendable {
 
     private func file(_ path: String, maxSamples: Int?, cancelled: () -> Bool) -> Express {
         let file: OpenedFile
-        do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(.err(.badFile, "\(error)"))) }
+        do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(.badFile(error.problem, "\(error)"))) }
         defer { close(file.fd) }
         let key = SoundKey.file(file.identity)
         if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .done(.cue(cue)) }
@@ -199,7 +199,7 @@ public final class SoundLibrary: Sendable {
             state.withLockedValue { _ = $0.cache.insert(cue, for: key) }
             return .done(.cue(cue))
         } catch {
-            return .done(.failed(.err(.badFile, "\(error)")))
+            return .done(.failed(.badFile(error.problem, "\(error)")))
         }
     }
 
@@ -242,6 +242,33 @@ public final class SoundLibrary: Sendable {
             t.cacheBytes = s.cache.bytes
             t.cacheLimitBytes = s.cache.limitBytes
             return t
+        }
+    }
+}
+
+/// The wire's word for why a file did not open.
+extension FileError {
+    var problem: FileProblem {
+        switch code {
+        case ENOENT, ENOTDIR: return .notFound
+        case EACCES, EPERM: return .denied
+        case EINVAL: return .notRegular  // what UntrustedFile says of anything but a regular file
+        default: return .unreadable
+        }
+    }
+}
+
+/// The wire's word for why a file that opened did not decode.
+extension SndFileError {
+    var problem: FileProblem { overBudget ? .overBudget : .unreadable }
+}
+
+/// The wire's word for a decode the lane refused.
+extension DecodeLane.Refusal {
+    var problem: FileProblem {
+        switch self {
+        case .timedOut: return .timedOut
+        case .stuck, .queueFull: return .notTried
         }
     }
 }

@@ -13,8 +13,12 @@ import Testing
         #expect(ReplyInterpreter.outcome("ok disabled", render: .play(what: "bell"))
                 == Outcome(stdout: "disabled: the sound theme has no sound for bell", exitCode: 0))
         #expect(ReplyInterpreter.outcome("ok stopped", render: play) == Outcome(stdout: "stopped before the end", exitCode: 0))
-        #expect(ReplyInterpreter.outcome("err not-played the device failed", render: play)
+        // The machine word after the code is for programs; cuectl prints the prose.
+        #expect(ReplyInterpreter.outcome("err not-played cut the device failed", render: play)
                 == Outcome(stderr: "cuectl: not-played: the device failed", exitCode: 1))
+        #expect(ReplyInterpreter.outcome("err bad-file unreadable /x.ogg: not a sound file", render: play)
+                == Outcome(stderr: "cuectl: bad-file: /x.ogg: not a sound file", exitCode: 1))
+        // A reply without a word (an older cued) reads as before.
         #expect(ReplyInterpreter.outcome("err bad-file /x.ogg: not a sound file", render: play)
                 == Outcome(stderr: "cuectl: bad-file: /x.ogg: not a sound file", exitCode: 1))
         #expect(ReplyInterpreter.outcome("err unknown-cue no cue or theme sound 'x'", render: play).exitCode == 1)

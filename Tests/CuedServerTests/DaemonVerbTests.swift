@@ -163,7 +163,7 @@ final class Locked<T: Sendable>: Sendable {
             case .playFile:
                 verb = "play-file"
                 guard case .err(.badFile, let m) = reply else { Issue.record("play-file: \(reply)"); continue }
-                #expect(m.contains("/nonexistent-cued-test/a.wav"))
+                #expect(m.hasPrefix("not-found ") && m.contains("/nonexistent-cued-test/a.wav"), "\(m)")
             case .stop:
                 verb = "stop"; #expect(reply == .ok("0"))
             case .events:
@@ -301,7 +301,7 @@ final class Locked<T: Sendable>: Sendable {
         defer { h.shutdown() }
         var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
         h.stopping.store(true, ordering: .relaxed)
-        #expect(try h.reply("play pop", &conn) == .err(.notPlayed, "cued is stopping"))
+        #expect(try h.reply("play pop", &conn) == .notPlayed(.shutdown, "cued is stopping"))
         #expect(try h.reply("ping", &conn) == .ok("pong"))
     }
 

@@ -60,7 +60,7 @@ import TestSupport
         // It had started sounding: the waiter hears that the device failed under it, not
         // that it never started.
         let r = try d.request("play long wait")
-        #expect(r.hasPrefix("err not-played the device failed while it played; too late to start it again"), "\(r)")
+        #expect(r.hasPrefix("err not-played cut the device failed while it played; too late to start it again"), "\(r)")
         #expect(eventually { (try? d.status()).map { s in s.stalls == 1 && s.sink.state == "idle" } ?? false })
         var s = try d.status()
         // Stalled ~10 ms after its request, found stalled 250 ms later: too late to start again, so dropped.

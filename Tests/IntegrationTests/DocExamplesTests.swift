@@ -357,6 +357,14 @@ import TestSupport
         #expect(documented.count == Set(documented).count, "listed twice: \(documented)")
     }
 
+    @Test func theWireWordsAreDocumented() {
+        let problems = Self.tableNames(under: "Why a file cannot be played")
+        #expect(problems == FileProblem.allCases.map(\.rawValue), "the bad-file words documented: \(problems)")
+        let reasons = Self.tableNames(under: "Voices: ids, loops, priorities, end events")
+        #expect(Set(reasons) == Set(EndReason.allCases.map(\.rawValue)) && reasons.count == EndReason.allCases.count,
+                "the end reasons documented: \(reasons)")
+    }
+
     @Test func statusFieldsAreTheStatusType() {
         let documented = Self.tableNames(under: "Status fields")
         let actual = Status.fieldPaths

@@ -77,7 +77,7 @@ struct MemoryBudgetTests {
         let d = try DaemonHarness(args: ["--sink", "null"], config: "sound_budget_mb = 2\n")
         let big = try Self.files(in: d.dir.path, count: 1, seconds: 6)[0]  // 2.3 MB decoded
         let refused = try d.request("play-file \(FilePath.encode(big))")
-        #expect(refused.hasPrefix("err bad-file \(big): over the memory budget for decoded sound: it needs 2.2 MiB"), "\(refused)")
+        #expect(refused.hasPrefix("err bad-file over-budget \(big): over the memory budget for decoded sound: it needs 2.2 MiB"), "\(refused)")
         #expect(refused.contains("raise sound_budget_mb in cued.toml or cued's --sound-budget-mb"), "\(refused)")
         try d.writeConfig("sound_budget_mb = 2\n[cues.big]\nfile = \"\(big)\"\n")
         let reload = try d.request("reload")

@@ -120,7 +120,7 @@ import TestSupport
         // is refused: it would only be cut off.
         #expect(eventually { d.readStderr().contains("stopping") })
         usleep(50_000)
-        #expect(try other.request("play pop wait") == "err not-played cued is stopping")
+        #expect(try other.request("play pop wait") == "err not-played shutdown cued is stopping")
         #expect(try other.request("ping") == "ok pong")
         #expect(try c.readLine() == "ok stopped")
         #expect(d.waitForExit(timeout: 5) == 0)
@@ -144,7 +144,7 @@ import TestSupport
         let c = try d.client()
         #expect(try c.request("app mail") == "ok mail")
         let r = try c.request("play pop wait")
-        #expect(r.hasPrefix("err not-played the device did not start it within 250 ms"), "\(r)")
+        #expect(r.hasPrefix("err not-played late the device did not start it within 250 ms"), "\(r)")
         let s = try status(d)
         #expect(s.dropped == 1)
         #expect(s.played == 0)

@@ -69,7 +69,7 @@ struct StuckFileTests {
         #expect(try other.request("cues theme").hasPrefix("ok "))
         for c in stuck {
             let r = try c.readLine()
-            #expect(r.hasPrefix("err bad-file \(mount)/hang.wav: timed out after 5 s"), "\(r)")
+            #expect(r.hasPrefix("err bad-file timed-out \(mount)/hang.wav: timed out after 5 s"), "\(r)")
         }
         // The lane wrote the stuck workers off; it still decodes.
         let again = try other.request("play-file \(normal) wait")
@@ -132,7 +132,7 @@ struct StuckFileTests {
             #expect(try again.request("app stuck\(k)") == "ok stuck\(k)")
             let t = Date()
             let refused = try again.request("play-file \(mount)/hang\(k)-c.wav")
-            #expect(refused.hasPrefix("err bad-file \(mount)/hang\(k)-c.wav: not tried: this client's earlier files are stuck"),
+            #expect(refused.hasPrefix("err bad-file not-tried \(mount)/hang\(k)-c.wav: not tried: this client's earlier files are stuck"),
                     "\(refused)")
             #expect(Date().timeIntervalSince(t) < 1.5)
         }

@@ -127,7 +127,7 @@ import TestSupport
         try "garbage".write(toFile: d.dir.file("data/sounds/ocean/stereo/bell.wav"), atomically: true, encoding: .utf8)
         #expect(try d.request("reload") == "ok reloaded")
         let r = try d.request("play bell")
-        #expect(r.hasPrefix("err bad-file theme sound 'bell': \(d.dir.file("data/sounds/ocean/stereo/bell.wav")): "), "\(r)")
+        #expect(r.hasPrefix("err bad-file unreadable theme sound 'bell': \(d.dir.file("data/sounds/ocean/stereo/bell.wav")): "), "\(r)")
         #expect(try d.request("ping") == "ok pong")
     }
 
@@ -161,9 +161,9 @@ import TestSupport
 
     @Test(arguments: [
         ("relative.wav", "err bad-argument path 'relative.wav' is not absolute"),
-        ("/nonexistent/x.wav", "err bad-file /nonexistent/x.wav: no such file"),
-        ("/dev/zero", "err bad-file /dev/zero: is a character device, not a regular file"),
-        ("/etc", "err bad-file /etc: is a directory, not a regular file"),
+        ("/nonexistent/x.wav", "err bad-file not-found /nonexistent/x.wav: no such file"),
+        ("/dev/zero", "err bad-file not-regular /dev/zero: is a character device, not a regular file"),
+        ("/etc", "err bad-file not-regular /etc: is a directory, not a regular file"),
     ])
     func playFileRefusesWhatIsNotASoundFile(path: String, reply: String) throws {
         let d = try DaemonHarness(args: ["--sink", "null"])
@@ -174,7 +174,7 @@ import TestSupport
         let d = try DaemonHarness(args: ["--sink", "null"])
         let fifo = d.dir.file("f.wav")
         mkfifo(fifo, 0o600)
-        #expect(try d.request("play-file \(fifo)") == "err bad-file \(fifo): is a FIFO, not a regular file")
+        #expect(try d.request("play-file \(fifo)") == "err bad-file not-regular \(fifo): is a FIFO, not a regular file")
     }
 
     @Test func mutedAndRateLimitedBeforeAnyLookup() throws {
