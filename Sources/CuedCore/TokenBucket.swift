@@ -13,6 +13,12 @@ public struct TokenBucket: Sendable {
         last = now
     }
 
+    /// Whether `take` would find a token now (nothing taken).
+    public func wouldTake(now: UInt64) -> Bool {
+        guard now > last else { return tokens >= 1 }
+        return min(burst, tokens + Double(now - last) / 1_000_000_000 * rate) >= 1
+    }
+
     /// Takes a token if one is there.
     public mutating func take(now: UInt64) -> Bool {
         if now > last {

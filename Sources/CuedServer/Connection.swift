@@ -24,20 +24,13 @@ enum LineEvent: Equatable {
 /// What a connection asks of the daemon. Called on the event loop only.
 protocol ConnectionHost: AnyObject {
     var logger: Logger { get }
-    /// A new connection's state (its session, rate limits) under its id.
-    func newConnection(id: UInt64) -> Daemon.ConnectionState
-    func respond(to line: [UInt8], connection: inout Daemon.ConnectionState, receivedAt: UInt64) -> Response
-    func registerEvents(connection: UInt64, send: @escaping (String) -> Void)
-    func unregisterEvents(connection: UInt64)
+    var limits: Daemon.Limits { get }
+    /// The table the connection's client is kept in, with every other client.
+    var clients: ClientTable { get }
+    func respond(to line: [UInt8], client: inout Client, receivedAt: UInt64) -> Response
 }
 
-extension Daemon: ConnectionHost {
-    func newConnection(id: UInt64) -> ConnectionState {
-        var s = ConnectionState(limits: limits)
-        s.id = id
-        return s
-    }
-}
+extension Daemon: ConnectionHost {}
 
 /// One client connection: its private refresh session, one reply per line,
 /// in request order. The order, the deferred replies, the budgets, the output
@@ -61,13 +54,12 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
     static let refusedDrainNanoseconds: Int64 = 250_000_000
 
     private let host: any ConnectionHost
-    private let table: ConnectionTable
+    private let table: ClientTable
     private let scheduler: FairScheduler
     private var machine: ConnectionMachine
-    private var state = Daemon.ConnectionState(limits: Daemon.Limits(), now: 0)
     private var context: ChannelHandlerContext?
-    /// Its slot in the table (0: none, e.g. a refused newcomer).
-    private var id: UInt64 = 0
+    /// Its client in the table (0: none, e.g. a refused newcomer).
+    private var id: ClientID = 0
     /// In the scheduler's run queue (its lines run in a slice).
     private var inRunQueue = false
     /// Lines queued for the socket since the last write, and the bytes of the write NIO holds (0: none).
@@ -80,11 +72,11 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
     /// Who is on the other end (SO_PEERCRED; nil where the channel has no socket, as in tests).
     private let peer: (Channel) -> PeerCredentials?
 
-    init(host: any ConnectionHost, table: ConnectionTable, scheduler: FairScheduler,
+    init(host: any ConnectionHost, scheduler: FairScheduler,
          clock: @escaping () -> UInt64 = { MonotonicClock.now() },
          peer: @escaping (Channel) -> PeerCredentials? = ConnectionHandler.peerCredentials) {
         self.host = host
-        self.table = table
+        self.table = host.clients
         self.scheduler = scheduler
         self.clock = clock
         self.peer = peer
@@ -118,22 +110,18 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
                 return
             }
         }
-        let admission = table.admit(now: clock(), pid: cred?.pid ?? 0) { reply in self.closeGracefully(context, with: reply) }
-        guard case .admitted(let id) = admission else {
-            closeGracefully(context, with: .err(.busy, "too many connections (\(table.capacity)), none of them idle "
-                                                + "and none to take from a process holding more; try again later"), refused: true)
+        let admitted = table.admit(.socket, pid: cred?.pid ?? 0, now: clock(), limits: host.limits,
+                                   letGo: { why in self.closeGracefully(context, with: Replies.reply(why)) },
+                                   ends: { end in self.sendEvent(Replies.endLine(end), context) })
+        guard let id = admitted else {
+            closeGracefully(context, with: Replies.refusedAtCap(capacity: table.capacity), refused: true)
             return
         }
         self.id = id
-        state = host.newConnection(id: id)
-        host.registerEvents(connection: id) { line in self.sendEvent(line, context) }
     }
 
     func channelInactive(context: ChannelHandlerContext) {
-        if id != 0 {
-            host.unregisterEvents(connection: id)
-            table.remove(id)
-        }
+        if id != 0 { table.remove(id) }
         // Gone: its lines need no answers, its output no socket.
         table.outputChanged(by: -machine.unsentBytes)
         machine.closed()
@@ -238,7 +226,10 @@ final class ConnectionHandler: ChannelDuplexHandler, ScheduledConnection {
         case .tooLong:
             closeGracefully(context, with: .err(.lineTooLong, "line exceeds \(ProtocolLimits.maxLineBytes) bytes; closing"))
         case .line(let bytes):
-            switch host.respond(to: bytes, connection: &state, receivedAt: receivedAt) {
+            // The client is copied out of the table and back (`update`): the daemon may read the table meanwhile.
+            let response = table.update(id) { client in host.respond(to: bytes, client: &client, receivedAt: receivedAt) }
+                ?? .close(.err(.internal, "this connection has no client; closing"))
+            switch response {
             case .now(let reply):
                 queue(reply.line, context)
             case .close(let reply):

@@ -27,8 +27,7 @@ extension Daemon {
         let value: Profile? = if case .profile(let p) = choice { p } else { nil }
         switch profiles.setApp(app, value) {
         case .tooMany:
-            return .err(.tooMany, "at most \(SavedState.maxAppProfiles) apps can have a profile set at run time; "
-                        + "set one back to default first")
+            return Replies.tooManyAppProfiles
         case .changed:
             logger.info("app profile", metadata: ["app": "\(app)", "profile": "\(choice.word)"])
             save()
@@ -36,13 +35,5 @@ extension Daemon {
             break
         }
         return .ok("\(app) \(effectiveProfile(app: app).rawValue)")
-    }
-
-    /// What mute and profile make of a play by `app` with `options`.
-    /// `trusted`: cued itself decided the play is important (a critical notification in silent,
-    /// `critical_in_silent`): it passes the profile as an allow-listed app's would.
-    func admission(_ app: String?, _ options: PlayOptions, trusted: Bool = false) -> Admission {
-        if trusted && options.important && !isMuted(app: app) { return .play(gainDB: 0) }
-        return Admission(muted: isMuted(app: app), profiles: profiles, app: app, important: options.important)
     }
 }

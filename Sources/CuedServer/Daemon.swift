@@ -20,9 +20,10 @@ enum Response: Sendable {
 }
 
 /// The daemon's state and its answer to every request: a verb table (one
-/// handler per verb) over parts of its own — playing (`PlayPolicy`), mute
-/// (`MuteState`), profiles (`ProfileState`, Daemon+Profiles.swift), reloads
-/// (`Reloader`), status (`StatusReport`).
+/// handler per verb) over parts of its own — its clients (`ClientTable`), who gets a
+/// voice (`VoiceBroker`), which sound a cue plays (`CuePicker`), sounds fetched from
+/// the theme and files (`SoundFetch`), mute (`MuteState`), profiles (`ProfileState`,
+/// Daemon+Profiles.swift), reloads (`Reloader`), status (`StatusReport`).
 ///
 /// Confined to the event loop, in its type: not Sendable, it stays where it is
 /// made (on the loop); other threads hold it only in a `NIOLoopBound` or
@@ -47,7 +48,11 @@ public final class Daemon {
     /// Told of every change of the global profile (a request, a reload, `setProfile`), on the loop.
     public var onProfileChange: ((Profile) -> Void)?
     private var sessions: SessionRegistry
-    private let player: PlayPolicy
+    /// Every client, socket and bus alike, under one cap.
+    let clients: ClientTable
+    let broker: VoiceBroker
+    private var picker = CuePicker()
+    private let fetch: SoundFetch
     private let saver: StateSaver?
     private let reloads: NIOThreadPool
     private let sounds: SoundLibrary
@@ -62,10 +67,8 @@ public final class Daemon {
     let notify: @Sendable (_ fields: [String]) -> Void
     private lazy var reloader = Reloader(loop: loop) { [unowned self] in self.reloadOnce() }
 
-    /// The connection table (set once the server made it; loop only): `status`'s client figures.
-    var connections: ConnectionTable?
-    /// Cues and state changes refused by a connection's rate limit.
-    var rateLimited: Int { player.rateLimited }
+    /// Cues and state changes refused by a client's rate limit.
+    var rateLimited: Int { broker.rateLimited }
 
     /// Limits that keep one client from drowning the others.
     public struct Limits: Sendable {
@@ -99,8 +102,10 @@ public final class Daemon {
         self.loadRuntime = loadRuntime
         self.budget = budget
         self.notify = notify
-        player = PlayPolicy(loop: loop, engine: engine, sounds: sounds, decoding: decoding, stopping: stopping,
-                            limits: limits, logger: logger)
+        clients = ClientTable(capacity: limits.maxClients)
+        broker = VoiceBroker(loop: loop, engine: engine, clients: clients, stopping: stopping, logger: logger)
+        fetch = SoundFetch(loop: loop, sounds: sounds, decoding: decoding)
+        clients.onRemove = { [unowned self] gone in clientRemoved(gone) }
     }
 
     public var current: Runtime { runtime }
@@ -108,36 +113,11 @@ public final class Daemon {
     /// The D-Bus face's loop side, when the bus is on (`status`'s bus).
     var desktop: FeedbackCenter?
 
-    /// What a connection carries between requests.
-    public struct ConnectionState: Sendable {
-        public var id: UInt64 = 0
-        public var privateSession = RefreshSession()
-        public var sessionName: String?
-        public var app: String?
-        /// The bridge the app's cues come through (`app NAME via=KIND`).
-        public var via: String?
-        /// Cues this connection may still start (nil: no limit).
-        public var plays: TokenBucket?
-        /// State changes this connection may still make (nil: no limit).
-        public var changes: TokenBucket?
-        /// `events on`: the voices it starts end with an `end ID REASON` line.
-        public var events = false
-        /// Its `important` plays pass the profile whatever the app (cued's own
-        /// client for notification sounds; never a socket connection).
-        var trustsImportant = false
-        public init(limits: Limits = Limits(), now: UInt64 = MonotonicClock.now()) {
-            if limits.playsPerSecond > 0 { plays = TokenBucket(rate: limits.playsPerSecond, now: now) }
-            if limits.changesPerSecond > 0 { changes = TokenBucket(rate: limits.changesPerSecond, now: now) }
-        }
-        /// Whose voices `stop` silences: the app's, else this connection's.
-        var owner: String { app ?? "#\(id)" }
-    }
-
     // MARK: - The verb table
 
     /// Parses one request line and answers it. `receivedAt` is when the line
     /// was read (monotonic ns).
-    func respond(to line: [UInt8], connection: inout ConnectionState, receivedAt: UInt64) -> Response {
+    func respond(to line: [UInt8], client: inout Client, receivedAt: UInt64) -> Response {
         let request: Request
         do {
             request = try RequestParser.parse(line)
@@ -147,12 +127,12 @@ public final class Daemon {
             return error.code == .lineTooLong ? .close(.err(.lineTooLong, error.message + "; closing")) : .now(error.reply)
         }
         logger.trace("request", metadata: ["request": "\(request.line)"])
-        return respond(to: request, connection: &connection, receivedAt: receivedAt)
+        return respond(to: request, client: &client, receivedAt: receivedAt)
     }
 
     /// One entry a verb, each with its one handler; a state change (it may
-    /// write the state file) first passes the connection's rate limit of changes.
-    func respond(to request: Request, connection c: inout ConnectionState, receivedAt at: UInt64) -> Response {
+    /// write the state file) first passes the client's rate limit of changes.
+    func respond(to request: Request, client c: inout Client, receivedAt at: UInt64) -> Response {
         switch request {
         case .ping: return .now(.ok("pong"))
         case .play(let name, let options): return Self.response(play(.named(name), options, &c, at: at), options)
@@ -181,32 +161,24 @@ public final class Daemon {
         case .preload(let name, let theme): return preload(name, theme: theme, &c, at)
         case .status: return .now(.ok(status().json.encoded))
         case .statusWait:
-            guard case .later(let synced) = player.afterQueued({ .ok(nil) }) else { return .now(.ok(status().json.encoded)) }
-            return .whenReady(synced.map { _ in }, cost: VerbCost.status,
+            guard let synced = broker.tickets.afterQueued() else { return .now(.ok(status().json.encoded)) }
+            return .whenReady(synced, cost: VerbCost.status,
                               render: NIOLoopBound({ [self] in .ok(status().json.encoded) }, eventLoop: loop))
         }
     }
 
     /// Sets the global profile for `client`, within its limit on state changes: the typed
-    /// call behind `profile LEVEL` and the D-Bus face's Profile property.
-    func setProfile(_ p: Profile, _ client: inout ConnectionState, at: UInt64) -> PlayResult? {
-        if let refused = player.allowChange(&client, at) { return PlayResult(refused) }
+    /// call behind `profile LEVEL` and the D-Bus face's Profile property. The limit a
+    /// second if it was refused.
+    func setProfile(_ p: Profile, _ client: inout Client, at: UInt64) -> Double? {
+        if let limit = broker.allowChange(&client, at) { return limit }
         setProfile(p)
         return nil
     }
 
-    private func change(_ conn: inout ConnectionState, _ at: UInt64, _ handler: () -> Response) -> Response {
-        if let refused = player.allowChange(&conn, at) { return .now(refused) }
+    private func change(_ client: inout Client, _ at: UInt64, _ handler: () -> Response) -> Response {
+        if let limit = broker.allowChange(&client, at) { return .now(Replies.changeRefused(perSecond: limit)) }
         return handler()
-    }
-
-    // MARK: - Handlers
-
-    /// `important` reaches the mixer (never refused a voice) only where it passes the profile.
-    private func honoured(_ options: PlayOptions, _ conn: ConnectionState) -> PlayOptions {
-        var o = options
-        o.important = o.important && (conn.trustsImportant || profiles.passes(app: conn.app, important: true))
-        return o
     }
 
     // MARK: - Typed calls: what every client asks (the socket, the bus, notifications)
@@ -219,64 +191,119 @@ public final class Daemon {
         case file(String)
     }
 
-    /// Plays `sound` for `client`: mute, profile, its rate limit, the cue's design, the
-    /// decoding lane, the audio queue. The one way into playing, for every client.
-    func play(_ sound: Sound, _ options: PlayOptions, _ client: inout ConnectionState, at: UInt64) -> Play {
-        let options = honoured(options, client)
-        let admission = self.admission(client.app, options, trusted: client.trustsImportant)
+    /// What admission looks at now.
+    func admissionView(now: UInt64) -> AdmissionView {
+        AdmissionView(mutes: mutes, profiles: profiles, picker: picker.cooldowns, stopping: broker.isStopping, now: now)
+    }
+
+    /// Plays `sound` for `client`: admission (mute, profiles, its rate limit, a cue's
+    /// cooldown), the cue's pick, or the sound fetched from the theme or a file, then the
+    /// audio queue. The one way into playing, for every client.
+    func play(_ sound: Sound, _ options: PlayOptions, _ client: inout Client, at: UInt64) -> Play {
+        var options = options
         switch sound {
         case .named(let name):
             if let variants = runtime.bank.variants[name] {
-                return player.start(variants, name: name, design: runtime.design(name), options, &client, admission, requestTime: at,
-                                    gain: gain)
+                return playCue(name, variants, options, &client, at: at)
             }
-            return player.playThemeSound(name, options, &client, admission, bankNames: runtime.bank.names, gain: gain)
+            let ask = PlayAsk(options, client: client)
+            let view = admissionView(now: MonotonicClock.now())
+            if let hold = broker.admit(ask, &client, view) { return .now(.held(hold)) }
+            options.gainDB += Admission.gainDB(ask, view)
+            options.important = Admission.passesProfiles(ask, view)
+            if let cue = fetch.cached(name, theme: options.theme) {
+                return broker.submit(cue, name: name, options, for: client, requestTime: view.now, gain: gain)
+            }
+            return whenFetched(fetch.themeSound(name, theme: options.theme, owner: client.owner, bankNames: runtime.bank.names),
+                               name: name, options, client)
         case .file(let path):
-            return player.playFile(path, options, &client, admission, gain: gain)
+            let ask = PlayAsk(options, client: client)
+            let view = admissionView(now: MonotonicClock.now())
+            if let hold = broker.admit(ask, &client, view) { return .now(.held(hold)) }
+            options.gainDB += Admission.gainDB(ask, view)
+            options.important = Admission.passesProfiles(ask, view)
+            return whenFetched(fetch.file(path, owner: client.owner), name: path, options, client)
         }
     }
 
-    /// Fades out what `target` names, of `client`'s app (or connection): how many voices stopped.
-    func stop(_ target: StopTarget, _ client: inout ConnectionState) -> EventLoopFuture<Int> {
-        player.stop(target, owner: client.owner)
+    /// A bank cue: admission, then its pick (variant, jitter, cooldown), then the queue.
+    private func playCue(_ name: String, _ variants: [Cue], _ options: PlayOptions, _ client: inout Client, at: UInt64) -> Play {
+        let design = runtime.design(name)
+        let ask = PlayAsk(options, client: client, cue: name, design: design)
+        let view = admissionView(now: at)
+        if let hold = broker.admit(ask, &client, view) { return .now(.held(hold)) }
+        guard !variants.isEmpty else { return .now(.failed(.noSound(cue: name))) }
+        let pick = picker.pick(name, variants, design, now: at)
+        var options = options
+        options.gainDB += Admission.gainDB(ask, view) + pick.gainDB
+        options.important = Admission.passesProfiles(ask, view)
+        return broker.submit(pick.cue, name: name, options, for: client, requestTime: at, gain: gain, rate: pick.rate,
+                             limit: pick.limit, bankCue: true)
     }
+
+    /// When a fetch finishes (back on the loop), plays what it found or says why not.
+    private func whenFetched(_ fetched: EventLoopFuture<SoundFetch.Fetched>, name: String, _ options: PlayOptions,
+                             _ client: Client) -> Play {
+        .later(fetched.assumeIsolated().flatMap { result -> EventLoopFuture<PlayResult> in
+            switch result {
+            case .cue(let cue):
+                // Timed from now: the decode is not the audio path's latency, and
+                // the 250 ms start deadline must not drop a sound that just loaded.
+                switch self.broker.submit(cue, name: name, options, for: client, requestTime: MonotonicClock.now(), gain: self.gain) {
+                case .now(let r): return self.loop.makeSucceededFuture(r)
+                case .later(let f): return f
+                }
+            case .disabled: return self.loop.makeSucceededFuture(.disabled)
+            case .failed(let failure): return self.loop.makeSucceededFuture(.failed(failure))
+            }
+        }.nonisolated())
+    }
+
+    /// Every reason a play of `sound` by `client` would be held back now, in order (`why`).
+    func holds(_ sound: Sound, _ options: PlayOptions, _ client: Client) -> [Hold] {
+        let now = MonotonicClock.now()
+        var ask = PlayAsk(options, client: client)
+        if case .named(let name) = sound, runtime.bank.variants[name] != nil {
+            ask = PlayAsk(options, client: client, cue: name, design: runtime.design(name))
+        }
+        return Admission.all(ask, client, admissionView(now: now))
+    }
+
+    /// Fades out what `target` names, of `client`'s app (or its own): how many voices stopped.
+    func stop(_ target: StopTarget, _ client: inout Client) -> EventLoopFuture<Int> {
+        broker.stop(target, owner: client.owner)
+    }
+
+    /// Fades out one voice, whoever started it (the D-Bus face's EndFeedback).
+    func stopVoice(_ voice: UInt64) { _ = broker.stop(.id(voice), owner: "") }
 
     /// A play's answer as protocol v1 says it.
     static func response(_ play: Play, _ options: PlayOptions) -> Response {
         switch play {
-        case .now(let r): return .now(reply(r, options))
-        case .later(let f): return .later(f.map { reply($0, options) })
-        }
-    }
-
-    static func reply(_ r: PlayResult, _ options: PlayOptions) -> Reply {
-        switch r {
-        case .started(let voice): return .ok(options.wantsID ? "\(voice)" : nil)
-        case .ended(let end, let context): return PlayPolicy.reply(for: end, context)
-        case .notPlayed(let why): return .ok(why.rawValue)
-        case .refused(let code, let message): return .err(code, message)
+        case .now(let r): return .now(Replies.reply(r, options))
+        case .later(let f): return .later(f.map { Replies.reply($0, options) })
         }
     }
 
     /// The gain of a voice from the config in force when it is submitted.
-    private var gain: PlayPolicy.Gain {
+    private var gain: VoiceBroker.Gain {
         { [self] request, cue, app in runtime.gainDB(request: request, cue: cue, app: app) }
     }
 
-    private func events(_ on: Bool, _ conn: inout ConnectionState) -> Response {
-        conn.events = on
+    private func events(_ on: Bool, _ client: inout Client) -> Response {
+        client.events = on
         return .now(.ok(on ? "events on" : "events off"))
     }
 
-    private func threshold(_ points: Double, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
-        withSession(&conn, now: at) { $0.threshold = points }
+    private func threshold(_ points: Double, _ client: inout Client, _ at: UInt64) -> Response {
+        withSession(&client, now: at) { $0.threshold = points }
         return .now(.ok(Request.number(points)))
     }
 
     /// `detent [N|off|config]`: the session's detent ticks; the answer is what is in force.
-    private func detent(_ choice: DetentChoice?, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
+    private func detent(_ choice: DetentChoice?, _ client: inout Client, _ at: UInt64) -> Response {
         let configured = runtime.config.pull.detentPoints
-        let every = withSession(&conn, now: at) { s -> Double in
+        let every = withSession(&client, now: at) { s -> Double in
             switch choice {
             case .every(let n)?: s.detentOverride = n
             case .config?: s.detentOverride = nil
@@ -287,22 +314,32 @@ public final class Daemon {
         return .now(.ok(every > 0 ? "detent " + Request.number(every) : "detent off"))
     }
 
-    private func session(_ name: String?, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
-        if let name { conn.sessionName = name }
-        let s = withSession(&conn, now: at) { $0 }
-        return .now(.ok("\(conn.sessionName ?? "-") \(s.state.rawValue) \(Request.number(s.threshold))"))
+    private func session(_ name: String?, _ client: inout Client, _ at: UInt64) -> Response {
+        if let name { client.sessionName = name }
+        let s = withSession(&client, now: at) { $0 }
+        return .now(.ok("\(client.sessionName ?? "-") \(s.state.rawValue) \(Request.number(s.threshold))"))
     }
 
-    private func app(_ name: String, via: String?, _ conn: inout ConnectionState) -> Response {
-        conn.app = name
-        conn.via = via
+    private func app(_ name: String, via: String?, _ client: inout Client) -> Response {
+        client.app = name
+        client.via = via
         return .now(.ok(name))
     }
 
-    /// A bank cue is decoded already; a theme sound is decoded into the cache now.
-    private func preload(_ name: String, theme: ThemeChoice?, _ conn: inout ConnectionState, _ at: UInt64) -> Response {
+    /// `preload NAME`: a bank cue is decoded already; a theme sound is decoded into the
+    /// cache now (found in the decoding lane, as a play would), answered once it is
+    /// there. Costs a play of the rate limit.
+    private func preload(_ name: String, theme: ThemeChoice?, _ client: inout Client, _ at: UInt64) -> Response {
         if runtime.bank[name] != nil { return .now(.ok(nil)) }
-        return player.preloadThemeSound(name, theme: theme, &conn, at, bankNames: runtime.bank.names)
+        if let hold = broker.allowWork(&client, at) { return .now(Replies.reply(hold)) }
+        if fetch.cached(name, theme: theme) != nil { return .now(.ok(nil)) }
+        return .later(fetch.themeSound(name, theme: theme, owner: client.owner, bankNames: runtime.bank.names).map { fetched in
+            switch fetched {
+            case .cue: return .ok(nil)
+            case .disabled: return .ok(NotSounded.disabled.rawValue)
+            case .failed(let failure): return Replies.reply(failure)
+            }
+        })
     }
 
     private func mute() -> Response {
@@ -315,28 +352,33 @@ public final class Daemon {
         return .now(.ok("unmuted"))
     }
 
-    private func cues(theme: Bool, variants: Bool, _ conn: inout ConnectionState) -> Response {
+    private func cues(theme: Bool, variants: Bool, _ client: inout Client) -> Response {
         if variants {
             let bank = runtime.bank
             return .now(.ok(bank.names.map { "\($0):\(bank.variants[$0]?.count ?? 1)" }.joined(separator: " ")))
         }
         guard theme else { return .now(.ok(runtime.bank.names.joined(separator: " "))) }
-        return .later(player.themeNames(owner: conn.owner))
+        return .later(fetch.themeNames(owner: client.owner).map { result in
+            switch result {
+            case .success(let names): return .ok(names.joined(separator: " "))
+            case .failure(let refusal): return .badFile(refusal.problem, "the sound theme: " + Replies.explain(refusal))
+            }
+        })
     }
 
     // MARK: - Refresh sessions
 
-    /// Runs `body` on the connection's current session (private or named).
-    private func withSession<R>(_ conn: inout ConnectionState, now: UInt64, _ body: (inout RefreshSession) -> R) -> R {
-        guard let name = conn.sessionName else { return body(&conn.privateSession) }
+    /// Runs `body` on the client's current session (private or named).
+    private func withSession<R>(_ client: inout Client, now: UInt64, _ body: (inout RefreshSession) -> R) -> R {
+        guard let name = client.sessionName else { return body(&client.privateSession) }
         return sessions.withSession(name, now: now, body)
     }
 
-    /// Moves the connection's session, then turns its outcome into sound and
+    /// Moves the client's session, then turns its outcome into sound and
     /// a reply: `ok CUE`, `ok -`, `ok muted`.
-    private func refresh(_ conn: inout ConnectionState, _ at: UInt64,
+    private func refresh(_ client: inout Client, _ at: UInt64,
                          _ event: (inout RefreshSession) -> RefreshSession.Outcome) -> Reply {
-        let outcome = withSession(&conn, now: at, event)
+        let outcome = withSession(&client, now: at, event)
         let rt = runtime
         var cueName: String?
         if case .play(let name) = outcome.action { cueName = name }
@@ -349,35 +391,30 @@ public final class Daemon {
             options.pitchCents = toward * rt.config.pull.detentPitchCents
         }
         guard let name = cueName else {
-            if outcome.prewarm && admission(conn.app, PlayOptions()).plays { engine.submit(.prewarm) }
+            if outcome.prewarm && !isMuted(app: client.app) && profiles.effective(app: client.app) != .silent {
+                engine.submit(.prewarm)
+            }
             return .ok("-")
         }
-        guard let variants = rt.bank.variants[name] else { return .err(.internal, "transition cue '\(name)' is not loaded") }
-        switch player.start(variants, name: name, design: rt.design(name), options, &conn, admission(conn.app, options),
-                            requestTime: at, gain: gain) {
+        guard let variants = rt.bank.variants[name] else { return Replies.reply(.transitionCueMissing(name)) }
+        switch playCue(name, variants, options, &client, at: at) {
         case .now(.started): return .ok(name)
-        case .now(let r): return Self.reply(r, options)
+        case .now(let r): return Replies.reply(r, options)
         case .later: return .err(.internal, "unexpected deferred reply")
         }
     }
 
-    // MARK: - Audio thread events (hopped onto the loop)
+    // MARK: - Clients and the audio thread's events (hopped onto the loop)
 
-    func handle(_ event: EngineEvent) { player.handle(event) }
+    func handle(_ event: EngineEvent) { broker.handle(event) }
 
-    /// While a connection is open: how to send it an event line (on the loop).
-    func registerEvents(connection: UInt64, send: @escaping (String) -> Void) {
-        player.registerEvents(connection: connection, send: send)
+    /// A client left the table (closed, let go at the cap, done leaving): the loops it
+    /// started end.
+    private func clientRemoved(_ gone: ClientTable.Entry) {
+        if gone.loops { broker.stopLoops(of: gone.client.id) }
+        logger.debug("client left", metadata: ["client.id": "\(gone.client.id)", "client.played": "\(gone.client.granted)",
+                                               "client.refused": "\(gone.client.refused)"])
     }
-
-    func unregisterEvents(connection: UInt64) { player.connectionClosed(connection) }
-
-    /// Every end of the voices a non-socket client (the D-Bus face) starts with events on.
-    func observeEnds(connection: UInt64, _ observe: @escaping (VoiceEnd) -> Void) {
-        player.observeEnds(connection: connection, observe)
-    }
-
-    func stopObservingEnds(connection: UInt64) { player.observeEnds(connection: connection, nil) }
 
     // MARK: - Mute
 
@@ -395,7 +432,7 @@ public final class Daemon {
     func setAppMuted(_ app: String, _ value: Bool) -> Reply {
         switch mutes.setAppMuted(app, value) {
         case .tooMany:
-            return .err(.tooMany, "at most \(SavedState.maxAppMutes) apps can be muted or unmuted at run time; unmute one first")
+            return Replies.tooManyAppMutes
         case .changed:
             logger.info(value ? "app muted" : "app unmuted", metadata: ["app": "\(app)"])
             save()
@@ -449,7 +486,8 @@ public final class Daemon {
             logger.warning("sink, latency_ms, voices, idle_close_s and [stream] take effect at the next start")
         }
         sounds.reconfigure(theme: new.theme, cacheLimitBytes: new.settings.themeCacheBytes)
-        player.bankReplaced()
+        picker.bankReplaced()
+        broker.bankReplaced()
         logger.info("reloaded", metadata: ["cues": "\(new.bank.names.joined(separator: " "))", "config": "\(new.config.path ?? "none")"])
         // The old cues are freed in the reload lane, not here: unmapping a bank of
         // hundreds of MiB is not event-loop work. Then what malloc keeps of their small
@@ -479,10 +517,10 @@ public final class Daemon {
 
     public func status() -> Status {
         StatusReport(engine: engine, runtime: runtime, mutes: mutes, profiles: profiles, stateSaved: saver?.saved ?? true, stateError: saver?.error,
-                     sinkWhy: engine.sinkWhy, connections: connections?.figures ?? ConnectionFigures(), rateLimited: rateLimited,
+                     sinkWhy: engine.sinkWhy, connections: clients.figures, rateLimited: rateLimited,
                      sessions: sessions.count(now: MonotonicClock.now()),
-                     counts: player.counts.apps, played: player.played, playedByCue: player.playedByCue,
-                     unlistedPlays: player.counts.otherPlayed, theme: sounds.status(), memory: memoryStatus(),
+                     counts: broker.counts.apps, played: broker.played, playedByCue: broker.playedByCue,
+                     unlistedPlays: broker.counts.otherPlayed, theme: sounds.status(), memory: memoryStatus(),
                      bus: desktop?.busStatus ?? Status.Bus()).status
     }
 

@@ -27,46 +27,49 @@ extension DesktopBus: FeedbackSignals {}
 /// sound there: nothing, as feedbackd); else, for events the theme does not
 /// know, a cue of that name, else a sound of the sound theme.
 final class FeedbackCenter {
-    /// Client ids of the bus's clients count down from here (sockets count up from 1).
-    static let firstClientID = UInt64.max - 1
     /// The app label of notification sounds (`mute app notifications`, `profile app notifications …`).
     static let notificationsApp = "notifications"
-    /// D-Bus clients whose rate limits are kept (the least recent is forgotten).
-    static let maxClients = 256
 
     private let daemon: Daemon
+    private let clients: ClientTable
     private let signals: any FeedbackSignals
     private let logger: Logger
     private(set) var status = Status.Bus()
+
+    /// A feedback's sound, from the trigger to its one FeedbackEnded.
+    enum Stage: Equatable {
+        /// Being looked up or decoded; `endAsked`: EndFeedback (or the client's leaving) came meanwhile.
+        case starting(endAsked: Bool)
+        case sounding(voice: UInt64)
+
+        /// Its end is asked: the voice to stop now, if it sounds (else it stops once it starts).
+        mutating func askEnd() -> UInt64? {
+            switch self {
+            case .starting: self = .starting(endAsked: true); return nil
+            case .sounding(let voice): return voice
+            }
+        }
+    }
 
     private struct Live {
         var sender: String
         var timeout: Int32
         var important = false
-        /// Set once the sound started.
-        var voice: UInt64?
-        /// EndFeedback came before the sound started (it was being decoded).
-        var endAsked = false
+        var stage = Stage.starting(endAsked: false)
     }
     private var live: [UInt32: Live] = [:]
     private var byVoice: [UInt64: UInt32] = [:]
-    /// Each D-Bus client as a client of its own: its own id, rate limits and voices' ends.
-    private var clients: [String: Daemon.ConnectionState] = [:]
-    private var clientOrder: [String] = []
-    private var nextClientID = FeedbackCenter.firstClientID - 1
-    /// Clients forgotten while a feedback of theirs was live: their client id, until it ends.
-    private var forgotten: [String: UInt64] = [:]
-    private var notificationConnection: Daemon.ConnectionState
+    /// cued's own client, for notification sounds (in the client table, outside its cap).
+    private let notificationClient: ClientID
     private var notifications: NotificationPolicy
 
     init(daemon: Daemon, signals: any FeedbackSignals, logger: Logger, now: UInt64 = MonotonicClock.now()) {
         self.daemon = daemon
+        clients = daemon.clients
         self.signals = signals
         self.logger = logger
-        notificationConnection = Daemon.ConnectionState(limits: daemon.limits, now: now)
-        notificationConnection.id = Self.firstClientID
-        notificationConnection.app = Self.notificationsApp
-        notificationConnection.trustsImportant = true
+        notificationClient = clients.admit(.cued, now: now, limits: daemon.limits, letGo: { _ in })!
+        clients.update(notificationClient) { $0.app = Self.notificationsApp }
         notifications = NotificationPolicy(now: now)
     }
 
@@ -94,10 +97,18 @@ final class FeedbackCenter {
             finish(t.id, .notFound)
             return
         }
-        var conn = connection(for: t.sender, app: t.appID, now: now)
-        let play = daemon.play(sound, options, &conn, at: now)
-        clients[t.sender] = conn
-        play.whenDone { [self] result in started(t.id, result) }
+        guard let client = client(for: t.sender, now: now) else {
+            logger.info("feedback not played: no room for another client", metadata: ["feedback.id": "\(t.id)", "sender": "\(t.sender)"])
+            finish(t.id, .notFound)
+            return
+        }
+        clients.touch(client, now: now, busy: true)
+        let play = clients.update(client) { c in
+            c.events = true
+            c.app = Label.isValid(t.appID) ? t.appID : nil
+            return daemon.play(sound, options, &c, at: now)
+        }
+        play?.whenDone { [self] result in started(t.id, result) }
     }
 
     /// The sound that plays the event, and how, or nil when there is none at its level.
@@ -121,38 +132,44 @@ final class FeedbackCenter {
     }
 
     private func started(_ id: UInt32, _ result: PlayResult) {
-        guard live[id] != nil else { return }
+        guard let f = live[id] else { return }
         guard let voice = result.voice else {
             // Muted, silent, disabled, refused, not found: nothing sounds.
-            if case .refused(let code, let message) = result {
-                logger.debug("feedback not played", metadata: ["feedback.id": "\(id)", "error": "\(code.rawValue) \(message)"])
-            }
+            logger.debug("feedback not played", metadata: ["feedback.id": "\(id)", "reply": "\(Replies.reply(result, PlayOptions()).line)"])
             finish(id, .notFound)
             return
         }
-        live[id]!.voice = voice
+        live[id]!.stage = .sounding(voice: voice)
         byVoice[voice] = id
-        if live[id]!.endAsked { stopVoice(voice, sender: live[id]!.sender) }
+        if f.stage == .starting(endAsked: true) { daemon.stopVoice(voice) }
     }
 
-    func end(_ id: UInt32) {
-        guard let f = live[id] else { return }
-        if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
+    /// EndFeedback, a client's leaving, the silent profile: the voice stops (once it started).
+    private func askEnd(_ id: UInt32) {
+        if let voice = live[id]?.stage.askEnd() { daemon.stopVoice(voice) }
     }
+
+    func end(_ id: UInt32) { askEnd(id) }
 
     /// A client left the bus ("*": the bus itself went away): its loops end (a
     /// crashed phone app must not ring on); a sound played once plays out, so a
-    /// script may trigger one and exit (feedbackd would cut it off).
+    /// script may trigger one and exit (feedbackd would cut it off). Its client stays
+    /// in the table, leaving, until its last feedback's end is told.
     func left(_ sender: String) {
-        if sender != "*" { forget(sender); clientOrder.removeAll { $0 == sender } }
-        for (id, f) in live where (sender == "*" || f.sender == sender) && f.timeout >= 0 {
-            if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
+        for (id, f) in live where (sender == "*" || f.sender == sender) && f.timeout >= 0 { askEnd(id) }
+        for s in sender == "*" ? clients.busSenders : [sender] {
+            guard let client = clients.bus(s) else { continue }
+            if live.values.contains(where: { $0.sender == s }) { clients.update(client) { $0.state = .leaving } } else { clients.remove(client) }
         }
     }
 
-    private func stopVoice(_ voice: UInt64, sender: String) {
-        var conn = clients[sender] ?? Daemon.ConnectionState(limits: Daemon.Limits())
-        _ = daemon.stop(.id(voice), &conn)
+    /// The table let `sender`'s client go to make room: its feedbacks end now (their ends
+    /// would have nowhere to go).
+    private func letGo(_ sender: String) {
+        for (id, f) in live where f.sender == sender {
+            if case .sounding(let voice) = f.stage { daemon.stopVoice(voice) }
+            finish(id, .explicit)
+        }
     }
 
     private func voiceEnded(_ end: VoiceEnd) {
@@ -160,14 +177,13 @@ final class FeedbackCenter {
         finish(id, Self.reason(end.reason, timeout: f.timeout))
     }
 
-    /// The one FeedbackEnded of a feedback.
+    /// The one FeedbackEnded of a feedback; a client with none left is idle, or, leaving, gone.
     private func finish(_ id: UInt32, _ reason: FeedbackEndReason) {
         guard let f = live.removeValue(forKey: id) else { return }
+        if case .sounding(let voice) = f.stage { byVoice[voice] = nil }
         signals.feedbackEnded(id, reason: reason)
-        if let client = forgotten[f.sender], !live.values.contains(where: { $0.sender == f.sender }) {
-            forgotten[f.sender] = nil
-            daemon.stopObservingEnds(connection: client)
-        }
+        guard let client = clients.bus(f.sender), !live.values.contains(where: { $0.sender == f.sender }) else { return }
+        if clients[client]?.state == .leaving { clients.remove(client) } else { clients.touch(client, now: MonotonicClock.now(), busy: false) }
     }
 
     static func reason(_ r: VoiceEndReason, timeout: Int32) -> FeedbackEndReason {
@@ -180,28 +196,16 @@ final class FeedbackCenter {
         }
     }
 
-    /// The sender's client state (its id, its rate limits; its voices' ends come here),
-    /// its app label set.
-    private func connection(for sender: String, app: String, now: UInt64) -> Daemon.ConnectionState {
-        var conn: Daemon.ConnectionState
-        if let c = clients[sender] { conn = c } else {
-            conn = Daemon.ConnectionState(limits: daemon.limits, now: now)
-            conn.id = nextClientID
-            nextClientID -= 1
-            if clientOrder.count >= Self.maxClients { forget(clientOrder.removeFirst()) }
-            clientOrder.append(sender)
-            daemon.observeEnds(connection: conn.id) { [unowned self] end in self.voiceEnded(end) }
+    /// The sender's client (its own id and rate limits; its voices' ends come here),
+    /// admitted into the client table if it is new; nil if the table has no room.
+    private func client(for sender: String, now: UInt64) -> ClientID? {
+        if let id = clients.bus(sender) {
+            clients.update(id) { $0.state = .active }
+            return id
         }
-        conn.events = true
-        conn.app = Label.isValid(app) ? app : nil
-        return conn
-    }
-
-    /// A client the face no longer keeps: its ends are no longer observed once none of
-    /// its feedbacks is live (those end as they would have).
-    private func forget(_ sender: String) {
-        guard let c = clients.removeValue(forKey: sender) else { return }
-        if live.values.contains(where: { $0.sender == sender }) { forgotten[sender] = c.id } else { daemon.stopObservingEnds(connection: c.id) }
+        return clients.admit(.bus(sender: sender), now: now, limits: daemon.limits,
+                             letGo: { [unowned self] _ in letGo(sender) },
+                             ends: { [unowned self] end in voiceEnded(end) })
     }
 
     // MARK: - Notifications
@@ -222,9 +226,10 @@ final class FeedbackCenter {
                 logger.debug("notification: not a sound name", metadata: ["app": "\(n.appName)"])
                 return
             }
-            daemon.play(what, options, &notificationConnection, at: now).whenDone { [logger] result in
-                if case .refused(let code, let message) = result {
-                    logger.info("notification sound not played", metadata: ["app": "\(n.appName)", "error": "\(code.rawValue) \(message)"])
+            let play = clients.update(notificationClient) { c in daemon.play(what, options, &c, at: now) }
+            play?.whenDone { [logger] result in
+                if case .failed = result {
+                    logger.info("notification sound not played", metadata: ["app": "\(n.appName)", "error": "\(Replies.reply(result, options).line)"])
                 }
             }
         }
@@ -236,20 +241,16 @@ final class FeedbackCenter {
     /// as feedbackd ends those the new profile does not allow; important ones go on.
     func profileChanged(_ p: Profile) {
         guard p == .silent else { return }
-        for (id, f) in live where !f.important {
-            if let voice = f.voice { stopVoice(voice, sender: f.sender) } else { live[id]!.endAsked = true }
-        }
+        for (id, f) in live where !f.important { askEnd(id) }
     }
 
     /// The `Profile` property set by `sender`, on that client's own state, so the limit on
     /// state changes (20 a second) holds as on the socket.
     func setProfile(_ name: String, sender: String, now: UInt64 = MonotonicClock.now()) {
-        guard let p = Profile(rawValue: name) else { return }
-        var conn = connection(for: sender, app: "", now: now)
-        if case .refused(let code, let message)? = daemon.setProfile(p, &conn, at: now) {
-            logger.info("D-Bus: Profile not set", metadata: ["sender": "\(sender)", "error": "\(code.rawValue) \(message)"])
+        guard let p = Profile(rawValue: name), let client = client(for: sender, now: now) else { return }
+        if let limit = clients.update(client, { c in daemon.setProfile(p, &c, at: now) }) ?? nil {
+            logger.info("D-Bus: Profile not set", metadata: ["sender": "\(sender)", "error": "\(Replies.changeRefused(perSecond: limit).line)"])
         }
-        clients[sender] = conn
     }
 }
 

@@ -88,39 +88,3 @@ struct ProfileState: Equatable {
         return s
     }
 }
-
-/// What the mute and the profile make of one play. Mute is the stronger
-/// switch: a muted app or a global mute plays nothing, `important` or not,
-/// as before profiles; then the profile.
-enum Admission: Equatable {
-    /// Play it, this many dB added to its gain (the `quiet` profile's cut, or 0).
-    case play(gainDB: Double)
-    /// `ok muted`.
-    case muted
-    /// `ok silent`: the `silent` profile.
-    case silent
-
-    init(muted: Bool, profiles: ProfileState, app: String?, important: Bool) {
-        if muted { self = .muted; return }
-        if profiles.passes(app: app, important: important) { self = .play(gainDB: 0); return }
-        switch profiles.effective(app: app) {
-        case .full: self = .play(gainDB: 0)
-        case .quiet: self = .play(gainDB: profiles.settings.quietGainDB)
-        case .silent: self = .silent
-        }
-    }
-
-    var plays: Bool {
-        if case .play = self { return true }
-        return false
-    }
-
-    /// The reply of a play it holds back; nil if it plays.
-    var reply: Reply? {
-        switch self {
-        case .play: return nil
-        case .muted: return .ok("muted")
-        case .silent: return .ok("silent")
-        }
-    }
-}

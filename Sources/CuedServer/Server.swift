@@ -107,16 +107,13 @@ public final class Server: Sendable {
                                 },
                                 notify: { notifier.notify($0) })
             daemonBox.value = daemon
-            // The connection table and the scheduler live there too.
-            let table = ConnectionTable(capacity: limits.maxClients)
+            // The scheduler lives there too; memory is given back after a burst of clients leaves.
             let memory = ConnectionMemory(loop: loop, lane: saves, logger: logger)
-            table.onChange = { memory.changed(open: $0) }
-            daemon.connections = table
-            return (NIOLoopBound(daemon, eventLoop: loop), NIOLoopBound(table, eventLoop: loop),
-                    NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
+            daemon.clients.onChange = { memory.changed(open: $0) }
+            return (NIOLoopBound(daemon, eventLoop: loop), NIOLoopBound(FairScheduler(loop: loop, ticks: ticks), eventLoop: loop))
         }
-        let daemon: NIOLoopBound<Daemon>, table: NIOLoopBound<ConnectionTable>, scheduler: NIOLoopBound<FairScheduler>
-        do { (daemon, table, scheduler) = try made.wait() } catch {
+        let daemon: NIOLoopBound<Daemon>, scheduler: NIOLoopBound<FairScheduler>
+        do { (daemon, scheduler) = try made.wait() } catch {
             try? group.syncShutdownGracefully()
             throw StartupError("cannot start the event loop: \(error)", exitCode: 1)
         }
@@ -143,7 +140,7 @@ public final class Server: Sendable {
             .childChannelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: daemon.value, table: table.value, scheduler: scheduler.value))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: daemon.value, scheduler: scheduler.value))
                 }
             }
         let channel: Channel
@@ -163,7 +160,7 @@ public final class Server: Sendable {
         let busRoom = desktop != nil && DescriptorLimit.roomForBus(limit: fdLimit, inUse: fdsInUse)
         let fdCap = DescriptorLimit.maxClients(for: fdLimit, inUse: fdsInUse, extra: busRoom ? DescriptorLimit.busReserve : 0)
         if limits.maxClients > fdCap {
-            try? loop.submit { table.value.capacity = fdCap }.wait()
+            try? loop.submit { daemon.value.clients.capacity = fdCap }.wait()
             logger.warning("connection cap lowered to fit the descriptor limit", metadata: [
                 "max_clients": "\(fdCap)", "nofile": "\(fdLimit)", "open": "\(fdsInUse)", "reserve": "\(DescriptorLimit.reserve + (busRoom ? DescriptorLimit.busReserve : 0))"])
         }

@@ -13,8 +13,8 @@ public enum SoundLookup: Sendable {
     /// The theme says this event makes no sound (`NAME.disabled`).
     case disabled
     case notFound
-    /// It exists but cannot be played: the reply says why (`err bad-file PROBLEM PATH: …`).
-    case failed(Reply)
+    /// It exists but cannot be played, and why.
+    case failed(SoundFailure)
 }
 
 /// Sounds that are not in the cue bank: the desktop's sound theme and files
@@ -158,14 +158,14 @@ public final class SoundLibrary: Sendable {
         case .disabled: return .done(.disabled)
         case .file(let path):
             let file: OpenedFile
-            do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(.badFile(error.problem, "theme sound '\(name)': \(error)"))) }
+            do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(SoundFailure(asked: "theme sound '\(name)'", error.problem, error.description))) }
             defer { close(file.fd) }
             do {
                 guard let cue = try decode(file, path: path, name: name, maxSamples: maxSamples, cancelled: cancelled) else { return .slow }
                 state.withLockedValue { s in if s.generation == generation { s.cache.insert(cue, for: key) } }
                 return .done(.cue(cue))
             } catch {
-                return .done(.failed(.badFile(error.problem, "theme sound '\(name)': \(error)")))
+                return .done(.failed(SoundFailure(asked: "theme sound '\(name)'", error.problem, error.description)))
             }
         }
     }
@@ -189,7 +189,7 @@ public final class SoundLibrary: Sendable {
 
     private func file(_ path: String, maxSamples: Int?, cancelled: () -> Bool) -> Express {
         let file: OpenedFile
-        do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(.badFile(error.problem, "\(error)"))) }
+        do { file = try UntrustedFile.openIdentified(path) } catch { return .done(.failed(SoundFailure(error.problem, error.description))) }
         defer { close(file.fd) }
         let key = SoundKey.file(file.identity)
         if let cue = state.withLockedValue({ $0.cache.get(key) }) { return .done(.cue(cue)) }
@@ -199,7 +199,7 @@ public final class SoundLibrary: Sendable {
             state.withLockedValue { _ = $0.cache.insert(cue, for: key) }
             return .done(.cue(cue))
         } catch {
-            return .done(.failed(.badFile(error.problem, "\(error)")))
+            return .done(.failed(SoundFailure(error.problem, error.description)))
         }
     }
 

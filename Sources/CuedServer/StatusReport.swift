@@ -50,7 +50,7 @@ struct StatusReport {
     var stateSaved = true
     var stateError: String?
     var sinkWhy: String?
-    var connections = ConnectionFigures()
+    var connections = ClientFigures()
     var rateLimited = 0
     var sessions = 0
     var counts: [String: Status.App] = [:]

@@ -1,3 +1,4 @@
+import CuedCore
 @testable import CuedServer
 import CuedProtocol
 import Logging
@@ -18,16 +19,11 @@ final class FakeHost: ConnectionHost {
     var ready: [EventLoopPromise<Void>] = []
     var renders = 0
     var asked: [String] = []
-    var events: [UInt64: (String) -> Void] = [:]
-    init(loop: EmbeddedEventLoop) { self.loop = loop }
+    let limits = Daemon.Limits()
+    let clients: ClientTable
+    init(loop: EmbeddedEventLoop, clients: ClientTable) { self.loop = loop; self.clients = clients }
 
-    func newConnection(id: UInt64) -> Daemon.ConnectionState {
-        var s = Daemon.ConnectionState(limits: Daemon.Limits(), now: 0)
-        s.id = id
-        return s
-    }
-
-    func respond(to line: [UInt8], connection: inout Daemon.ConnectionState, receivedAt: UInt64) -> Response {
+    func respond(to line: [UInt8], client: inout Client, receivedAt: UInt64) -> Response {
         let text = String(decoding: line, as: UTF8.self)
         asked.append(text)
         if text == "later" {
@@ -45,9 +41,6 @@ final class FakeHost: ConnectionHost {
         if text == "status" { return .now(.ok("{}")) }
         return .now(.ok("pong"))
     }
-
-    func registerEvents(connection: UInt64, send: @escaping (String) -> Void) { events[connection] = send }
-    func unregisterEvents(connection: UInt64) { events.removeValue(forKey: connection) }
 }
 
 /// A socket whose client does not read: writes are held (their promises
@@ -91,12 +84,12 @@ final class ReadCounter: ChannelOutboundHandler {
 @Suite struct ConnectionHandlerTests {
     let loop = EmbeddedEventLoop()
     let host: FakeHost
-    let table = ConnectionTable(capacity: 16)
+    let table = ClientTable(capacity: 16)
     let scheduler: FairScheduler
     var now: UInt64 = 1_000_000_000
 
     init() {
-        host = FakeHost(loop: loop)
+        host = FakeHost(loop: loop, clients: table)
         var settings = FairScheduler.Settings()
         settings.sliceBudget = 64
         settings.quantum = 16
@@ -129,7 +122,7 @@ final class ReadCounter: ChannelOutboundHandler {
         let channel = EmbeddedChannel(loop: loop)
         let peer: (Channel) -> PeerCredentials? = { _ in pid.map { PeerCredentials(pid: $0, uid: getuid(), gid: 0) } }
         try channel.pipeline.syncOperations.addHandlers([reads] + (held.map { [$0] } ?? []) + [
-            ConnectionHandler(host: host, table: table, scheduler: scheduler ?? self.scheduler, clock: clock, peer: peer),
+            ConnectionHandler(host: host, scheduler: scheduler ?? self.scheduler, clock: clock, peer: peer),
         ])
         try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
         return Client(channel: channel, reads: reads)
@@ -282,7 +275,7 @@ final class ReadCounter: ChannelOutboundHandler {
         settings.quantum = 8
         let scheduler = FairScheduler(loop: loop, settings: settings, ticks: ticks)
         let channel = EmbeddedChannel(loop: loop)
-        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: host, table: table, scheduler: scheduler))
+        try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: host, scheduler: scheduler))
         try channel.connect(to: SocketAddress(unixDomainSocketPath: "/x")).wait()
         var b = channel.allocator.buffer(capacity: 100)
         b.writeString(String(repeating: "ping\n", count: 20))
@@ -306,11 +299,16 @@ final class ReadCounter: ChannelOutboundHandler {
     /// An event line (`end ID REASON`) reaches its connection while it is open.
     @Test func eventLinesReachTheirConnection() throws {
         let c = try connect()
-        #expect(host.events.count == 1)
-        host.events.values.first?("end 7 played")
+        #expect(table.count == 1)
+        end(7)
         #expect(try c.replies() == ["end 7 played"])
         try c.channel.close().wait()
-        #expect(host.events.isEmpty)
+        #expect(table.count == 0 && table[1] == nil)
+    }
+
+    /// The end of voice `voice` of client `client` (the first connection is 1), told as the broker tells it.
+    func end(_ voice: UInt64, client: ClientID = 1) {
+        table.deliver(VoiceEnd(id: voice, cue: "pop", connection: client, notify: [.events], reason: .played, started: true))
     }
 
     /// A client that does not read: lines stop running once its unsent replies
@@ -344,15 +342,14 @@ final class ReadCounter: ChannelOutboundHandler {
     @Test func eventsPastTheOutputBoundCloseTheConnection() throws {
         let held = HeldWrites()
         let c = try connect(held: held)
-        let send = try #require(host.events.values.first)
-        send("end 1 played")
+        end(1)
         #expect(held.take() == "end 1 played\n")
         let line = "end 123456 played"
         let fit = table.output.limitBytes / (line.utf8.count + 1)
-        for _ in 0..<fit { send(line) }
+        for _ in 0..<fit { end(123_456) }
         #expect(c.channel.isActive)
         #expect(held.held.count == 1)  // one write in flight; the rest coalesced behind it
-        send(line)
+        end(123_456)
         #expect(!c.channel.isActive)
         #expect(table.closedUnread == 1)
         #expect(table.unsentBytes == 0)  // its output was let go

@@ -81,18 +81,18 @@ final class DaemonHarness: Sendable {
         return try group.next().submit { body(daemon.value) }.wait()
     }
 
-    func respond(_ line: String, _ conn: inout Daemon.ConnectionState, at: UInt64 = MonotonicClock.now()) throws -> Response {
+    func respond(_ line: String, _ conn: inout Client, at: UInt64 = MonotonicClock.now()) throws -> Response {
         let before = conn
         let (response, after) = try onLoop { d in
             var c = before
-            return (d.respond(to: Array(line.utf8), connection: &c, receivedAt: at), c)
+            return (d.respond(to: Array(line.utf8), client: &c, receivedAt: at), c)
         }
         conn = after
         return response
     }
 
     /// The reply, waited for if it comes later.
-    func reply(_ line: String, _ conn: inout Daemon.ConnectionState, at: UInt64 = MonotonicClock.now()) throws -> Reply {
+    func reply(_ line: String, _ conn: inout Client, at: UInt64 = MonotonicClock.now()) throws -> Reply {
         try Self.reply(respond(line, &conn, at: at))
     }
 
@@ -108,10 +108,14 @@ final class DaemonHarness: Sendable {
 
     func handle(_ event: EngineEvent) throws { try onLoop { $0.handle(event) } }
 
-    /// Registers a connection's event lines into `events`.
-    func listen(_ id: UInt64) throws {
+    /// A socket client admitted into the daemon's client table, its end lines going into
+    /// `events` as "ID: LINE"; the client as admitted.
+    func connect() throws -> Client {
         try onLoop { [events] d in
-            d.registerEvents(connection: id) { line in events.withLock { $0.append("\(id): \(line)") } }
+            let id = d.clients.admit(.socket, pid: 0, now: MonotonicClock.now(), limits: d.limits, letGo: { _ in }, ends: { end in
+                events.withLock { $0.append("\(end.connection): \(Replies.endLine(end))") }
+            })!
+            return d.clients[id]!
         }
     }
 }
@@ -131,8 +135,7 @@ final class Locked<T: Sendable>: Sendable {
     @Test func everyVerbGetsItsHandler() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
-        conn.id = 7
+        var conn = try h.connect()
         let lines = ["ping", "play pop", "play no-such-sound", "play-file /nonexistent-cued-test/a.wav", "stop", "events on",
                      "state pull", "drag 70", "drop", "threshold 50", "detent 10", "session", "session work", "app tests",
                      "mute", "unmute", "mute app other", "unmute app other",
@@ -223,7 +226,7 @@ final class Locked<T: Sendable>: Sendable {
         let h = try DaemonHarness()
         defer { h.shutdown() }
         let t: UInt64 = 1_000_000_000
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: t)
+        var conn = Client(limits: Daemon.Limits(), now: t)
         for i in 0..<20 { #expect(try h.reply(i % 2 == 0 ? "mute app a" : "unmute app a", &conn, at: t) != .err(.rateLimited, "")) }
         #expect(try h.reply("reload", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
         #expect(try h.reply("mute", &conn, at: t) == .err(.rateLimited, "more than 20 state changes a second on this connection"))
@@ -243,7 +246,7 @@ final class Locked<T: Sendable>: Sendable {
         config.apps["quiet"] = AppSetting(muted: true)
         let h = try DaemonHarness(config: config)
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        var conn = Client(limits: Daemon.Limits(), now: MonotonicClock.now())
         #expect(try h.reply("app quiet", &conn) == .ok("quiet"))
         #expect(try h.reply("play pop", &conn) == .ok("muted"))
         #expect(try h.reply("play-file /nonexistent-cued-test/a.wav", &conn) == .ok("muted"))  // no lookup at all
@@ -266,28 +269,27 @@ final class Locked<T: Sendable>: Sendable {
     @Test func aVoicesEndAnswersItsWaiterItsConnectionAndTheCounts() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
-        conn.id = 3
-        try h.listen(3)
+        var conn = try h.connect()
+        let id = conn.id
         _ = try h.reply("app player", &conn)
         _ = try h.reply("events on", &conn)
         let waited = try h.respond("play pop wait", &conn)
         guard case .later(let reply) = waited else { Issue.record("not deferred: \(waited)"); return }
         #expect(try h.reply("play pop id", &conn) == .ok("2"))
-        try h.handle(.voiceEnded(VoiceEnd(id: 1, cue: "pop", owner: "player", connection: 3, notify: [.wait, .events], reason: .played, started: true)))
+        try h.handle(.voiceEnded(VoiceEnd(id: 1, cue: "pop", owner: "player", connection: id, notify: [.wait, .events], reason: .played, started: true)))
         #expect(try reply.wait() == .ok(nil))
-        try h.handle(.voiceEnded(VoiceEnd(id: 2, cue: "pop", owner: "player", connection: 3, notify: [.events], reason: .late, started: false, lateNs: 300_000_000)))
-        #expect(h.events.value == ["3: end 1 played", "3: end 2 late"])
+        try h.handle(.voiceEnded(VoiceEnd(id: 2, cue: "pop", owner: "player", connection: id, notify: [.events], reason: .late, started: false, lateNs: 300_000_000)))
+        #expect(h.events.value == ["\(id): end 1 played", "\(id): end 2 late"])
         #expect(try h.onLoop { $0.status().apps["player"] } == Status.App(played: 1, dropped: 1, muted: false))
-        try h.onLoop { $0.unregisterEvents(connection: 3) }
-        try h.handle(.voiceEnded(VoiceEnd(id: 9, cue: "pop", owner: "player", connection: 3, notify: [.events], reason: .played, started: true)))
+        try h.onLoop { _ = $0.clients.remove(id) != nil }
+        try h.handle(.voiceEnded(VoiceEnd(id: 9, cue: "pop", owner: "player", connection: id, notify: [.events], reason: .played, started: true)))
         #expect(h.events.withLock { $0.count } == 2)
     }
 
     @Test func stopAnswersWithTheEnginesCountForItsTicket() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        var conn = Client(limits: Daemon.Limits(), now: MonotonicClock.now())
         let first = try h.respond("stop all", &conn)
         let second = try h.respond("stop", &conn)
         try h.handle(.stopped(ticket: 2, count: 0))
@@ -299,7 +301,7 @@ final class Locked<T: Sendable>: Sendable {
     @Test func onceStoppingNoCueStarts() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        var conn = Client(limits: Daemon.Limits(), now: MonotonicClock.now())
         h.stopping.store(true, ordering: .relaxed)
         #expect(try h.reply("play pop", &conn) == .notPlayed(.shutdown, "cued is stopping"))
         #expect(try h.reply("ping", &conn) == .ok("pong"))
@@ -309,7 +311,7 @@ final class Locked<T: Sendable>: Sendable {
     @Test func aReloadAppliesTheNewConfig() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        var conn = Client(limits: Daemon.Limits(), now: MonotonicClock.now())
         _ = try h.reply("app a", &conn)
         #expect(try h.reply("play pop", &conn) == .ok(nil))
         var next = Config()
@@ -329,7 +331,7 @@ final class Locked<T: Sendable>: Sendable {
     @Test func aLineTooLongClosesTheConnectionAndABadOneIsAnswered() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
-        var conn = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+        var conn = Client(limits: Daemon.Limits(), now: MonotonicClock.now())
         guard case .close(.err(.lineTooLong, _)) = try h.respond(String(repeating: "x", count: ProtocolLimits.maxLineBytes + 10), &conn) else {
             Issue.record("not closed"); return
         }

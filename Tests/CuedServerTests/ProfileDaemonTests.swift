@@ -47,8 +47,8 @@ final class PeakSink: Sink {
         return c
     }
 
-    static func connection(app: String?, _ h: DaemonHarness) throws -> Daemon.ConnectionState {
-        var c = Daemon.ConnectionState(limits: Daemon.Limits(), now: MonotonicClock.now())
+    static func connection(app: String?, _ h: DaemonHarness) throws -> Client {
+        var c = Client(limits: Daemon.Limits(), now: MonotonicClock.now())
         if let app { #expect(try h.reply("app \(app)", &c) == .ok(app)) }
         return c
     }
@@ -83,7 +83,7 @@ final class PeakSink: Sink {
         let h = try DaemonHarness(config: Self.config(quietGainDB: -20), extraCues: [tone], sink: sink)
         defer { h.shutdown() }
         var mail = try Self.connection(app: "mail", h)
-        func level(_ line: String, _ conn: inout Daemon.ConnectionState) throws -> Int {
+        func level(_ line: String, _ conn: inout Client) throws -> Int {
             sink.peak.reset()
             #expect(try h.reply(line, &conn) == .ok(nil))  // `wait`: every frame has been handed over
             return sink.peak.level
@@ -209,7 +209,7 @@ final class PeakSink: Sink {
         limits.playsPerSecond = 0
         let h = try DaemonHarness(limits: limits)
         defer { h.shutdown() }
-        var c = Daemon.ConnectionState(limits: limits)
+        var c = Client(limits: limits)
         for i in 0..<SavedState.maxAppProfiles { #expect(try h.reply("profile app a\(i) quiet", &c) == .ok("a\(i) quiet")) }
         #expect(try h.reply("profile app one-more quiet", &c)
                 == .err(.tooMany, "at most 256 apps can have a profile set at run time; set one back to default first"))

@@ -29,16 +29,29 @@ import Glibc
         #expect(p.effective(app: "other") == global)
     }
 
+    /// What admission makes of one play by `app`: played at a gain, or held back by its first reason.
+    enum Decision: Equatable { case play(gainDB: Double), held(Hold) }
+
+    static func decide(muted: Bool, _ profiles: ProfileState, app: String?, important: Bool) -> Decision {
+        var client = Client(limits: Daemon.Limits(), now: 0)
+        client.app = app
+        var options = PlayOptions()
+        options.important = important
+        let ask = PlayAsk(options, client: client)
+        let view = AdmissionView(mutes: MuteState(muted: muted), profiles: profiles, picker: CuePicker.Cooldowns(), stopping: false, now: 0)
+        if let hold = Admission.first(ask, client, view) { return .held(hold) }
+        return .play(gainDB: Admission.gainDB(ask, view))
+    }
+
     @Test func whatEachProfileMakesOfAPlay() {
         let full = ProfileState(global: .full, settings: Self.settings)
         let quiet = ProfileState(global: .quiet, settings: Self.settings)
         let silent = ProfileState(global: .silent, settings: Self.settings)
-        #expect(Admission(muted: false, profiles: full, app: "a", important: false) == .play(gainDB: 0))
-        #expect(Admission(muted: false, profiles: quiet, app: "a", important: false) == .play(gainDB: -20))
-        #expect(Admission(muted: false, profiles: silent, app: "a", important: false) == .silent)
-        #expect(Admission(muted: false, profiles: silent, app: nil, important: false) == .silent)
-        #expect(Admission(muted: false, profiles: silent, app: "a", important: false).reply == .ok("silent"))
-        #expect(Admission(muted: false, profiles: full, app: "a", important: false).reply == nil)
+        #expect(Self.decide(muted: false, full, app: "a", important: false) == .play(gainDB: 0))
+        #expect(Self.decide(muted: false, quiet, app: "a", important: false) == .play(gainDB: -20))
+        #expect(Self.decide(muted: false, silent, app: "a", important: false) == .held(.silent))
+        #expect(Self.decide(muted: false, silent, app: nil, important: false) == .held(.silent))
+        #expect(Replies.reply(.silent) == .ok("silent") && Replies.reply(.appSilent("a")) == .ok("silent"))
     }
 
     /// `important` passes quiet and silent (at full level, as feedbackd's allow-important)
@@ -46,11 +59,12 @@ import Glibc
     @Test func importantPassesOnlyForTheAppsTheConfigAllows() {
         for global in [Profile.quiet, .silent] {
             let p = ProfileState(global: global, appProfiles: ["clock": .silent], settings: Self.settings)
-            #expect(Admission(muted: false, profiles: p, app: "clock", important: true) == .play(gainDB: 0))
-            #expect(Admission(muted: false, profiles: p, app: "clock", important: false) == .silent)
-            let other = Admission(muted: false, profiles: p, app: "mail", important: true)
-            #expect(other == (global == .quiet ? .play(gainDB: -20) : .silent))
-            #expect(Admission(muted: false, profiles: p, app: nil, important: true) == other)
+            #expect(Self.decide(muted: false, p, app: "clock", important: true) == .play(gainDB: 0))
+            // Its own profile (silent) holds it back, or the global one first when that is silent too.
+            #expect(Self.decide(muted: false, p, app: "clock", important: false) == .held(global == .quiet ? .appSilent("clock") : .silent))
+            let other = Self.decide(muted: false, p, app: "mail", important: true)
+            #expect(other == (global == .quiet ? .play(gainDB: -20) : .held(.silent)))
+            #expect(Self.decide(muted: false, p, app: nil, important: true) == other)
         }
     }
 
@@ -58,8 +72,9 @@ import Glibc
     @Test(arguments: Profile.allCases)
     func muteWinsOverEveryProfileAndImportant(global: Profile) {
         let p = ProfileState(global: global, settings: Self.settings)
-        #expect(Admission(muted: true, profiles: p, app: "clock", important: true) == .muted)
-        #expect(Admission(muted: true, profiles: p, app: "a", important: false).reply == .ok("muted"))
+        #expect(Self.decide(muted: true, p, app: "clock", important: true) == .held(.muted))
+        #expect(Self.decide(muted: true, p, app: "a", important: false) == .held(.muted))
+        #expect(Replies.reply(.muted) == .ok("muted") && Replies.reply(.appMuted("a")) == .ok("muted"))
     }
 
     @Test func theGlobalProfileChangesOnlyWhenItDiffers() {
