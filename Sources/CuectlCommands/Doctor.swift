@@ -95,6 +95,11 @@ public enum Doctor {
                     info("memory for decoded sound: " + StatusTable.memoryLine(m))
                 }
             }
+            if let (line, fix) = audioThreadProblem(status.audioThread) {
+                if let fix { problem(line, fix: fix) } else { info(line) }
+            } else {
+                ok("audio thread: \(status.audioThread)")
+            }
             switch status.bus.connection {
             case "connected":
                 info("D-Bus: org.sigxcpu.Feedback " + (status.bus.feedback == "owner" ? "answered by cued" : status.bus.feedback == "queued"
@@ -121,6 +126,32 @@ public enum Doctor {
         }
         r.exitCode = status == nil ? ExitCode.noDaemon : heard ? 0 : 1
         return r
+    }
+
+    /// A non-real-time audio thread (status's `audio_thread`: how it runs, and why not better):
+    /// the finding and its one-line fix (nil: nothing to fix yet), or nil when it is real-time.
+    /// Cues are still heard, but a busy machine can then starve the thread (clicks, and a
+    /// margin grown to a longer latency), so it is a problem, not a failure.
+    static func audioThreadProblem(_ thread: String) -> (String, String?)? {
+        guard !thread.hasPrefix("realtime") else { return nil }
+        let line = "audio thread: \(thread): a busy machine can starve it (clicks, longer latency)"
+        func has(_ s: String) -> Bool { Self.has(thread, s) }
+        if has("asking ") { return ("audio thread: \(thread) (cued asks the desktop for real time)", nil) }
+        let again = "cued asks again when it next opens its output"
+        if has("no rtkit: no system bus") || has("the system bus:") {
+            return (line, "no system D-Bus answers: start it (systemctl start dbus) with RTKit (sudo apt install rtkit); \(again)")
+        }
+        if has("ServiceUnknown") || has("NameHasNoOwner") {
+            return (line, has("no portal") ? "install xdg-desktop-portal, whose Realtime portal grants real time to sandboxed apps; \(again)"
+                                           : "install RTKit, which grants desktop apps real time (sudo apt install rtkit); \(again)")
+        }
+        if has("no answer in time") { return (line, "the bus or RTKit did not answer within 2 s (systemctl status rtkit-daemon); \(again)") }
+        if has("refused") {
+            return (line, "RTKit grants real time to an active local session (polkit): log in at the machine's own seat, or allow org.freedesktop.RealtimeKit1.acquire-real-time for your user in a rule in /etc/polkit-1/rules.d")
+        }
+        if has("taken away") { return (line, "RTKit took it away (its watchdog: the machine starved for seconds); \(again)") }
+        if has("real-time budget") { return (line, "cued's audio thread spun, which is cued's bug: report it with the output of cuectl status") }
+        return (line, "cued asks RTKit for real time at start and when it opens its output: install RTKit (sudo apt install rtkit)")
     }
 
     /// libcanberra's event sounds: through cued or not, and a session left silent by a

@@ -71,8 +71,9 @@ public final class AudioEngine: @unchecked Sendable {
             if hangOnPlayForTesting { while true { _ = Glibc.sleep(3600) } }
         }
         /// The audio thread asks for SCHED_FIFO at this priority (below PipeWire's
-        /// own 88), else for nice -11, else runs as it is: a busy machine then
-        /// cannot starve it of the few milliseconds a period allows. nil: don't ask.
+        /// own 88), else for nice -11, and the desktop (RTKit, the portal: `RealtimeGrant`)
+        /// for either: a busy machine then cannot starve it of the few milliseconds a period
+        /// allows. nil: don't ask.
         public var realtimePriority: Int32? = 20
         /// How long without a miss before the margin against stalls shrinks a step (`MarginTuner`).
         public var marginQuietSeconds = Double(MarginTuner.defaultQuietNs) / 1e9
@@ -86,7 +87,7 @@ public final class AudioEngine: @unchecked Sendable {
         }
     }
 
-    public let stats = EngineStats()
+    public let stats: EngineStats
     public let configuration: Configuration
     private let queue: CommandQueue
     private let started = Atomic<Bool>(false)
@@ -102,9 +103,10 @@ public final class AudioEngine: @unchecked Sendable {
     public var sinkSpec: String { output.spec }
     public var sinkWhy: String? { output.why }
 
-    public init(sink: any Sink, configuration: Configuration = .init(),
+    public init(sink: any Sink, configuration: Configuration = .init(), stats: EngineStats = EngineStats(),
                 onEvent: @escaping @Sendable (EngineEvent) -> Void = { _ in }) {
         self.configuration = configuration
+        self.stats = stats
         self.queue = CommandQueue(capacity: configuration.queueCapacity)
         output = sink
         wakeFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)  // EFD_NONBLOCK, EFD_CLOEXEC
@@ -139,6 +141,17 @@ public final class AudioEngine: @unchecked Sendable {
         precondition(rc == 0, "cannot start the audio thread: \(rc)")
         nameThread(thread, "cued-audio")
         pthread_detach(thread)
+        audioThread.withLock { $0 = thread }
+    }
+
+    /// Drops the audio thread to normal scheduling for good (from any thread): it ran past its
+    /// real-time budget (SIGXCPU from RLIMIT_RTTIME's soft limit), and a thread that spins must not
+    /// hold a core, nor be killed at the hard limit. Lowering a policy needs no privilege.
+    public func dropRealtime() {
+        guard let thread = audioThread.withLock({ $0 }) else { return }
+        var param = sched_param()
+        _ = pthread_setschedparam(thread, SCHED_OTHER, &param)
+        stats.realtime.withLock { $0.overran() }
     }
 
     /// Hands a command to the audio thread; false if the queue is full.
@@ -179,20 +192,46 @@ public final class AudioEngine: @unchecked Sendable {
 
     // MARK: - The audio thread
 
+    private let audioThread = Mutex<pthread_t?>(nil)
     private static let maxDeviceFDs = 15
     private let pollFDs: UnsafeMutablePointer<pollfd>
 
-    /// SCHED_FIFO if allowed (root, RLIMIT_RTPRIO, not under RestrictRealtime=), else a
-    /// lower nice value if allowed, else nothing. The thread never spins, so FIFO is safe.
+    /// SCHED_FIFO if allowed (root, CAP_SYS_NICE, RLIMIT_RTPRIO; not under RestrictRealtime=),
+    /// else a lower nice value if allowed, else nothing; the desktop is asked for more by
+    /// another thread (`RealtimeGrant`). First RLIMIT_RTTIME is lowered (RTKit requires it too):
+    /// the thread never runs long without sleeping, so a real-time thread that did would be a
+    /// bug, stopped at 100 ms (SIGXCPU: dropped to normal) before the kernel kills at 200 ms.
     private func raisePriority() {
+        stats.audioThreadID.store(cued_gettid(), ordering: .relaxed)
         guard let prio = configuration.realtimePriority else { return }
+        Self.limitRealtimeBudget(hardUs: 200_000)
         var param = sched_param()
         param.sched_priority = prio
-        if pthread_setschedparam(pthread_self(), SCHED_FIFO, &param) == 0 {
-            stats.threadPriority.store(2, ordering: .relaxed)
+        let got: RealtimeGrant.Scheduling, why: String?
+        let rc = pthread_setschedparam(pthread_self(), SCHED_FIFO | Self.resetOnFork, &param)
+        if rc == 0 {
+            (got, why) = (.realtime(priority: Int(prio), via: .own), nil)
         } else if setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(cued_gettid()), -11) == 0 {
-            stats.threadPriority.store(1, ordering: .relaxed)
+            (got, why) = (.nice(-11, via: .own), nil)
+        } else {
+            (got, why) = (.normal, "not allowed to raise itself (\(String(cString: strerror(rc))))")
         }
+        stats.realtime.withLock { $0.ownAttempt(got, refused: why) }
+    }
+
+    /// SCHED_RESET_ON_FORK: a child of cued's never inherits the thread's real time.
+    private static let resetOnFork: Int32 = 0x4000_0000
+
+    /// RLIMIT_RTTIME (15 on Linux; glibc's enum constant does not import).
+    private static let rlimitRTTime = __rlimit_resource_t(15)
+
+    /// RLIMIT_RTTIME lowered to `hardUs` µs, the soft limit to half of it; never raised.
+    static func limitRealtimeBudget(hardUs: UInt64) {
+        var rl = rlimit()
+        guard getrlimit(Self.rlimitRTTime, &rl) == 0 else { return }
+        rl.rlim_max = min(rl.rlim_max, rlim_t(hardUs))
+        rl.rlim_cur = min(rl.rlim_cur, rl.rlim_max / 2)
+        _ = setrlimit(Self.rlimitRTTime, &rl)
     }
 
     private func run() {

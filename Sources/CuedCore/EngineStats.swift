@@ -30,15 +30,38 @@ public final class EngineStats: Sendable {
     public let marginShrinks = Atomic<Int>(0)
     /// Misses the margin saw (an xrun, or cycles missed in one go), whether or not it could grow.
     public let marginMisses = Atomic<Int>(0)
-    /// How the audio thread is scheduled: 0 normal, 1 nice −11, 2 SCHED_FIFO.
-    public let threadPriority = Atomic<Int>(0)
-    public var threadPriorityName: String {
-        switch threadPriority.load(ordering: .relaxed) {
-        case 2: return "realtime"
-        case 1: return "nice"
-        default: return "normal"
+    /// How the audio thread is scheduled and who granted it (its own attempt, the asks of RTKit
+    /// or the portal): see `RealtimeGrant`.
+    public let realtime: Mutex<RealtimeGrant>
+    /// The audio thread's kernel id (0: not started), for those who ask on its behalf.
+    public let audioThreadID = Atomic<Int32>(0)
+
+    /// `status`'s `audio_thread`, with the kernel's word on how the thread runs now (a grant
+    /// taken away shows, and is asked for again at the next chance).
+    public func audioThreadStatus(now: UInt64 = MonotonicClock.now()) -> String {
+        let actual = Self.scheduling(ofThread: audioThreadID.load(ordering: .relaxed))
+        return realtime.withLock { g in
+            if let actual { g.observed(actual, now: now) }
+            return g.status
         }
     }
+
+    /// How the kernel schedules thread `tid` of this process (nil: not known).
+    public static func scheduling(ofThread tid: Int32) -> RealtimeGrant.Scheduling? {
+        guard tid > 0 else { return nil }
+        let policy = sched_getscheduler(tid)
+        guard policy >= 0 else { return nil }
+        switch policy & ~Int32(0x4000_0000) {  // SCHED_RESET_ON_FORK
+        case SCHED_FIFO, SCHED_RR:
+            var p = sched_param()
+            return .realtime(priority: sched_getparam(tid, &p) == 0 ? Int(p.sched_priority) : 0, via: .own)
+        default:
+            errno = 0
+            let n = getpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(tid))
+            return errno == 0 && n < 0 ? .nice(Int(n), via: .own) : .normal
+        }
+    }
+
     /// Frames written to the device and not yet sounded, after the last write
     /// (`snd_pcm_delay`); 0 when the stream is stopped.
     public let deviceDelayFrames = Atomic<Int>(0)
@@ -63,7 +86,9 @@ public final class EngineStats: Sendable {
     /// The most recent trigger-to-sink latencies, µs.
     private let latencies = Mutex(LatencyRing())
 
-    public init() {}
+    public init(realtime: RealtimeGrant = RealtimeGrant()) {
+        self.realtime = Mutex(realtime)
+    }
 
     public var sinkState: SinkState { sink.withLock { $0.state } }
     public var sinkFormat: SinkFormat? { sink.withLock { $0.format } }

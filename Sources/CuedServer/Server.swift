@@ -84,11 +84,16 @@ public final class Server: Sendable {
         // The daemon lives on the loop; the audio thread's events hop there to reach it.
         let daemonBox = NIOLoopBoundBox.makeEmptyBox(valueType: Daemon.self, eventLoop: loop)
         let deviceLog = DeviceLog(logger: logger)
-        let engine = AudioEngine(sink: sink, configuration: engineConfig) { event in
+        // The audio thread's scheduling: its own attempt, then the desktop's (RTKit, the portal).
+        let stats = EngineStats(realtime: RealtimeGrant(priority: Int(engineConfig.realtimePriority ?? 20), sandboxed: RealtimeAsker.sandboxed))
+        let realtime = RealtimeAsker(stats: stats, environment: env, logger: logger)
+        let engine = AudioEngine(sink: sink, configuration: engineConfig, stats: stats) { event in
             // The audio thread: hop to the loop, never wait.
             loop.execute {
                 deviceLog.log(event, output: daemonBox.value.map { ($0.engine.sinkSpec, $0.engine.sinkWhy) })
                 daemonBox.value?.handle(event)
+                // A device opened: a chance to ask again for real time that was refused or taken away.
+                if case .opened = event { realtime.chance() }
             }
         }
         let saver = StateSaver(path: statePath, pool: saves, loop: loop, logger: logger)
@@ -187,6 +192,8 @@ public final class Server: Sendable {
         let readyStatus = (try? loop.submit { daemon.value.statusLine() }.wait()) ?? ""
         notifier.notify("READY=1", "STATUS=" + readyStatus)
         let watchdog = startWatchdog(engine: engine, notifier: notifier, environment: env, on: loop)
+        // Real time from the desktop, asked once cued is up: never on the start-up's path.
+        loop.execute { realtime.chance() }
 
         loop: while true {
             let signal = Signals.wait(signals)
@@ -195,6 +202,9 @@ public final class Server: Sendable {
                 loop.execute { daemon.value.reload().whenSuccess { _ in } }
             case .ignore:
                 logger.notice("ignored signal", metadata: ["signal": "\(signal)"])
+            case .overran:
+                engine.dropRealtime()
+                logger.warning("the audio thread ran past its real-time budget without sleeping (SIGXCPU): dropped to normal scheduling")
             case .stop:
                 logger.info("stopping", metadata: ["signal": "\(signal)"])
                 break loop

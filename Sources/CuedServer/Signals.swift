@@ -11,6 +11,7 @@ public enum Signals {
         case stop      // TERM, INT
         case reload    // HUP (also what a terminal's hangup sends: a reload is harmless)
         case ignore    // USR1, USR2 and other signals that would kill by default
+        case overran   // XCPU: a real-time thread ran past RLIMIT_RTTIME's soft limit (see AudioEngine)
     }
 
     /// Signals whose default action would end cued though nothing in it
@@ -21,6 +22,7 @@ public enum Signals {
         switch signal {
         case SIGTERM, SIGINT: return .stop
         case SIGHUP: return .reload
+        case SIGXCPU: return .overran
         default: return .ignore
         }
     }
@@ -32,7 +34,7 @@ public enum Signals {
         signal(SIGPIPE, SIG_IGN)
         var set = sigset_t()
         sigemptyset(&set)
-        var all = [SIGTERM, SIGINT, SIGHUP] + stray
+        var all = [SIGTERM, SIGINT, SIGHUP, SIGXCPU] + stray
         // Real-time signals also end a process by default.
         for s in __libc_current_sigrtmin()...__libc_current_sigrtmax() { all.append(s) }
         for s in all { sigaddset(&set, s) }

@@ -138,7 +138,7 @@ struct StatusReport {
         out.stalls = s.stalls.load(ordering: .relaxed)
         out.rewinds = s.rewinds.load(ordering: .relaxed)
         out.devicesLost = s.lost.load(ordering: .relaxed)
-        out.audioThread = s.threadPriorityName
+        out.audioThread = s.audioThreadStatus()
         out.dropped = s.dropped.load(ordering: .relaxed)
         connections.fill(&out)
         out.rateLimited = rateLimited

@@ -36,6 +36,32 @@ import Testing
         #expect(doctor(status("alsa:default", state: "closed"), card: true).exitCode == 0)
     }
 
+    /// The audio thread's scheduling: real time is fine; otherwise why, and its one-line fix by
+    /// the reason status gives; cues are still heard, so the exit status stays 0.
+    @Test(arguments: [
+        ("normal: no rtkit: no system bus at /run/dbus/system_bus_socket", "start it (systemctl start dbus) with RTKit"),
+        ("normal: no rtkit: MaxRealtimePriority: The name org.freedesktop.RealtimeKit1 was not provided by any .service files (org.freedesktop.DBus.Error.ServiceUnknown)",
+         "install RTKit, which grants desktop apps real time (sudo apt install rtkit)"),
+        ("normal: rtkit refused: Operation not permitted (org.freedesktop.DBus.Error.AccessDenied)", "polkit"),
+        ("nice -11 (rtkit); rtkit refused real time: Operation not permitted (org.freedesktop.DBus.Error.AccessDenied)", "acquire-real-time"),
+        ("normal: no rtkit: MaxRealtimePriority: no answer in time", "did not answer within 2 s"),
+        ("normal: real time (rtkit) taken away", "its watchdog"),
+    ])
+    func aThreadThatIsNotRealtimeIsAProblemWithItsFix(thread: String, fix: String) {
+        var s = status("alsa:default")
+        s.audioThread = thread
+        let r = doctor(s, card: true)
+        #expect(r.exitCode == 0, "\(r.lines)")
+        guard let i = r.lines.firstIndex(where: { $0.hasPrefix("!!  audio thread: \(thread)") }) else {
+            Issue.record("no finding for \(thread): \(r.lines)"); return
+        }
+        #expect(r.lines[i + 1].hasPrefix("    fix: ") && Doctor.has(r.lines[i + 1], fix), "\(r.lines[i + 1])")
+        s.audioThread = "realtime (rtkit)"
+        #expect(doctor(s, card: true).lines.contains("ok  audio thread: realtime (rtkit)"))
+        s.audioThread = "normal: asking rtkit"
+        #expect(doctor(s, card: true).lines.contains("--  audio thread: normal: asking rtkit (cued asks the desktop for real time)"))
+    }
+
     @Test func nothingHeardIsOneWithAFix() {
         let null = doctor(status("null", why: "auto: no sound server answers"))
         #expect(null.exitCode == 1)

@@ -8,19 +8,23 @@
 #include <stdint.h>
 #include <systemd/sd-bus.h>
 
-/* libsystemd is not linked: it is loaded (dlopen) the first time cued connects to a session
-   bus that is there (`cued_sd_load`), so that a cued on a machine without a bus does not load it,
-   its six dependencies and their relocations at every start. Every sd-bus call goes through
+/* libsystemd is not linked: it is loaded (dlopen) the first time cued connects to a bus that
+   is there (the session bus; the system bus to ask RTKit, realtime.h) (`cued_sd_load`), so that
+   a cued on a machine without one does not load it, its six dependencies and their relocations
+   at every start. Every sd-bus call goes through
    `cued_sd()`'s table, each typed from sd-bus.h's own prototype (csdbus.c's calls by name, through
    macros; Swift's as `cued_sd().pointee.NAME!(...)`). */
 #define CUED_SD_FUNCTIONS(X) \
-    X(sd_bus_add_match) X(sd_bus_add_object_vtable) X(sd_bus_call_method) X(sd_bus_emit_properties_changed) \
+    X(sd_bus_add_match) X(sd_bus_add_object_vtable) X(sd_bus_call_method) X(sd_bus_call_method_async) \
+    X(sd_bus_close_unref) X(sd_bus_emit_properties_changed) X(sd_bus_error_get_errno) \
     X(sd_bus_emit_signal) X(sd_bus_error_free) X(sd_bus_error_set) X(sd_bus_flush_close_unref) \
     X(sd_bus_get_address) X(sd_bus_get_events) X(sd_bus_get_fd) X(sd_bus_get_n_queued_write) \
     X(sd_bus_get_timeout) X(sd_bus_is_open) X(sd_bus_message_append) X(sd_bus_message_enter_container) \
-    X(sd_bus_message_exit_container) X(sd_bus_message_get_sender) X(sd_bus_message_is_method_call) X(sd_bus_message_peek_type) \
-    X(sd_bus_message_read) X(sd_bus_message_read_basic) X(sd_bus_message_skip) X(sd_bus_message_unref) \
-    X(sd_bus_new) X(sd_bus_open_user_with_description) X(sd_bus_process) X(sd_bus_reply_method_errorf) \
+    X(sd_bus_message_exit_container) X(sd_bus_message_get_error) X(sd_bus_message_get_sender) \
+    X(sd_bus_message_is_method_call) X(sd_bus_message_is_method_error) X(sd_bus_message_peek_type) \
+    X(sd_bus_message_read) X(sd_bus_message_read_basic) X(sd_bus_message_ref) X(sd_bus_message_skip) \
+    X(sd_bus_message_unref) X(sd_bus_new) X(sd_bus_open_system_with_description) \
+    X(sd_bus_open_user_with_description) X(sd_bus_process) X(sd_bus_reply_method_errorf) \
     X(sd_bus_reply_method_return) X(sd_bus_request_name) X(sd_bus_set_address) X(sd_bus_set_bus_client) \
     X(sd_bus_set_description) X(sd_bus_set_monitor) X(sd_bus_slot_set_destroy_callback) X(sd_bus_slot_unref) \
     X(sd_bus_start)
