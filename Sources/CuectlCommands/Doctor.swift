@@ -146,6 +146,7 @@ public enum Doctor {
                                            : "install RTKit, which grants desktop apps real time (sudo apt install rtkit); \(again)")
         }
         if has("no answer in time") { return (line, "the bus or RTKit did not answer within 2 s (systemctl status rtkit-daemon); \(again)") }
+        if has("resource busy") { return (line, "RTKit's limit of requests per user was reached (25 in 20 s by default); \(again)") }
         if has("refused") {
             return (line, "RTKit grants real time to an active local session (polkit): log in at the machine's own seat, or allow org.freedesktop.RealtimeKit1.acquire-real-time for your user in a rule in /etc/polkit-1/rules.d")
         }

@@ -66,9 +66,13 @@ public final class AudioEngine: @unchecked Sendable {
         /// Test hook: the first cue makes the audio thread hang forever, as a
         /// stuck driver would (for watchdog and shutdown tests only).
         public var hangOnPlayForTesting = false
-        /// The hook's hang, on the audio thread as it takes a cue.
+        /// Test hook: the first cue makes the audio thread spin forever without sleeping, as a
+        /// bug would (for the real-time budget's test only: SIGXCPU drops it to normal).
+        public var spinOnPlayForTesting = false
+        /// The hooks' hang or spin, on the audio thread as it takes a cue.
         func hangIfTesting() {
             if hangOnPlayForTesting { while true { _ = Glibc.sleep(3600) } }
+            if spinOnPlayForTesting { let turns = Atomic<Int>(0); while true { turns.add(1, ordering: .relaxed) } }
         }
         /// The audio thread asks for SCHED_FIFO at this priority (below PipeWire's
         /// own 88), else for nice -11, and the desktop (RTKit, the portal: `RealtimeGrant`)
@@ -150,7 +154,10 @@ public final class AudioEngine: @unchecked Sendable {
     public func dropRealtime() {
         guard let thread = audioThread.withLock({ $0 }) else { return }
         var param = sched_param()
-        _ = pthread_setschedparam(thread, SCHED_OTHER, &param)
+        // With SCHED_RESET_ON_FORK kept: clearing it takes a privilege RTKit's threads' owner lacks.
+        if pthread_setschedparam(thread, SCHED_OTHER | Self.resetOnFork, &param) != 0 {
+            _ = pthread_setschedparam(thread, SCHED_OTHER, &param)
+        }
         stats.realtime.withLock { $0.overran() }
     }
 

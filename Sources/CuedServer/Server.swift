@@ -81,6 +81,7 @@ public final class Server: Sendable {
         engineConfig.voices = settings.voices
         engineConfig.idleCloseSeconds = settings.idleCloseSeconds
         engineConfig.hangOnPlayForTesting = options.hangAudioForTesting
+        engineConfig.spinOnPlayForTesting = options.spinAudioForTesting
         // The daemon lives on the loop; the audio thread's events hop there to reach it.
         let daemonBox = NIOLoopBoundBox.makeEmptyBox(valueType: Daemon.self, eventLoop: loop)
         let deviceLog = DeviceLog(logger: logger)

@@ -29,6 +29,8 @@ public struct CommandLineOptions: Sendable {
     public var environment: [String: String] = [:]
     /// Test hook (CUED_TEST_HANG_AUDIO=1): the audio thread hangs on the first cue.
     public var hangAudioForTesting = false
+    /// Test hook (CUED_TEST_SPIN_AUDIO=1): the audio thread spins on the first cue.
+    public var spinAudioForTesting = false
     /// Test hook (CUED_TEST_RELOAD_DELAY_MS=N): every reload takes N ms longer,
     /// as one decoding many long cues does, so tests can show who waits for it.
     public var reloadDelayMsForTesting = 0

@@ -125,6 +125,7 @@ if CommandLine.arguments.contains("--muted") && CommandLine.arguments.contains("
 let env = Environment.current()
 options.environment = env
 options.hangAudioForTesting = env["CUED_TEST_HANG_AUDIO"] == "1"
+options.spinAudioForTesting = env["CUED_TEST_SPIN_AUDIO"] == "1"
 options.reloadDelayMsForTesting = env["CUED_TEST_RELOAD_DELAY_MS"].flatMap { Int($0) } ?? 0
 
 if let checkConfig {

@@ -37,8 +37,12 @@ enum Fixture {
 final class DaemonHarness: @unchecked Sendable {
     let dir = TempDir()
     private(set) var process: Subprocess!
+    /// Where clients connect: cued's socket, or (cued run as a user) a proxy that the user runs.
     let socketPath: String
     let soundsDir: String
+    /// cued run as a desktop user answers only that user's clients: the test's own (root's) reach
+    /// it through `socat` run as the user, listening at `socketPath`.
+    private var proxy: Subprocess?
 
     var environment: [String: String] {
         var env = ProcessInfo.processInfo.environment
@@ -57,10 +61,14 @@ final class DaemonHarness: @unchecked Sendable {
     /// Starts cued with `args` (plus --socket and --sounds unless given) and waits until it answers.
     /// `config`: the text of `$XDG_CONFIG_HOME/cued/cued.toml` (%DIR% replaced), if any.
     /// `launcher`: a command cued is run under (e.g. `prlimit --nofile=32`).
+    /// `asUser`: cued runs as a desktop user (`DesktopUser`: no privilege, its own directories).
     init(cues: [String: [Int16]] = Fixture.standard, args: [String], extraEnv: [String: String] = [:],
-         config: String? = nil, waitReady: Bool = true, launcher: [String] = [], stderrPath: String? = nil) throws {
-        if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { socketPath = args[i + 1] }
-        else { socketPath = dir.file("run/cued/cued.sock") }
+         config: String? = nil, waitReady: Bool = true, launcher: [String] = [], stderrPath: String? = nil,
+         asUser: Bool = false) throws {
+        let cuedSocket: String
+        if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { cuedSocket = args[i + 1] }
+        else { cuedSocket = dir.file("run/cued/cued.sock") }
+        socketPath = asUser ? dir.file("user.sock") : cuedSocket
         soundsDir = dir.file("sounds")
         // What a login manager makes: XDG_RUNTIME_DIR, 0700 (cued creates only its cued/ in it).
         mkdir(dir.file("run"), 0o700)
@@ -68,9 +76,18 @@ final class DaemonHarness: @unchecked Sendable {
         if let config { try writeConfig(config) }
         // %DIR% in an argument stands for this harness's temp directory.
         var full = args.map { $0.replacingOccurrences(of: "%DIR%", with: dir.path) }
-        if !args.contains("--socket") { full += ["--socket", self.socketPath] }
+        if !args.contains("--socket") { full += ["--socket", cuedSocket] }
         if !args.contains("--sounds") { full += ["--sounds", soundsDir] }
-        let command = launcher + [TestPaths.binary("cued")] + full
+        var command = launcher + [TestPaths.binary("cued")] + full
+        if asUser {
+            for sub in ["state", "data", "config"] { mkdir(dir.file(sub), 0o755) }
+            DesktopUser.own(dir.path)
+            chmod(dir.path, 0o755)
+            command = DesktopUser.launcher + launcher + [try DesktopUser.binary("cued")] + full
+            proxy = try Subprocess(DesktopUser.launcher[0], Array(DesktopUser.launcher.dropFirst())
+                                   + ["/usr/bin/socat", "UNIX-LISTEN:\(socketPath),fork,mode=600", "UNIX-CONNECT:\(cuedSocket)"],
+                                   stderr: dir.file("proxy.log"))
+        }
         process = try Subprocess(command[0], Array(command.dropFirst()), env: environment.merging(extraEnv) { $1 },
                                  stderr: stderrPath ?? dir.file("stderr.log"))
         if waitReady { try waitUntilAnswering() }
@@ -176,7 +193,11 @@ final class DaemonHarness: @unchecked Sendable {
         return threads.isEmpty ? "" : "; its stacks: " + threads.joined(separator: " | ")
     }
 
-    deinit { process?.stop() }
+    deinit {
+        process?.stop()
+        proxy?.signal(SIGKILL)
+        proxy?.wait(timeout: 5)
+    }
 }
 
 enum HarnessError: Error {

@@ -22,10 +22,16 @@ final class PipeWireStack: @unchecked Sendable {
     private var servers: [Subprocess] = []
     private(set) var recorders: [Subprocess] = []
     let environment: [String: String]
+    /// Clients of another user (`DesktopUser`: cued as a user runs it) may connect.
+    let forUser: Bool
 
-    init() throws {
+    /// `forUser`: the servers' sockets are opened to a client of another uid (cued run as a desktop
+    /// user; the servers and the recorders stay root's), the directories on the way made searchable.
+    init(forUser: Bool = false) throws {
+        self.forUser = forUser
         let rt = dir.file("rt"), cfg = dir.file("cfg")
         try FileManager.default.createDirectory(atPath: rt, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        if forUser { DesktopUser.traverse(dir.path); DesktopUser.traverse(rt) }
         try FileManager.default.createDirectory(atPath: cfg + "/pipewire/pipewire.conf.d", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: dir.file("home"), withIntermediateDirectories: true)
         // A sink clocked by a timer, like a sound card; it outlives server restarts' clients.
@@ -65,6 +71,7 @@ final class PipeWireStack: @unchecked Sendable {
         guard eventually(interval: 0.02, { FileManager.default.fileExists(atPath: rt + "/pipewire-0") }) else {
             throw HarnessError.timeout("pipewire did not start: \(log("pipewire.log"))")
         }
+        if forUser { chmod(rt + "/pipewire-0", 0o666) }
     }
 
     /// wireplumber and pipewire-pulse, once pipewire runs; returns once `nul` is the default sink at full volume.
@@ -73,6 +80,11 @@ final class PipeWireStack: @unchecked Sendable {
         servers.append(try Subprocess("/usr/bin/pipewire-pulse", [], env: environment, stderr: dir.file("pipewire-pulse.log")))
         guard eventually(interval: 0.02, { (try? self.pactl(["get-default-sink"]))?.out == "nul\n" }) else {
             throw HarnessError.timeout("the null sink did not become the default: \(log("wireplumber.log")) \(log("pipewire-pulse.log"))")
+        }
+        if forUser {
+            let rt = environment["XDG_RUNTIME_DIR"]!
+            DesktopUser.traverse(rt + "/pulse")
+            chmod(rt + "/pulse/native", 0o666)
         }
         // Unity gain end to end, so the monitor carries exactly the samples played.
         _ = try pactl(["set-sink-volume", "nul", "100%"])
