@@ -83,7 +83,8 @@ final class DaemonHarness: @unchecked Sendable {
             for sub in ["state", "data", "config"] { mkdir(dir.file(sub), 0o755) }
             DesktopUser.own(dir.path)
             chmod(dir.path, 0o755)
-            command = DesktopUser.launcher + launcher + [try DesktopUser.binary("cued")] + full
+            // `launcher` runs first, as root (what sets up the user's world), then the user's.
+            command = launcher + DesktopUser.launcher + [try DesktopUser.binary("cued")] + full
             proxy = try Subprocess(DesktopUser.launcher[0], Array(DesktopUser.launcher.dropFirst())
                                    + ["/usr/bin/socat", "UNIX-LISTEN:\(socketPath),fork,mode=600", "UNIX-CONNECT:\(cuedSocket)"],
                                    stderr: dir.file("proxy.log"))

@@ -75,6 +75,42 @@ final class NotifyListener: @unchecked Sendable {
         #expect(!service.split(separator: "\n").contains { $0.hasPrefix("PrivateDevices=") })
     }
 
+    /// The shipped unit keeps its sandbox and still lets RTKit make the audio thread real-time:
+    /// the system bus's socket stays reachable (Unix sockets allowed, the file system read-only
+    /// but not hidden), the real-time budget is within RTKit's RTTimeUSecMax, and the process
+    /// cannot raise itself (`RestrictRealtime=`, no capabilities). Then cued run the way the unit
+    /// runs it, as far as this machine has no systemd to do it (as the user, no capabilities and
+    /// no new privileges, the unit's LimitRTTIME, the file system read-only but its own
+    /// directories: /tmp here), against a real RTKit: `realtime (rtkit)`.
+    @Test(.enabled(if: RealtimeKitStack.unavailableReason == nil, Comment(rawValue: RealtimeKitStack.unavailableReason ?? "")))
+    func theShippedUnitLetsRTKitMakeTheAudioThreadRealtime() throws {
+        let dir = TempDir()
+        let unit = try String(contentsOfFile: try installedUnits(dir) + "/cued.service", encoding: .utf8)
+        let settings = unit.split(separator: "\n").filter { !$0.hasPrefix("#") }
+        func values(_ key: String) -> [String] { settings.filter { $0.hasPrefix(key + "=") }.map { String($0.dropFirst(key.count + 1)) } }
+        #expect(values("RestrictRealtime") == ["yes"], "the sandbox keeps refusing the process's own real time")
+        #expect(values("RestrictAddressFamilies").allSatisfy { $0.split(separator: " ").contains("AF_UNIX") })
+        #expect(values("ProtectSystem") == ["strict"])
+        for key in ["InaccessiblePaths", "TemporaryFileSystem", "BindPaths", "ProtectSystem"] {
+            #expect(!values(key).contains { $0.contains("/run") }, "\(key) hides the system bus's socket")
+        }
+        // LimitRTTIME=SOFT:HARD in ms: within RTKit's 200 ms, the soft limit below the hard one.
+        let limit = try #require(values("LimitRTTIME").first?.split(separator: ":").map { Int($0.dropLast(2)) ?? -1 })
+        #expect(limit.count == 2 && limit[0] > 0 && limit[0] < limit[1] && limit[1] <= 200, "LimitRTTIME \(limit)")
+
+        let rtkit = try RealtimeKitStack()
+        let readOnly = ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+                        "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro / && exec \"$@\"", "/tmp",
+                        "/usr/bin/prlimit", "--rttime=\(limit[0] * 1000):\(limit[1] * 1000)", "--"]
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: rtkit.environment([:]), launcher: readOnly, asUser: true)
+        var thread = ""
+        #expect(eventually(timeout: 5) { thread = (try? d.status().audioThread) ?? "?"; return thread == "realtime (rtkit)" }, "\(thread)")
+        #expect(try d.request("play pop wait") == "ok")
+        // It ran read-only: nothing it may not write was writable.
+        let probe = try runProcess("/usr/bin/nsenter", ["-t", "\(d.pid)", "-m", "/bin/sh", "-c", "touch /cued-probe 2>&1; echo $?"])
+        #expect(probe.out.hasSuffix("1\n") && !FileManager.default.fileExists(atPath: "/cued-probe"), "\(probe)")
+    }
+
     @Test func socketActivationStartsOnFirstConnection() throws {
         let dir = TempDir()
         let sock = dir.file("activated.sock")
