@@ -30,7 +30,6 @@ protocol ConnectionHost: AnyObject {
     func respond(to line: [UInt8], client: inout Client, receivedAt: UInt64) -> Response
 }
 
-extension Daemon: ConnectionHost {}
 
 /// One client connection: its private refresh session, one reply per line,
 /// in request order. The order, the deferred replies, the budgets, the output

@@ -114,7 +114,7 @@ final class FeedbackCenter {
     /// The sound that plays the event, and how, or nil when there is none at its level.
     func resolve(_ t: FeedbackTrigger) -> (Daemon.Sound, PlayOptions)? {
         let hint = t.profile.flatMap(Profile.init(rawValue:)) ?? .full
-        let level = daemon.feedbackLevel(app: t.appID, hint: hint, important: t.important)
+        let level = daemon.switches.feedbackLevel(app: t.appID, hint: hint, important: t.important)
         var options = PlayOptions(wantsID: true)
         options.loop = t.timeout == 0 ? .forever : t.timeout > 0 ? .seconds(Double(t.timeout)) : .once
         options.important = t.important
@@ -213,7 +213,7 @@ final class FeedbackCenter {
     func notified(_ n: NotificationSeen, now: UInt64 = MonotonicClock.now()) {
         status.notificationsSeen += 1
         let setting = daemon.current.config.notifications
-        let silent = daemon.feedbackLevel(app: Self.notificationsApp, hint: .full, important: false) == .silent
+        let silent = daemon.switches.feedbackLevel(app: Self.notificationsApp, hint: .full, important: false) == .silent
         switch notifications.decide(n, setting: setting, silent: silent, now: now) {
         case .none(let why):
             logger.debug("notification: no sound", metadata: ["app": "\(n.appName)", "why": "\(why)"])

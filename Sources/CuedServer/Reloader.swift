@@ -1,4 +1,3 @@
-import CuedProtocol
 import NIOCore
 import Synchronization
 
@@ -6,23 +5,24 @@ import Synchronization
 /// another runs, or sooner than that after the last began, waits; all those asked
 /// for meanwhile share the next one and its reply. So a storm of SIGHUPs (6,258
 /// reloads and 488 KB of log in 10 s, about a core) costs a few reloads a second.
-/// Loop-confined (not Sendable): created and called on `loop` only.
-final class Reloader {
+/// Loop-confined (not Sendable): created and called on `loop` only. `Outcome`: what a
+/// reload answers (the daemon's `ReloadOutcome`).
+final class Reloader<Outcome: Sendable> {
     /// Five a second at most: a user's `cuectl reload` after an edit waits for no one.
-    static let defaultMinInterval: TimeAmount = .milliseconds(200)
+    static var defaultMinInterval: TimeAmount { .milliseconds(200) }
 
     private let loop: any EventLoop
     private let minInterval: TimeAmount
     private let now: () -> NIODeadline
     /// Runs one reload; its future completes on `loop`.
-    private let run: () -> EventLoopFuture<Reply>
+    private let run: () -> EventLoopFuture<Outcome>
     private var running = false
     /// The next reload, shared by everyone who asked since the last one began.
-    private var next: EventLoopPromise<Reply>?
+    private var next: EventLoopPromise<Outcome>?
     private var lastStart: NIODeadline?
 
-    init(loop: any EventLoop, minInterval: TimeAmount = Reloader.defaultMinInterval, now: @escaping () -> NIODeadline = { .now() },
-         run: @escaping () -> EventLoopFuture<Reply>) {
+    init(loop: any EventLoop, minInterval: TimeAmount = .milliseconds(200), now: @escaping () -> NIODeadline = { .now() },
+         run: @escaping () -> EventLoopFuture<Outcome>) {
         self.loop = loop
         self.minInterval = minInterval
         self.now = now
@@ -31,9 +31,9 @@ final class Reloader {
 
     var isRunning: Bool { running }
 
-    func reload() -> EventLoopFuture<Reply> {
+    func reload() -> EventLoopFuture<Outcome> {
         if let next { return next.futureResult }
-        let promise = loop.makePromise(of: Reply.self)
+        let promise = loop.makePromise(of: Outcome.self)
         next = promise
         if !running { startWhenDue() }
         return promise.futureResult
@@ -56,6 +56,14 @@ final class Reloader {
             if self.next != nil { self.startWhenDue() }
         }
     }
+}
+
+/// A replaced runtime on its way to the reload lane, which frees it (`free`): whichever
+/// of the loop and the lane lets go of this box last, the runtime is freed there.
+final class RetiredRuntime: @unchecked Sendable {  // `runtime` is touched by `free` only, once handed over
+    private var runtime: Runtime?
+    init(_ runtime: consuming Runtime) { self.runtime = runtime }
+    func free() { runtime = nil }
 }
 
 /// Set once, at SIGTERM, from the main thread; read anywhere: a reload in

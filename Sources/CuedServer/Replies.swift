@@ -79,6 +79,14 @@ enum Replies {
     /// A voice's end as an event line, for a connection with `events on`.
     static func endLine(_ end: VoiceEnd) -> String { "end \(end.id) \(end.reason.rawValue)" }
 
+    /// What a reload made of the config and cues.
+    static func reply(_ outcome: ReloadOutcome) -> Reply {
+        switch outcome {
+        case .reloaded: return .ok("reloaded")
+        case .failed(let why): return .err(.reloadFailed, why)
+        }
+    }
+
     /// A state change over the client's limit.
     static func changeRefused(perSecond n: Double) -> Reply {
         .err(.rateLimited, "more than \(Request.number(n)) state changes a second on this connection")

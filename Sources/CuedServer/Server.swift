@@ -146,7 +146,7 @@ public final class Server: Sendable {
             .childChannelOption(ChannelOptions.recvAllocator, value: FixedSizeRecvByteBufferAllocator(capacity: 4096))
             .childChannelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
-                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: daemon.value, scheduler: scheduler.value))
+                    try channel.pipeline.syncOperations.addHandler(ConnectionHandler(host: VerbTable(daemon.value), scheduler: scheduler.value))
                 }
             }
         let channel: Channel
@@ -200,7 +200,7 @@ public final class Server: Sendable {
             let signal = Signals.wait(signals)
             switch Signals.meaning(signal) {
             case .reload:
-                loop.execute { daemon.value.reload().whenSuccess { _ in } }
+                loop.execute { _ = daemon.value.reload() }
             case .ignore:
                 logger.notice("ignored signal", metadata: ["signal": "\(signal)"])
             case .overran:

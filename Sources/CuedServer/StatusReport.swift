@@ -92,6 +92,22 @@ struct StatusReport {
         return (apps, left.count, left.reduce(0) { $0 + (counts[$1]?.played ?? 0) })
     }
 
+    /// The budget and what holds it: the cues, the cache, decodes in flight, and the
+    /// rest, sounds that only voices still hold (played files dropped from the cache,
+    /// a replaced config's cues still playing).
+    static func memory(_ budget: SoundBudget?, cues: Int, cache: Int) -> Status.Memory {
+        var m = Status.Memory()
+        guard let budget else { return m }
+        m.limitBytes = budget.limit
+        m.usedBytes = budget.used
+        m.cuesBytes = cues
+        m.cacheBytes = cache
+        m.decodingBytes = budget.decoding
+        m.playingBytes = max(0, m.usedBytes - m.cuesBytes - m.cacheBytes - m.decodingBytes)
+        m.refused = budget.refused
+        return m
+    }
+
     var status: Status {
         let s = engine.stats
         var out = Status()

@@ -85,7 +85,7 @@ final class DaemonHarness: Sendable {
         let before = conn
         let (response, after) = try onLoop { d in
             var c = before
-            return (d.respond(to: Array(line.utf8), client: &c, receivedAt: at), c)
+            return (VerbTable(d).respond(to: Array(line.utf8), client: &c, receivedAt: at), c)
         }
         conn = after
         return response
@@ -238,7 +238,7 @@ final class Locked<T: Sendable>: Sendable {
         #expect(try h.reply("play pop", &conn, at: t) == .ok(nil))  // cues have a bucket of their own
         #expect(h.loads.value == 0)
         #expect(try h.onLoop { $0.status().rateLimited } == 4)
-        #expect(try h.onLoop { $0.muted } == false)
+        #expect(try h.onLoop { $0.switches.muted } == false)
     }
 
     @Test func muteGlobalAppOrConfiguredHoldsBackPlaysButNotTheRest() throws {
@@ -319,11 +319,11 @@ final class Locked<T: Sendable>: Sendable {
         h.nextConfig.withLock { $0 = next }
         #expect(try h.reply("reload", &conn) == .ok("reloaded"))
         #expect(try h.reply("play pop", &conn) == .ok("muted"))
-        #expect(try h.onLoop { $0.muted } == false)
+        #expect(try h.onLoop { $0.switches.muted } == false)
         next.muted = true
         h.nextConfig.withLock { $0 = next }
         #expect(try h.reply("reload", &conn) == .ok("reloaded"))
-        #expect(try h.onLoop { $0.muted } == true)
+        #expect(try h.onLoop { $0.switches.muted } == true)
         #expect(try h.onLoop { $0.current.config.muted } == true)
         #expect(h.loads.value == 2)
     }

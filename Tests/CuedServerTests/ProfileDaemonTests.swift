@@ -166,24 +166,24 @@ final class PeakSink: Sink {
         let h = try DaemonHarness(config: Self.config())
         defer { h.shutdown() }
         let told = Locked<[Profile]>([])
-        try h.onLoop { d in d.onProfileChange = { p in told.withLock { $0.append(p) } } }
+        try h.onLoop { d in d.switches.onProfileChange = { p in told.withLock { $0.append(p) } } }
         var mail = try Self.connection(app: "mail", h)
         #expect(try h.reply("profile quiet", &mail) == .ok("quiet"))
         #expect(try h.reply("profile quiet", &mail) == .ok("quiet"))  // no change: not told again
         try h.onLoop { $0.setProfile(.silent) }
-        #expect(try h.onLoop { $0.profile } == .silent)
+        #expect(try h.onLoop { $0.switches.profile } == .silent)
         #expect(try h.reply("profile", &mail) == .ok("silent"))
         #expect(try h.reply("profile app mail quiet", &mail) == .ok("mail silent"))  // an app's own: not told
-        #expect(try h.onLoop { ($0.effectiveProfile(app: "mail"), $0.effectiveProfile(app: nil)) } == (.silent, .silent))
+        #expect(try h.onLoop { ($0.switches.effectiveProfile(app: "mail"), $0.switches.effectiveProfile(app: nil)) } == (.silent, .silent))
         // A reload applies the config's profile only when the reload changed it.
         var next = Self.config()
         next.profile = .full
         h.nextConfig.withLock { $0 = next }
         #expect(try h.reply("reload", &mail) == .ok("reloaded"))
-        #expect(try h.onLoop { $0.profile } == .full)
+        #expect(try h.onLoop { $0.switches.profile } == .full)
         try h.onLoop { $0.setProfile(.quiet) }
         #expect(try h.reply("reload", &mail) == .ok("reloaded"))  // the same config: the run-time profile stays
-        #expect(try h.onLoop { $0.profile } == .quiet)
+        #expect(try h.onLoop { $0.switches.profile } == .quiet)
         #expect(told.value == [.quiet, .silent, .full, .quiet])
         h.saver.flush()
         #expect(try StateFile.load(h.statePath) == SavedState(profile: .quiet, appProfiles: ["mail": .quiet]))
@@ -195,7 +195,7 @@ final class PeakSink: Sink {
         config.profile = .silent
         let fromConfig = try DaemonHarness(config: config)
         defer { fromConfig.shutdown() }
-        #expect(try fromConfig.onLoop { $0.profile } == .silent)
+        #expect(try fromConfig.onLoop { $0.switches.profile } == .silent)
         let fromSaved = try DaemonHarness(config: config, saved: SavedState(profile: .quiet, appProfiles: ["mail": .silent]))
         defer { fromSaved.shutdown() }
         var mail = try Self.connection(app: "mail", fromSaved)

@@ -11,7 +11,7 @@ import Testing
         var promises: [EventLoopPromise<Reply>] = []
     }
 
-    func make(_ loop: EmbeddedEventLoop, minInterval: TimeAmount = .zero) -> (Reloader, Runs) {
+    func make(_ loop: EmbeddedEventLoop, minInterval: TimeAmount = .zero) -> (Reloader<Reply>, Runs) {
         let runs = Runs()
         let reloader = Reloader(loop: loop, minInterval: minInterval, now: { loop.now }) {
             let p = loop.makePromise(of: Reply.self)
