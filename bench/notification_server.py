@@ -22,7 +22,6 @@ XML = """
   </interface>
 </node>
 """
-node = Gio.DBusNodeInfo.new_for_xml(XML)
 count = [0]
 
 def call(conn, sender, path, iface, method, params, invocation):
@@ -42,6 +41,8 @@ def acquired(conn, name):
 def bus_acquired(conn, name):
     conn.register_object("/org/freedesktop/Notifications", node.interfaces[0], call, None, None)
 
-Gio.bus_own_name(Gio.BusType.SESSION, "org.freedesktop.Notifications", Gio.BusNameOwnerFlags.NONE,
-                 bus_acquired, acquired, lambda *a: sys.exit(1))
-GLib.MainLoop().run()
+if __name__ == "__main__":
+    node = Gio.DBusNodeInfo.new_for_xml(XML)
+    Gio.bus_own_name(Gio.BusType.SESSION, "org.freedesktop.Notifications", Gio.BusNameOwnerFlags.NONE,
+                     bus_acquired, acquired, lambda *a: sys.exit(1))
+    GLib.MainLoop().run()

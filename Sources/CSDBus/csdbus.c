@@ -4,43 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Every sd-bus call through the table libsystemd was loaded into (see csdbus.h). */
-#define sd_bus_add_match (cued_sd()->sd_bus_add_match)
-#define sd_bus_add_object_vtable (cued_sd()->sd_bus_add_object_vtable)
-#define sd_bus_call_method (cued_sd()->sd_bus_call_method)
-#define sd_bus_emit_properties_changed (cued_sd()->sd_bus_emit_properties_changed)
-#define sd_bus_emit_signal (cued_sd()->sd_bus_emit_signal)
-#define sd_bus_error_set (cued_sd()->sd_bus_error_set)
-#define sd_bus_flush_close_unref (cued_sd()->sd_bus_flush_close_unref)
-#define sd_bus_get_address (cued_sd()->sd_bus_get_address)
-#define sd_bus_get_events (cued_sd()->sd_bus_get_events)
-#define sd_bus_get_fd (cued_sd()->sd_bus_get_fd)
-#define sd_bus_get_n_queued_write (cued_sd()->sd_bus_get_n_queued_write)
-#define sd_bus_get_timeout (cued_sd()->sd_bus_get_timeout)
-#define sd_bus_is_open (cued_sd()->sd_bus_is_open)
-#define sd_bus_message_append (cued_sd()->sd_bus_message_append)
-#define sd_bus_message_enter_container (cued_sd()->sd_bus_message_enter_container)
-#define sd_bus_message_exit_container (cued_sd()->sd_bus_message_exit_container)
-#define sd_bus_message_get_sender (cued_sd()->sd_bus_message_get_sender)
-#define sd_bus_message_is_method_call (cued_sd()->sd_bus_message_is_method_call)
-#define sd_bus_message_peek_type (cued_sd()->sd_bus_message_peek_type)
-#define sd_bus_message_read (cued_sd()->sd_bus_message_read)
-#define sd_bus_message_read_basic (cued_sd()->sd_bus_message_read_basic)
-#define sd_bus_message_skip (cued_sd()->sd_bus_message_skip)
-#define sd_bus_message_unref (cued_sd()->sd_bus_message_unref)
-#define sd_bus_new (cued_sd()->sd_bus_new)
-#define sd_bus_open_user_with_description (cued_sd()->sd_bus_open_user_with_description)
-#define sd_bus_process (cued_sd()->sd_bus_process)
-#define sd_bus_reply_method_errorf (cued_sd()->sd_bus_reply_method_errorf)
-#define sd_bus_reply_method_return (cued_sd()->sd_bus_reply_method_return)
-#define sd_bus_request_name (cued_sd()->sd_bus_request_name)
-#define sd_bus_set_address (cued_sd()->sd_bus_set_address)
-#define sd_bus_set_bus_client (cued_sd()->sd_bus_set_bus_client)
-#define sd_bus_set_description (cued_sd()->sd_bus_set_description)
-#define sd_bus_set_monitor (cued_sd()->sd_bus_set_monitor)
-#define sd_bus_slot_set_destroy_callback (cued_sd()->sd_bus_slot_set_destroy_callback)
-#define sd_bus_slot_unref (cued_sd()->sd_bus_slot_unref)
-#define sd_bus_start (cued_sd()->sd_bus_start)
+#include "sdcalls.h"
 
 /* SD_BUS_VTABLE_START refers to libsystemd's format marker, not linked: a stand-in here, and
    the real one put in the vtable once loaded (cued_fb_add_object). */
@@ -79,7 +43,7 @@ static int read_hints(sd_bus_message *m, hint_reader take, void *out) {
 }
 
 /* The variant's value if it holds `type` (1), else 0 and nothing read. */
-static int read_variant(sd_bus_message *m, char type, void *value) {
+int cued_read_variant(sd_bus_message *m, char type, void *value) {
     char t = 0;
     const char *contents = NULL;
     int r = sd_bus_message_peek_type(m, &t, &contents);
@@ -95,9 +59,9 @@ static int read_variant(sd_bus_message *m, char type, void *value) {
 
 static int take_feedback_hint(sd_bus_message *m, const char *key, void *out) {
     cued_fb_trigger *t = out;
-    if (strcmp(key, "profile") == 0) return read_variant(m, 's', &t->profile);
-    if (strcmp(key, "sound-file") == 0) return read_variant(m, 's', &t->sound_file);
-    if (strcmp(key, "important") == 0) return read_variant(m, 'b', &t->important);
+    if (strcmp(key, "profile") == 0) return cued_read_variant(m, 's', &t->profile);
+    if (strcmp(key, "sound-file") == 0) return cued_read_variant(m, 's', &t->sound_file);
+    if (strcmp(key, "important") == 0) return cued_read_variant(m, 'b', &t->important);
     return 0;
 }
 
@@ -209,29 +173,29 @@ fail:
 
 static int take_notify_hint(sd_bus_message *m, const char *key, void *out) {
     cued_notify *n = out;
-    if (strcmp(key, "sound-file") == 0) return read_variant(m, 's', &n->sound_file);
-    if (strcmp(key, "sound-name") == 0) return read_variant(m, 's', &n->sound_name);
-    if (strcmp(key, "desktop-entry") == 0) return read_variant(m, 's', &n->desktop_entry);
-    if (strcmp(key, "category") == 0) return read_variant(m, 's', &n->category);
+    if (strcmp(key, "sound-file") == 0) return cued_read_variant(m, 's', &n->sound_file);
+    if (strcmp(key, "sound-name") == 0) return cued_read_variant(m, 's', &n->sound_name);
+    if (strcmp(key, "desktop-entry") == 0) return cued_read_variant(m, 's', &n->desktop_entry);
+    if (strcmp(key, "category") == 0) return cued_read_variant(m, 's', &n->category);
     if (strcmp(key, "suppress-sound") == 0) {
-        int r = read_variant(m, 'b', &n->suppress_sound);
+        int r = cued_read_variant(m, 'b', &n->suppress_sound);
         if (r != 0) return r;
         int32_t i = 0;  /* some senders use an int */
-        r = read_variant(m, 'i', &i);
+        r = cued_read_variant(m, 'i', &i);
         if (r > 0) n->suppress_sound = i != 0;
         return r;
     }
     if (strcmp(key, "urgency") == 0) {
         uint8_t y = 0;
-        int r = read_variant(m, 'y', &y);
+        int r = cued_read_variant(m, 'y', &y);
         if (r > 0) n->urgency = y;
         if (r != 0) return r;
         uint32_t u = 0;
-        r = read_variant(m, 'u', &u);
+        r = cued_read_variant(m, 'u', &u);
         if (r > 0) n->urgency = (int)(u > 2 ? 2 : u);
         if (r != 0) return r;
         int32_t i = 0;
-        r = read_variant(m, 'i', &i);
+        r = cued_read_variant(m, 'i', &i);
         if (r > 0) n->urgency = i < 0 ? 0 : (i > 2 ? 2 : i);
         return r;
     }

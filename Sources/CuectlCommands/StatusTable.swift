@@ -61,6 +61,7 @@ public enum StatusTable {
         if s.memory.limitBytes > 0 { rows.append(("memory", memoryLine(s.memory))) }
         rows.append(("sessions", String(s.sessions)))
         rows.append(("d-bus", busLine(s.bus)))
+        rows.append(contentsOf: desktopRows(s.desktop))
         let width = rows.map(\.0.count).max() ?? 0
         return rows.map { $0.0 + String(repeating: " ", count: width - $0.0.count + 2) + $0.1 }.joined(separator: "\n")
     }
@@ -86,6 +87,16 @@ public enum StatusTable {
         case "absent": return "no session bus" + (b.error.map { " (\($0))" } ?? "")
         default: return b.connection
         }
+    }
+
+    /// The desktop's sound settings in force, each with where it comes from.
+    static func desktopRows(_ d: Status.Desktop) -> [(String, String)] {
+        func onOff(_ b: Bool) -> String { b ? "on" : "off" }
+        return [("desktop", "portal " + d.portal),
+                ("", "theme \(d.theme.value) (\(d.theme.from))"),
+                ("", "event sounds \(onOff(d.eventSounds.value)) (\(d.eventSounds.from))"),
+                ("", "input-feedback sounds \(onOff(d.inputFeedbackSounds.value)) (\(d.inputFeedbackSounds.from))"),
+                ("", "do not disturb \(onOff(d.doNotDisturb.value)) (\(d.doNotDisturb.from))")]
     }
 
     /// The budget for decoded sound and what holds it:

@@ -32,6 +32,8 @@ public struct Config: Sendable, Equatable {
     /// `[dbus]` and `[notifications]` (DesktopConfig.swift).
     public var dbus = BusSetting()
     public var notifications = NotificationSetting()
+    /// `[desktop]`: following the desktop's sound settings, or each pinned (DesktopConfig.swift).
+    public var desktop = DesktopSetting()
     /// Where each key was written (dotted path → line), for errors found later
     /// (a cue file that does not load, a transition to an unknown cue).
     public var lines: [String: Int] = [:]
@@ -43,7 +45,7 @@ public struct Config: Sendable, Equatable {
             && a.idleCloseS == b.idleCloseS && a.masterGainDB == b.masterGainDB && a.sounds == b.sounds
             && a.muted == b.muted && a.profile == b.profile && a.profiles == b.profiles && a.cues == b.cues && a.transitions == b.transitions && a.apps == b.apps && a.pull == b.pull
             && a.theme == b.theme && a.themeCacheMB == b.themeCacheMB && a.soundBudgetMB == b.soundBudgetMB && a.stream == b.stream
-            && a.dbus == b.dbus && a.notifications == b.notifications
+            && a.dbus == b.dbus && a.notifications == b.notifications && a.desktop == b.desktop
     }
 
     /// An issue about `key`, placed at the line it was written on.

@@ -64,7 +64,7 @@ struct Checker {
 
     static let topKeys = ["sink", "latency_ms", "voices", "idle_close_s", "master_gain_db", "sounds", "muted", "profile",
                           "theme", "theme_cache_mb", "sound_budget_mb", "cues", "transitions", "apps", "profiles", "stream",
-                          "dbus", "notifications", "pull"]
+                          "dbus", "notifications", "desktop", "pull"]
 
     mutating func read(_ root: TOMLTable) -> Config {
         var c = Config()
@@ -82,6 +82,7 @@ struct Checker {
                 }
             case "dbus": readBus(v, into: &c)
             case "notifications": readNotifications(v, into: &c)
+            case "desktop": readDesktop(v, into: &c)
             case "theme_cache_mb": c.themeCacheMB = number(v, key, ConfigLoader.themeCacheRange)
             case "sound_budget_mb": c.soundBudgetMB = number(v, key, ConfigLoader.soundBudgetRange)
             case "latency_ms": c.latencyMs = int(v, key, ConfigLoader.latencyRange)

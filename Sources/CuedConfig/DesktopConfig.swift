@@ -14,6 +14,19 @@ public struct BusSetting: Sendable, Equatable {
     public init() {}
 }
 
+/// `[desktop]`: whether cued follows the desktop's sound settings (the Settings portal), and
+/// each one pinned instead (nil: follow the desktop). The theme is pinned by the top-level `theme`.
+public struct DesktopSetting: Sendable, Equatable {
+    /// Read the desktop's settings at all (read at start).
+    public var follow = true
+    public var eventSounds: Bool?
+    public var inputFeedbackSounds: Bool?
+    public var doNotDisturb: Bool?
+    public init() {}
+
+    static let keys = ["follow", "event_sounds", "input_feedback_sounds", "do_not_disturb"]
+}
+
 /// `[notifications]`: sounds for desktop notifications (opt-in).
 public struct NotificationSetting: Sendable, Equatable {
     /// Watch org.freedesktop.Notifications.Notify calls (read at start).
@@ -57,6 +70,32 @@ extension Checker {
                 if Label.isValid(s) { c.dbus.feedbackTheme = s } else { fail(k, f, Label.problem(s, what: "theme")) }
             default: unknown(k, f, expected: ["enabled", "feedback", "replace", "feedback_theme"])
             }
+        }
+    }
+
+    mutating func readDesktop(_ v: TOMLNode, into c: inout Config) {
+        guard let t = table(v, "desktop") else { return }
+        for field in t.keys.sorted() {
+            let k = "desktop.\(field)", f = t[field]!
+            lines[k] = f.line
+            switch field {
+            case "follow": c.desktop.follow = bool(f, k) ?? c.desktop.follow
+            case "event_sounds": c.desktop.eventSounds = followOrPinned(f, k)
+            case "input_feedback_sounds": c.desktop.inputFeedbackSounds = followOrPinned(f, k)
+            case "do_not_disturb": c.desktop.doNotDisturb = followOrPinned(f, k)
+            default: unknown(k, f, expected: DesktopSetting.keys)
+            }
+        }
+    }
+
+    /// `"follow"` (nil), or true or false: the setting pinned.
+    private mutating func followOrPinned(_ f: TOMLNode, _ k: String) -> Bool? {
+        switch f.value {
+        case .bool(let b): return b
+        case .string("follow"): return nil
+        default:
+            fail(k, f, "expected \"follow\", true or false, found \(f.value.typeName)")
+            return nil
         }
     }
 

@@ -174,6 +174,8 @@ public struct Status: Sendable, Equatable {
     public var theme = Theme()
     public var memory = Memory()
     public var bus = Bus()
+    /// The desktop's sound settings in force (StatusDesktop.swift).
+    public var desktop = Desktop()
 
     public init() {}
 
@@ -203,6 +205,7 @@ public struct Status: Sendable, Equatable {
         case playingBytes = "playing_bytes", decodingBytes = "decoding_bytes", refused
         // bus
         case bus, connection, feedback, notifications, live, notificationsSeen = "notifications_seen"
+        case desktop
     }
 
     public var json: JSON {
@@ -250,7 +253,7 @@ public struct Status: Sendable, Equatable {
             (.clientOutputLimitBytes, n(clientOutputLimitBytes)),
             (.sessions, n(sessions)), (.apps, appsJSON), (.appsUnlisted, n(appsUnlisted)), (.appsUnlistedPlayed, n(appsUnlistedPlayed)),
             (.latencyUs, latencyJSON), (.theme, themeJSON),
-            (.memory, memoryJSON), (.bus, busJSON),
+            (.memory, memoryJSON), (.bus, busJSON), (.desktop, desktop.json),
         ])
     }
 
@@ -351,6 +354,7 @@ public struct Status: Sendable, Equatable {
         bus.live = int(v(b, .live)) ?? 0
         bus.notificationsSeen = int(v(b, .notificationsSeen)) ?? 0
         bus.error = str(v(b, .error))
+        desktop = Desktop(json: field(.desktop))
     }
 
     /// Parses a `status` reply's payload (the JSON after `ok `).

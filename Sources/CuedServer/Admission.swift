@@ -16,6 +16,13 @@ enum Hold: Equatable, Sendable {
     case rateLimited(perSecond: Double)
     /// The cue's cooldown (`drop`): this long (ns) until it may start again.
     case cooldown(cue: String, leftNs: UInt64)
+    /// The desktop's event sounds are off (`DesktopRules`): a libcanberra client's sound, or
+    /// the desktop's own sources (feedbackd's events, notification sounds) as in `silent`.
+    case eventSoundsOff(from: String)
+    /// The desktop's input-feedback sounds are off: a libcanberra client's input-feedback sound.
+    case inputFeedbackOff(sound: String, from: String)
+    /// The desktop's Do Not Disturb: its own sources as in `silent`.
+    case doNotDisturb(from: String)
     /// SIGTERM: cued is stopping, and a new cue would be cut off.
     case stopping
 
@@ -28,6 +35,9 @@ enum Hold: Equatable, Sendable {
         case .appSilent: "app-profile"
         case .rateLimited: "rate-limit"
         case .cooldown: "cooldown"
+        case .eventSoundsOff: "event-sounds"
+        case .inputFeedbackOff: "input-feedback"
+        case .doNotDisturb: "do-not-disturb"
         case .stopping: "stopping"
         }
     }
@@ -42,13 +52,16 @@ struct PlayAsk: Sendable {
     /// A bank cue's name and design (its cooldown); nil for theme sounds and files.
     var cue: String?
     var design = CueDesign()
+    /// The sound's name (a bank cue's or a theme sound's; nil for a file): the desktop's input feedback.
+    var sound: String?
 
-    init(_ options: PlayOptions, client: Client, cue: String? = nil, design: CueDesign = CueDesign()) {
+    init(_ options: PlayOptions, client: Client, cue: String? = nil, design: CueDesign = CueDesign(), sound: String? = nil) {
         app = client.app
         important = options.important
         trusted = client.trustsImportant
         self.cue = cue
         self.design = design
+        self.sound = sound ?? cue
     }
 }
 
@@ -60,6 +73,8 @@ struct AdmissionView {
     var picker: CuePicker.Cooldowns
     var stopping: Bool
     var now: UInt64
+    /// The desktop's sound settings in force (nothing said: they hold nothing back).
+    var desktop = DesktopRules.none
 }
 
 /// The voice broker's admission: an ordered list of named rules, each a pure check of a
@@ -75,7 +90,8 @@ enum Admission {
 
     /// Mute is the stronger switch (a muted app plays nothing, `important` or not); then
     /// the profiles (an `important` play of an allow-listed app, or cued's own, passes
-    /// them); then the client's rate limit; then the cue's cooldown; last, SIGTERM.
+    /// them); then the client's rate limit; then the cue's cooldown; then the desktop's
+    /// switches (event sounds, input feedback, Do Not Disturb); last, SIGTERM.
     static let rules: [Rule] = [
         Rule(name: "muted") { _, _, v in v.mutes.muted ? .muted : nil },
         Rule(name: "app-muted") { a, _, v in a.app.flatMap { v.mutes.appMuted($0) ? .appMuted($0) : nil } },
@@ -92,6 +108,10 @@ enum Admission {
             guard let cue = a.cue, a.design.cooldown == .drop, let left = v.picker.left(cue, a.design, now: v.now) else { return nil }
             return .cooldown(cue: cue, leftNs: left)
         },
+        // The desktop's switches, for the sources they govern (DesktopRules: socket cues are not).
+        Rule(name: "event-sounds") { a, c, v in v.desktop.eventSoundsHold(DesktopRules.source(c), passes: passesProfiles(a, v)) },
+        Rule(name: "input-feedback") { a, c, v in v.desktop.inputFeedbackHold(DesktopRules.source(c), sound: a.sound) },
+        Rule(name: "do-not-disturb") { a, c, v in v.desktop.doNotDisturbHold(DesktopRules.source(c), passes: passesProfiles(a, v)) },
         Rule(name: "stopping") { _, _, v in v.stopping ? .stopping : nil },
     ]
 

@@ -70,6 +70,8 @@ public protocol DesktopBusHost: Sendable {
     /// A bus client left: its feedbacks end (as feedbackd does).
     func left(_ sender: String)
     func statusChanged(_ s: BusStatus)
+    /// What the desktop says about sound changed (the Settings portal, the notification server).
+    func desktopChanged(_ d: DesktopSound)
 }
 
 /// FeedbackEnded's reasons, as feedbackd numbers them (`u` on the bus: -1 is 4294967295).

@@ -10,11 +10,15 @@ extension Daemon {
         case named(String)
         /// A sound file by absolute path.
         case file(String)
+
+        /// Its name (nil for a file).
+        var name: String? { if case .named(let n) = self { n } else { nil } }
     }
 
     /// What admission looks at now.
     func admissionView(now: UInt64) -> AdmissionView {
-        AdmissionView(mutes: switches.mutes, profiles: switches.profiles, picker: picker.cooldowns, stopping: broker.isStopping, now: now)
+        AdmissionView(mutes: switches.mutes, profiles: switches.profiles, picker: picker.cooldowns, stopping: broker.isStopping, now: now,
+                      desktop: desktopRules)
     }
 
     /// Plays `sound` for `client`: admission (mute, profiles, its rate limit, a cue's
@@ -25,7 +29,8 @@ extension Daemon {
             return playCue(name, variants, options, &client, at: at)
         }
         var options = options
-        let ask = PlayAsk(options, client: client)
+        if options.theme == nil { options.theme = desktopTheme }
+        let ask = PlayAsk(options, client: client, sound: sound.name)
         let view = admissionView(now: MonotonicClock.now())
         if let hold = broker.admit(ask, &client, view) { return .now(.held(hold)) }
         options.gainDB += Admission.gainDB(ask, view)
@@ -78,7 +83,7 @@ extension Daemon {
     /// Every reason a play of `sound` by `client` would be held back now, in order (`why`):
     /// the same rules `play` stops at the first of.
     func holds(_ sound: Sound, _ options: PlayOptions, _ client: Client) -> [Hold] {
-        var ask = PlayAsk(options, client: client)
+        var ask = PlayAsk(options, client: client, sound: sound.name)
         if case .named(let name) = sound, current.bank.variants[name] != nil {
             ask = PlayAsk(options, client: client, cue: name, design: current.design(name))
         }

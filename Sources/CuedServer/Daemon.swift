@@ -125,6 +125,6 @@ public final class Daemon {
                      counts: broker.counts.apps, played: broker.played, playedByCue: broker.playedByCue,
                      unlistedPlays: broker.counts.otherPlayed, theme: fetch.sounds.status(),
                      memory: StatusReport.memory(budget, cues: current.bank.bytes, cache: fetch.sounds.cachedBytes),
-                     bus: desktop?.busStatus ?? Status.Bus()).status
+                     bus: desktop?.busStatus ?? Status.Bus(), desktop: desktopStatus).status
     }
 }

@@ -40,6 +40,10 @@ public final class DesktopBus: @unchecked Sendable {
         public var socketPath: String?
         /// Whether the environment names a session bus at all (`DesktopBus.busConfigured(environment:)`).
         public var busConfigured = true
+        /// Read the desktop's sound settings (the Settings portal, the notification server's Inhibited).
+        public var followDesktop = false
+        /// KDE's settings win over GNOME's where both are there (`XDG_CURRENT_DESKTOP` names KDE).
+        public var preferKDE = false
         public init() {}
     }
 
@@ -63,10 +67,14 @@ public final class DesktopBus: @unchecked Sendable {
     var sd: cued_sd_api { cued_sd().pointee }
     // The bus thread's own.
     private var machine: BusMachine
-    private var link: BusConnection?
+    private(set) var link: BusConnection?
     private var watch: BusSocketWatch
     private var published = BusStatus()
     var nextID: UInt32 = 1
+    /// The desktop's settings as read (SettingsPortal.swift), the read under way, and what the host was last told.
+    var portal: PortalSettings
+    var portalCall = PortalCall.idle
+    var sentDesktop: DesktopSound?
 
     public init(options: Options, host: any DesktopBusHost, logger: Logger) {
         self.options = options
@@ -75,6 +83,7 @@ public final class DesktopBus: @unchecked Sendable {
         var settings = BusMachine.Settings()
         settings.notifications = options.notifications
         machine = BusMachine(settings: settings)
+        portal = PortalSettings(preferKDE: options.preferKDE)
         wakeFD = bus_eventfd(0, O_NONBLOCK | O_CLOEXEC)
         // Made now, not when the bus is first missed: the descriptors cued holds once it listens are all there.
         watch = BusSocketWatch(path: options.socketPath)
@@ -269,6 +278,7 @@ public final class DesktopBus: @unchecked Sendable {
                 }
                 published = s
                 host.statusChanged(s)
+                if s.connection == .absent && s.error != nil && options.followDesktop { desktopLost() }
             case .exit: break  // `run` ends: the phase is no longer `running`
             }
         }
@@ -290,6 +300,7 @@ public final class DesktopBus: @unchecked Sendable {
         }
         link = c
         watchBusNews(c)
+        if options.followDesktop { followDesktop(c) }
         let feedback = options.feedback ? requestName(c) : .none
         var notifications = "off"
         if options.notifications {

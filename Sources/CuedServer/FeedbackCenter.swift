@@ -82,6 +82,14 @@ final class FeedbackCenter {
         status.error = s.error
     }
 
+    /// What the desktop says about sound (the Settings portal), as the bus last told; the daemon follows it.
+    private(set) var desktopSaid = DesktopSound()
+    func desktopChanged(_ d: DesktopSound) {
+        let old = desktopSaid
+        desktopSaid = d
+        daemon.desktopChanged(from: old, to: d)
+    }
+
     /// `status`'s view: with the number of live feedbacks.
     var busStatus: Status.Bus {
         var s = status
@@ -114,7 +122,7 @@ final class FeedbackCenter {
     /// The sound that plays the event, and how, or nil when there is none at its level.
     func resolve(_ t: FeedbackTrigger) -> (Daemon.Sound, PlayOptions)? {
         let hint = t.profile.flatMap(Profile.init(rawValue:)) ?? .full
-        let level = daemon.switches.feedbackLevel(app: t.appID, hint: hint, important: t.important)
+        let level = daemon.feedbackLevel(app: t.appID, hint: hint, important: t.important)
         var options = PlayOptions(wantsID: true)
         options.loop = t.timeout == 0 ? .forever : t.timeout > 0 ? .seconds(Double(t.timeout)) : .once
         options.important = t.important
@@ -213,7 +221,7 @@ final class FeedbackCenter {
     func notified(_ n: NotificationSeen, now: UInt64 = MonotonicClock.now()) {
         status.notificationsSeen += 1
         let setting = daemon.current.config.notifications
-        let silent = daemon.switches.feedbackLevel(app: Self.notificationsApp, hint: .full, important: false) == .silent
+        let silent = daemon.feedbackLevel(app: Self.notificationsApp, hint: .full, important: false) == .silent
         switch notifications.decide(n, setting: setting, silent: silent, now: now) {
         case .none(let why):
             logger.debug("notification: no sound", metadata: ["app": "\(n.appName)", "why": "\(why)"])
@@ -270,4 +278,5 @@ final class BusBridge: DesktopBusHost {
     func notified(_ n: NotificationSeen) { loop.execute { [center] in center.value?.notified(n) } }
     func left(_ sender: String) { loop.execute { [center] in center.value?.left(sender) } }
     func statusChanged(_ s: BusStatus) { loop.execute { [center] in center.value?.statusChanged(s) } }
+    func desktopChanged(_ d: DesktopSound) { loop.execute { [center] in center.value?.desktopChanged(d) } }
 }

@@ -25,6 +25,9 @@ enum Replies {
         case .muted, .appMuted: return .ok(NotSounded.muted.rawValue)
         case .silent, .appSilent: return .ok(NotSounded.silent.rawValue)
         case .cooldown: return .ok(NotSounded.cooldown.rawValue)
+        // As libcanberra's own `canberra.enable` off: CA_ERROR_DISABLED for the app.
+        case .eventSoundsOff, .inputFeedbackOff: return .ok(NotSounded.disabled.rawValue)
+        case .doNotDisturb: return .ok(NotSounded.silent.rawValue)
         case .rateLimited(let n): return .err(.rateLimited, "more than \(Request.number(n)) cues a second on this connection")
         case .stopping: return stoppingReply
         }

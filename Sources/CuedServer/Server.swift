@@ -128,7 +128,8 @@ public final class Server: Sendable {
         if options.muted != nil { var s = saved; s.muted = muted; saver.save(s) }
         engine.start()
         // Made now (its eventfd and socket watch are counted with the rest), started once cued listens.
-        let desktop = makeDesktopBus(dbus: config.dbus, notifications: config.notifications, daemon: daemon, loop: loop)
+        let desktop = makeDesktopBus(dbus: config.dbus, notifications: config.notifications, desktop: config.desktop,
+                                     daemon: daemon, loop: loop)
 
         let bootstrap = ServerBootstrap(group: group)
             .serverChannelOption(ChannelOptions.backlog, value: 4096)
@@ -221,6 +222,7 @@ public final class Server: Sendable {
         var muted: Bool?
         var dbus: BusSetting
         var notifications: NotificationSetting
+        var desktop: DesktopSetting
     }
 
     /// Reads the config and loads every cue into `start`, charged to `budget`.
@@ -229,7 +231,8 @@ public final class Server: Sendable {
         do { config = try options.loadConfig() } catch {
             throw StartupError("invalid config:\n" + error.description, exitCode: StartupError.configExit)
         }
-        let kept = StartConfig(path: config.path, muted: config.muted, dbus: config.dbus, notifications: config.notifications)
+        let kept = StartConfig(path: config.path, muted: config.muted, dbus: config.dbus, notifications: config.notifications,
+                               desktop: config.desktop)
         if options.muted != nil { config.muted = nil }
         let settings = options.effective(config)
         do {
@@ -243,7 +246,7 @@ public final class Server: Sendable {
     }
 
     /// The D-Bus face (`[dbus]`), to run on a thread of its own (`start`); nil when turned off.
-    func makeDesktopBus(dbus: BusSetting, notifications: NotificationSetting, daemon: NIOLoopBound<Daemon>,
+    func makeDesktopBus(dbus: BusSetting, notifications: NotificationSetting, desktop: DesktopSetting, daemon: NIOLoopBound<Daemon>,
                         loop: any EventLoop) -> DesktopBus? {
         guard dbus.enabled else {
             logger.info("D-Bus: off ([dbus] enabled = false)")
@@ -255,6 +258,8 @@ public final class Server: Sendable {
         o.notifications = notifications.enabled
         o.socketPath = DesktopBus.socketPath(environment: options.environment)
         o.busConfigured = DesktopBus.busConfigured(environment: options.environment)
+        o.followDesktop = desktop.follow
+        o.preferKDE = PortalSettings.isKDE(environment: options.environment)
         let bridge = BusBridge(loop: loop)
         let bus = DesktopBus(options: o, host: bridge, logger: logger)
         let made = loop.submit { [logger] in

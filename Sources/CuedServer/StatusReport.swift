@@ -62,6 +62,7 @@ struct StatusReport {
     var theme = Status.Theme()
     var memory = Status.Memory()
     var bus = Status.Bus()
+    var desktop = Status.Desktop()
 
     /// One line for systemd's STATUS=: cues, sink state, mute, and the profile unless it is `full`.
     static func line(cues: Int, engine: AudioEngine, muted: Bool, profile: Profile = .full) -> String {
@@ -171,6 +172,7 @@ struct StatusReport {
         out.theme = theme
         out.memory = memory
         out.bus = bus
+        out.desktop = desktop
         return out
     }
 }

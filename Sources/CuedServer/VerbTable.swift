@@ -142,6 +142,7 @@ final class VerbTable: ConnectionHost {
     /// there. Costs a play of the rate limit.
     private func preload(_ name: String, theme: ThemeChoice?, _ client: inout Client, _ at: UInt64) -> Response {
         let d = daemon
+        let theme = theme ?? d.desktopTheme
         if d.current.bank[name] != nil { return .now(.ok(nil)) }
         if let hold = d.broker.allowWork(&client, at) { return .now(Replies.reply(hold)) }
         if d.fetch.cached(name, theme: theme) != nil { return .now(.ok(nil)) }

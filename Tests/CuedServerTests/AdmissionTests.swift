@@ -38,14 +38,22 @@ import Testing
     /// Every reason at once: `why` lists them all in the rules' order, `play` gets the first.
     @Test func everyReasonIsListedInOrderAndPlayGetsTheFirst() {
         let (design, cooldowns) = Self.cooling()
-        let client = Self.client(app: "mail", spent: true)
-        let ask = PlayAsk(PlayOptions(), client: client, cue: "pop", design: design)
-        let view = Self.view(muted: true, appMutes: ["mail": true], global: .silent, apps: ["mail": .silent], cooldowns: cooldowns,
+        var client = Self.client(app: "mail", spent: true)
+        client.via = "libcanberra"  // the desktop's switches govern it
+        let ask = PlayAsk(PlayOptions(), client: client, cue: "pop", design: design, sound: "menu-click")
+        var view = Self.view(muted: true, appMutes: ["mail": true], global: .silent, apps: ["mail": .silent], cooldowns: cooldowns,
                              stopping: true, now: Self.second + 40_000_000)
+        var off = DesktopSound()
+        off.eventSounds = Said(false, from: "portal")
+        off.inputFeedbackSounds = Said(false, from: "portal")
+        off.doNotDisturb = Said(true, from: "portal")
+        view.desktop = DesktopRules(said: off, config: Config())
         let all = Admission.all(ask, client, view)
         #expect(all == [.muted, .appMuted("mail"), .silent, .appSilent("mail"), .rateLimited(perSecond: 2),
-                        .cooldown(cue: "pop", leftNs: 60_000_000), .stopping])
-        #expect(all.map(\.name) == Admission.rules.map(\.name))
+                        .cooldown(cue: "pop", leftNs: 60_000_000), .eventSoundsOff(from: "portal"),
+                        .inputFeedbackOff(sound: "menu-click", from: "portal"), .stopping])
+        // Do Not Disturb governs the desktop's own sources (a bus client), not a libcanberra app's.
+        #expect(all.map(\.name) == Admission.rules.map(\.name).filter { $0 != "do-not-disturb" })
         #expect(Admission.first(ask, client, view) == .muted)
     }
 
