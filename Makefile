@@ -177,8 +177,11 @@ test: deps build
 	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
-	@# frames, which is what these tests would then report, not cued).
+	@# frames, which is what these tests would then report, not cued). cued runs as a user,
+	@# its audio thread real-time through RTKit on a private system bus; then once more with
+	@# no RTKit at all, as on a desktop without it (the thread normal, and said so).
 	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
+	$(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
 
 sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth

@@ -94,7 +94,8 @@ import TestSupport
     /// make test: the debug build with the tests, the release build installed into
     /// a scratch prefix the install tests are pointed at, then Swift Testing only
     /// (no XCTest, whose "Executed 0 tests" lines only confuse), everything but
-    /// PipeWireTests and then those on their own, each run as wide as the cores
+    /// PipeWireTests and then those on their own (with RTKit, then once more without:
+    /// CUED_TEST_RTKIT=off), each run as wide as the cores
     /// (a case's time limit counts from when it runs). From a path with a space:
     /// nothing outside the checkout is removed.
     @Test func testRunsTheSuitesAgainstTheScratchInstall() throws {
@@ -102,19 +103,20 @@ import TestSupport
         let r = try s.make(["test"])
         #expect(r.status == 0, "\(r.err)")
         let tests = s.calls.filter { $0.args.first == "test" }
-        #expect(tests.count == 2, "\(tests.map(\.args))")
+        #expect(tests.count == 3, "\(tests.map(\.args))")
         for call in tests {
             #expect(call.has("--disable-xctest") && call.has("--skip-build"), "\(call.args)")
             let width = Int(call.env["SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH"] ?? "") ?? 0
             #expect(width >= 1, "\(call.env)")
             #expect(call.env["CUED_BIN_DIR"] == s.root + "/.build/debug", "\(call.env)")
         }
-        guard tests.count == 2 else { return }
+        guard tests.count == 3 else { return }
         #expect(tests[0].args.suffix(2) == ["--skip", "PipeWireTests"])
         #expect(tests[0].env["CUED_TEST_PREFIX"] == s.root + "/.build/test-install")
         let installed = Set((tests[0].env["installed"] ?? "").split(separator: " "))
         #expect(installed == ["cued", "cuectl"], "the scratch prefix was not installed first")
-        #expect(tests[1].args.suffix(2) == ["--filter", "PipeWireTests"])
+        #expect(tests[1].args.suffix(2) == ["--filter", "PipeWireTests"] && tests[1].env["CUED_TEST_RTKIT"] == nil)
+        #expect(tests[2].args.suffix(2) == ["--filter", "PipeWireTests"] && tests[2].env["CUED_TEST_RTKIT"] == "off")
         #expect(s.calls.firstIndex { $0.has("--build-tests") }! < s.calls.firstIndex { $0.args.first == "test" }!)
         #expect(FileManager.default.fileExists(atPath: s.dir.file("a")), "make test removed a directory outside the checkout")
         // Installed as make install would: the units' ExecStart quoted for systemd.
