@@ -15,11 +15,12 @@
 /// It compares only looks taken at the same quantum, with every buffer filled to
 /// what the graph asked for (`pw_buffer.requested`): while the quantum changes, or a
 /// buffer of another size is being played across cycles, position and frames taken
-/// are out of step and the count starts afresh. It counts only once position and
-/// frames taken have moved in step for a cycle: the first cycles after the stream
-/// starts (the graph still at its idle quantum, then switching to the stream's, the
-/// converter completing a cycle from two buffers) are not counted. No allocation:
-/// the audio thread's.
+/// are out of step and the count starts afresh. It counts once position and frames
+/// taken have moved in step for a cycle (the graph switching to the stream's quantum,
+/// the converter completing a cycle from two buffers are not misses), or at once from a
+/// look the caller knows is in step (`aligned`: a stream's first look, when the graph
+/// has run a cycle since it started and the buffer it started with was a whole cycle of
+/// this quantum: a miss in its second cycle counts). No allocation: the audio thread's.
 public struct CycleAccount: Sendable, Equatable {
     /// Frames and cycles the graph played without the stream since the account was made.
     public private(set) var missedFrames = 0
@@ -38,16 +39,17 @@ public struct CycleAccount: Sendable, Equatable {
 
     /// One look, taken just before a buffer is queued: `ticks` the graph position of the
     /// last cycle, `taken` the frames the graph had taken from the queue by then,
-    /// `quantum` the frames it asks for a cycle (nil: not known, the count starts afresh).
+    /// `quantum` the frames it asks for a cycle (nil: not known, the count starts afresh);
+    /// `aligned`: position and frames taken are known to be in step here (see the type).
     /// Returns the cycles found missed since the last look.
-    public mutating func look(ticks: UInt64, taken: Int, quantum: Int?) -> Int {
+    public mutating func look(ticks: UInt64, taken: Int, quantum: Int?, aligned: Bool = false) -> Int {
         guard let quantum, quantum > 0 else {
             restart()
             return 0
         }
         defer { last = Look(ticks: ticks, taken: taken, quantum: quantum) }
         guard let last, last.quantum == quantum, ticks >= last.ticks, taken >= last.taken else {
-            inStep = false
+            inStep = self.last == nil && aligned
             return 0
         }
         let ran = Int(clamping: ticks - last.ticks)

@@ -171,10 +171,14 @@ public struct GraphSlot<Buffer: Equatable>: Equatable {
         }
         if active {
             // Compared only between buffers of the graph's cycle (see `CycleAccount`), and once the
-            // graph has run a cycle since the counts were reset.
+            // graph has run a cycle since the counts were reset. In step from a stream's first look
+            // when the graph has run a cycle since the stream was made active and the buffer it
+            // started with (the last one handed over) was a whole cycle: the stream was flushed when
+            // it stopped, so its converter held nothing part-played.
             if let t = time, t.now > 0, t.queued <= t.queuedTotal {
-                missed += cycles.look(ticks: t.ticks, taken: Int(clamping: t.queuedTotal - t.queued),
-                                      quantum: quantum == frames ? frames : nil)
+                let whole = quantum == frames ? frames : nil
+                missed += cycles.look(ticks: t.ticks, taken: Int(clamping: t.queuedTotal - t.queued), quantum: whole,
+                                      aligned: t.now > activatedAfter && whole != nil && lastBufferFrames == frames)
             } else {
                 cycles.restart()
             }

@@ -123,6 +123,18 @@ import Testing
         #expect(a.missedCycles == 1)
     }
 
+    /// A first look known to be in step (the stream's first buffer a whole cycle, a cycle run
+    /// since it started: `GraphSlot` knows): the next interval counts, a miss in the stream's
+    /// second cycle with it; not known, it waits for a clean interval as above.
+    @Test func anAlignedFirstLookCountsFromTheNextCycle() {
+        var a = CycleAccount()
+        #expect(a.look(ticks: 40_000, taken: 128, quantum: 128, aligned: true) == 0)
+        #expect(a.look(ticks: 40_256, taken: 256, quantum: 128) == 1)
+        var b = CycleAccount()
+        #expect(b.look(ticks: 40_000, taken: 128, quantum: 128) == 0)
+        #expect(b.look(ticks: 40_256, taken: 256, quantum: 128) == 0)
+    }
+
     @Test func aRestartedStreamIsNotComparedWithTheOldOne() {
         var a = CycleAccount()
         _ = a.look(ticks: 10_000, taken: 9_000, quantum: 128)
