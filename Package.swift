@@ -72,9 +72,9 @@ let package = Package(
         .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
         .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
-        .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore"]),
+        .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore", "TestSupport"]),
         .testTarget(name: "CuedServerTests", dependencies: [
-            "CuedServer", "CuedProtocol", "CuedCore", "CuedConfig", "CuedAudio",
+            "CuedServer", "TestSupport", "CuedProtocol", "CuedCore", "CuedConfig", "CuedAudio",
             .product(name: "Logging", package: "swift-log"),
             .product(name: "NIOCore", package: "swift-nio"),
             .product(name: "NIOPosix", package: "swift-nio"),

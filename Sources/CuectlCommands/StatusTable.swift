@@ -31,6 +31,7 @@ public enum StatusTable {
         rows.append(("device", "\(s.xruns) xruns, \(s.missedCycles) missed cycles, \(s.stalls) stalls, \(s.devicesLost) lost, \(s.rewinds) rewinds"))
         rows.append(("audio thread", s.audioThread))
         rows.append(("dropped", String(s.dropped)))
+        if s.decodersStuck > 0 { rows.append(("decoding", "\(s.decodersStuck) decoders stuck on a file system that does not answer")) }
         rows.append(("clients", "\(s.clients) connected (cap \(s.maxClients)), \(s.rateLimited) rate-limited, \(s.refusedBusy) refused busy, "
                      + "\(s.evictedIdle) idle evicted, \(s.evictedShare) taken for another process, \(s.closedUnread) closed unread"))
         if let pid = s.busiestPid {

@@ -144,6 +144,8 @@ public struct Status: Sendable, Equatable {
     /// How the audio thread is scheduled: realtime, nice or normal.
     public var audioThread = "normal"
     public var dropped = 0
+    /// Decoders written off, asleep on a file system that does not answer (a hung mount).
+    public var decodersStuck = 0
     public var clients = 0
     public var rateLimited = 0
     public var refusedBusy = 0
@@ -183,6 +185,7 @@ public struct Status: Sendable, Equatable {
     enum Key: String {
         case version, `protocol`, pid, muted, profile, stateSaved = "state_saved", stateError = "state_error", config, warnings, sink, cues, played, voicesActive = "voices_active"
         case voicesStolen = "voices_stolen", clippedSamples = "clipped_samples", xruns, rewinds, stalls, dropped, clients
+        case decodersStuck = "decoders_stuck"
         case rateLimited = "rate_limited", refusedBusy = "refused_busy", evictedIdle = "evicted_idle", sessions, apps
         case maxClients = "max_clients", evictedShare = "evicted_share", closedUnread = "closed_unread"
         case clientProcesses = "client_processes", busiestPid = "busiest_pid", busiestClients = "busiest_clients"
@@ -246,7 +249,7 @@ public struct Status: Sendable, Equatable {
             (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.warnings, .array(warnings.map(JSON.string))), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
             (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
-            (.dropped, n(dropped)), (.clients, n(clients)),
+            (.dropped, n(dropped)), (.decodersStuck, n(decodersStuck)), (.clients, n(clients)),
             (.maxClients, n(maxClients)), (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.evictedShare, n(evictedShare)), (.closedUnread, n(closedUnread)), (.clientProcesses, n(clientProcesses)),
             (.busiestPid, n(busiestPid)), (.busiestClients, n(busiestClients)), (.clientOutputBytes, n(clientOutputBytes)),
@@ -308,6 +311,7 @@ public struct Status: Sendable, Equatable {
         devicesLost = int(field(.devicesLost)) ?? 0
         audioThread = str(field(.audioThread)) ?? "normal"
         dropped = int(field(.dropped)) ?? 0
+        decodersStuck = int(field(.decodersStuck)) ?? 0
         clients = int(field(.clients)) ?? 0
         rateLimited = int(field(.rateLimited)) ?? 0
         refusedBusy = int(field(.refusedBusy)) ?? 0

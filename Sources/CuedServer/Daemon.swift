@@ -121,7 +121,7 @@ public final class Daemon {
     public func status() -> Status {
         StatusReport(engine: engine, runtime: current, mutes: switches.mutes, profiles: switches.profiles, stateSaved: saver?.saved ?? true,
                      stateError: saver?.error, sinkWhy: engine.sinkWhy, connections: clients.figures, rateLimited: broker.rateLimited,
-                     sessions: desk.count(now: MonotonicClock.now()),
+                     sessions: desk.count(now: MonotonicClock.now()), decodersStuck: fetch.decodersStuck,
                      counts: broker.counts.apps, played: broker.played, playedByCue: broker.playedByCue,
                      unlistedPlays: broker.counts.otherPlayed, theme: fetch.sounds.status(),
                      memory: StatusReport.memory(budget, cues: current.bank.bytes, cache: fetch.sounds.cachedBytes),

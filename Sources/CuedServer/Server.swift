@@ -208,6 +208,8 @@ public final class Server: Sendable {
                 engine.dropRealtime()
                 logger.warning("the audio thread ran past its real-time budget without sleeping (SIGXCPU): dropped to normal scheduling")
             case .stop:
+                // The flag before the line: whoever reads "stopping" in the log knows no new cue starts.
+                stopping.store(true, ordering: .relaxed)
                 logger.info("stopping", metadata: ["signal": "\(signal)"])
                 break loop
             }

@@ -26,6 +26,9 @@ final class SoundFetch {
         self.decoding = decoding
     }
 
+    /// Decoders written off, asleep on a file system that does not answer (`status`).
+    var decodersStuck: Int { decoding.counts.stuck }
+
     /// A theme sound decoded before, if it is still cached (memory only: the loop may ask).
     func cached(_ name: String, theme: ThemeChoice?) -> Cue? { sounds.cachedThemeSound(name, theme: theme) }
 

@@ -53,6 +53,7 @@ struct StatusReport {
     var connections = ClientFigures()
     var rateLimited = 0
     var sessions = 0
+    var decodersStuck = 0
     var counts: [String: Status.App] = [:]
     /// Cues played in all, and per bank cue since the bank was loaded (counted on the loop).
     var played = 0
@@ -157,6 +158,7 @@ struct StatusReport {
         out.devicesLost = s.lost.load(ordering: .relaxed)
         out.audioThread = s.audioThreadStatus()
         out.dropped = s.dropped.load(ordering: .relaxed)
+        out.decodersStuck = decodersStuck
         connections.fill(&out)
         out.rateLimited = rateLimited
         out.sessions = sessions

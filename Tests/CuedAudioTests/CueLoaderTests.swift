@@ -243,7 +243,7 @@ import TestSupport
             // Visible to a reader right away (header kept up to date).
             #expect(try WAV.read(path).frames == (p + 1) * f.periodFrames)
         }
-        MonotonicClock.sleep(until: MonotonicClock.now() + UInt64(sink.delayFrames(now: MonotonicClock.now())) * 1_000_000_000 / 48_000)  // play out
+        MonotonicClock.sleep(until: MonotonicClock.now() + UInt64(sink.delayFrames(now: MonotonicClock.now())) * 1_000_000_000 / 48_000)  // the pace is what is measured: play out
         #expect(MonotonicClock.now() - start >= 95_000_000)  // 20 × 5 ms of audio at least
         let back = try WAV.read(path)
         #expect(back.samples[0] == 0 && back.samples[back.samples.count - 1] == Int16(1900 + (f.periodFrames * 2 - 1) % 7))

@@ -47,7 +47,7 @@ import Testing
         let deadline = Date().addingTimeInterval(60)
         var last = 0, lastMoved = Date()
         while done.load(ordering: .acquiring) < contexts && Date() < deadline && Date().timeIntervalSince(lastMoved) < 10 {
-            usleep(20_000)
+            usleep(20_000)  // the poll's interval: the wait is on the count, with a deadline
             let now = done.load(ordering: .acquiring)
             if now != last { last = now; lastMoved = Date() }
         }

@@ -1,6 +1,7 @@
 import CuedCore
 import Synchronization
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -98,11 +99,7 @@ import Glibc
         let list = Mutex<[EngineEvent]>([])
         func add(_ e: EngineEvent) { list.withLock { $0.append(e) } }
         func wait(_ condition: ([EngineEvent]) -> Bool) -> Bool {
-            for _ in 0..<500 {  // 5 s at most
-                if list.withLock({ condition($0) }) { return true }
-                usleep(10_000)
-            }
-            return false
+            eventually(timeout: 5) { list.withLock { condition($0) } }
         }
     }
 
@@ -181,7 +178,8 @@ import Glibc
         let engine = AudioEngine(sink: NullSink(latencyMs: 10), configuration: config)
         engine.start()
         engine.submit(play(Cue(name: "x", stereo: [0, 0]), 1, owner: "", wait: false))
-        usleep(50_000)
+        // The thread took the cue and hangs: neither waiting nor turning its loop.
+        #expect(eventually { !engine.stats.audioThreadIsHealthy(maxStallNanoseconds: 20_000_000) })
         // It returns (the suite's time limit catches a hang), saying it gave up on the thread.
         #expect(engine.shutdown(graceMs: 100, abandonAfterMs: 200) == false)
     }

@@ -253,7 +253,7 @@ import Glibc
         var clock = DeviceClock(rate: 48_000, bufferFrames: 480)
         let start = MonotonicClock.now()
         for _ in 0..<20 { clock.write(frames: 240) }
-        MonotonicClock.sleep(until: MonotonicClock.now() + UInt64(clock.delay()) * 1_000_000_000 / 48_000)  // play out what is queued
+        MonotonicClock.sleep(until: MonotonicClock.now() + UInt64(clock.delay()) * 1_000_000_000 / 48_000)  // the pace is what is measured: play out what is queued
         let elapsed = MonotonicClock.now() - start
         #expect(elapsed >= 95_000_000, "took \(elapsed / 1_000_000) ms")
     }

@@ -1,6 +1,7 @@
 @testable import CuedCore
 import Synchronization
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -111,9 +112,7 @@ import Glibc
         // Not unmapped by the audio thread itself, but handed over…
         #expect(SampleReclaimer.handedOver.load(ordering: .relaxed) >= handedBefore + 1)
         // …and unmapped soon after by the reclaimer.
-        var waited = 0
-        while budget.used != 0 && waited < 2_000 { usleep(1_000); waited += 1 }
-        #expect(budget.used == 0)
+        #expect(eventually(timeout: 2, interval: 0.001) { budget.used == 0 })
     }
 
     final class Box: @unchecked Sendable {

@@ -380,7 +380,7 @@ import Testing
                   "Mutter": .init(played: 2, via: ["libcanberra"])]
         s.profile = .silent
         s.played = 5; s.voicesActive = 1; s.voicesStolen = 2; s.clippedSamples = 3; s.xruns = 4; s.stalls = 6; s.devicesLost = 13; s.audioThread = "realtime"
-        s.dropped = 7; s.clients = 8; s.rateLimited = 9; s.refusedBusy = 10; s.evictedIdle = 11; s.sessions = 12
+        s.dropped = 7; s.decodersStuck = 14; s.clients = 8; s.rateLimited = 9; s.refusedBusy = 10; s.evictedIdle = 11; s.sessions = 12
         s.latencyUs.p50 = 100; s.latencyUs.p99 = 200; s.latencyUs.max = 300
         s.theme.name = "ocean"; s.theme.chain = ["ocean", "freedesktop"]; s.theme.cached = 2
         s.theme.cacheBytes = 1000; s.theme.cacheLimitBytes = 4000

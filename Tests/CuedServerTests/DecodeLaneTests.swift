@@ -3,21 +3,29 @@ import CuedCore
 @testable import CuedServer
 import NIOCore
 import NIOPosix
+import Dispatch
 import Synchronization
 import Testing
+import TestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
 
 /// A gate a job waits at until the test opens it (a decoder that takes as long as the test says).
 final class Gate: Sendable {
-    private let open = Atomic<Bool>(false)
+    private let opened = DispatchSemaphore(value: 0)
     let entered = Atomic<Int>(0)
     func pass() {
         entered.add(1, ordering: .relaxed)
-        while !open.load(ordering: .relaxed) { usleep(1_000) }
+        opened.wait()
+        opened.signal()  // the next one through, once open
     }
-    func release() { open.store(true, ordering: .relaxed) }
+    /// Opens it (once; the jobs at it pass one after the other).
+    func release() {
+        guard !released.exchange(true, ordering: .relaxed) else { return }
+        opened.signal()
+    }
+    private let released = Atomic<Bool>(false)
 }
 
 /// The decoding lane: a share per client, a deadline, workers written off when stuck.
@@ -36,10 +44,6 @@ final class Gate: Sendable {
         return DecodeLane(limits: limits)
     }
 
-    func eventually(_ condition: () -> Bool) -> Bool {
-        for _ in 0..<2_000 { if condition() { return true }; usleep(5_000) }
-        return condition()
-    }
 
     /// One client's slow files hold only its share: another client's file is decoded at
     /// once, and the slow client's second file waits for its first.
@@ -128,7 +132,7 @@ final class Gate: Sendable {
         #expect(eventually { gate.entered.load(ordering: .relaxed) == 3 })
         #expect(eventually { lane.counts.stuck == 2 })
         let late = lane.submit(owner: "other", on: loop, express: { _ in .done(7) })
-        usleep(300_000)  // many times `blockedAfter`: the third still holds the one express slot
+        usleep(300_000)  // a span in which nothing may change (many times `blockedAfter`): no event to wait on
         #expect(lane.counts.stuck == 2 && lane.expressWorkers == 1 && lane.counts.queued == 1)
         gate.release()
         #expect(try late.wait() == .success(7))

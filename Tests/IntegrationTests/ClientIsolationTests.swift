@@ -54,14 +54,15 @@ import TestSupport
     @Test func clientsThatNeverReadHoldABoundedShareAndGiveItBack() throws {
         let d = try DaemonHarness(args: ["--sink", "null", "--max-clients", "300"])
         for _ in 0..<20 { _ = try d.status() }  // the allocator's working set for ordinary use
-        usleep(500_000)
+        _ = try d.onlyClient()  // those connections are gone on cued's side too
         let idle = rssKiB(d.pid)
         var clients = try (0..<200).map { _ in try NonReader(path: d.socketPath) }
         for c in clients { _ = send(c.fd, "events on\n", 10, Int32(MSG_NOSIGNAL)) }
         Self.flood(clients, "play pop\n")
-        usleep(1_000_000)  // the voices they started end, and their end lines are queued
-        let held = rssKiB(d.pid)
+        // The voices they started end, and their end lines are queued (before the next status's reply).
+        #expect(try d.quiet())
         let s = try d.status()
+        let held = rssKiB(d.pid)
         #expect(s.clients == 201)
         #expect(s.clientOutputLimitBytes == 64 * 1024)
         #expect(s.clientOutputBytes <= 200 * (s.clientOutputLimitBytes + 4096))
@@ -71,7 +72,8 @@ import TestSupport
         #expect(per <= 96, "\(per) KiB a connection (RSS \(idle) → \(held) KiB)")
         clients.removeAll()
         #expect(eventually { (try? d.status().clients) == 1 })
-        usleep(1_500_000)  // given back once they are gone (in a second)
+        // Given back once they are gone (a second after the last left): RSS comes down.
+        _ = eventually(timeout: 5, interval: 0.05) { rssKiB(d.pid) - idle <= 8 * 1024 }
         let after = rssKiB(d.pid)
         #expect(after - idle <= 8 * 1024, "RSS \(idle) KiB idle, \(held) KiB held, \(after) KiB after they left")
     }
@@ -81,11 +83,10 @@ import TestSupport
     /// slot from the process holding the most, which is told why.
     @Test func aProcessHoldingEverySlotCannotKeepAnotherOut() throws {
         let d = try DaemonHarness(args: ["--sink", "null", "--max-clients", "4"], extraEnv: ["CUED_TEST_RELOAD_DELAY_MS": "4000"])
-        #expect(eventually { (try? d.status().clients) == 1 })
-        usleep(200_000)
-        let hog = try (0..<4).map { _ in try d.client() }
-        for c in hog { try c.send(Array("reload\n".utf8)) }  // in use: none is idle
-        usleep(100_000)
+        let hog = try [d.onlyClient()] + (0..<3).map { _ in try d.client() }
+        // In use, none idle: each waits on the reload, once its ping is answered (the two lines come in one read).
+        for c in hog { try c.send(Array("ping\nreload\n".utf8)) }
+        for c in hog { #expect(try c.readLine() == "ok pong") }
         // From this process again: refused, as before.
         let again = try d.client()
         #expect(try again.readLine().hasPrefix("err busy too many connections"))

@@ -145,6 +145,7 @@ final class FakeDaemon: @unchecked Sendable {
                     let line = String(decoding: pending[..<lf], as: UTF8.self)
                     pending.removeSubrange(...lf)
                     lock.withLock { received.append(line) }
+                    // A daemon slow to answer is the stimulus: it takes `delay` before its first play's reply.
                     if first && line.hasPrefix("play") { usleep(UInt32(delay * 1_000_000)); first = false }
                     guard let answer = reply(line) else { continue }
                     let out = Array((answer + "\n").utf8)

@@ -76,7 +76,7 @@ import TestSupport
         #expect(pty.waitFor("ready"))
         pty.type("\u{3}")
         #expect(eventually { FileManager.default.fileExists(atPath: dir.file("int")) })
-        usleep(300_000)  // room for a second SIGINT, if one were sent, to arrive
+        usleep(300_000)  // an absence is tested (no event to wait on): room for a second SIGINT, if one were sent, to arrive
         _ = FileManager.default.createFile(atPath: dir.file("go"), contents: nil)
         #expect(pty.wait() == 5)
         #expect(pty.waitFor("ints=1"), "\(pty.text)")

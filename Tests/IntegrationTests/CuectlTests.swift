@@ -40,7 +40,7 @@ import TestSupport
         #expect(started.status == 0 && started.err.isEmpty)
         let id = try #require(UInt64(started.out.dropLast()), "printed «\(started.out)»")
         #expect(eventually { (try? d.status())?.voicesActive == 1 })
-        usleep(300_000)  // longer than psst1 (180 ms): still sounding, it loops
+        usleep(300_000)  // a span longer than psst1 (180 ms), no event to wait on: still sounding, it loops
         #expect(try d.status().voicesActive == 1)
         #expect(try cuectl(d, ["stop", "id", "\(id)"]) == (0, "1\n", ""))
         #expect(eventually { (try? d.status())?.voicesActive == 0 })

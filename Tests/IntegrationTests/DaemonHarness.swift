@@ -95,13 +95,13 @@ final class DaemonHarness: @unchecked Sendable {
     }
 
     func waitUntilAnswering(timeout: Double = 15) throws {
-        let deadline = Date().addingTimeInterval(timeout)
-        while Date() < deadline {
-            if !process.isRunning { throw HarnessError.exited(process.terminationStatus, readStderr()) }
-            if let c = try? CueClient(path: socketPath, timeoutSeconds: 2), (try? c.request("ping")) == "ok pong" { return }
-            usleep(20_000)
+        let up = eventually(timeout: timeout, interval: 0.02) {
+            guard process.isRunning else { return true }
+            guard let c = try? CueClient(path: socketPath, timeoutSeconds: 2) else { return false }
+            return (try? c.request("ping")) == "ok pong"
         }
-        throw HarnessError.timeout("cued did not answer on \(socketPath)")
+        if !process.isRunning { throw HarnessError.exited(process.terminationStatus, readStderr()) }
+        if !up { throw HarnessError.timeout("cued did not answer on \(socketPath)") }
     }
 
     var capturePath: String { dir.file("capture.wav") }
@@ -120,6 +120,26 @@ final class DaemonHarness: @unchecked Sendable {
     }
 
     func client() throws -> CueClient { try CueClient(path: socketPath, timeoutSeconds: 10) }
+
+    /// A client cued counts as its only one: the connections before it (the harness's
+    /// ping, other requests) are gone on cued's side too. For tests that fill the slots.
+    func onlyClient() throws -> CueClient {
+        let c = try client()
+        let alone = eventually {
+            guard let reply = try? c.request("status"), let s = Status.parse(String(reply.dropFirst(3))) else { return false }
+            return s.clients == 1
+        }
+        if !alone { throw HarnessError.timeout("cued still counts other clients: \(try status().clients)") }
+        return c
+    }
+
+    /// Waits until what was asked has started (`status wait`: the audio thread took it)
+    /// and every voice has ended. True once quiet; false at the deadline.
+    @discardableResult
+    func quiet(timeout: Double = 10) throws -> Bool {
+        _ = try request("status wait")
+        return eventually(timeout: timeout) { (try? status().voicesActive) == 0 }
+    }
 
     /// One request on a fresh connection.
     /// One request on a new connection. Unanswered (cued's client gives up after 10 s), the

@@ -45,7 +45,8 @@ import TestSupport
         let d = try DaemonHarness(cues: cues, args: Self.wavSink)
         let c = try d.client()
         #expect(try c.request("play long") == "ok")
-        usleep(100_000)
+        // short comes in while long sounds: once its first 50 ms are in the capture.
+        #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= 2_400 })
         #expect(try c.request("play short") == "ok")
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= long.count })
         let status = try #require(Status.parse(String(try d.request("status").dropFirst(3))))
@@ -109,7 +110,7 @@ import TestSupport
         var replies: [String] = []
         for s in ["idle", "pull", "release", "loading", "idle"] {
             replies.append(try c.request("state \(s)"))
-            usleep(60_000)
+            #expect(try d.quiet())  // each cue ends before the next starts
         }
         #expect(replies == ["ok -", "ok -", "ok psst1", "ok psst2", "ok pop"])
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= 3 * 960 })
@@ -251,11 +252,11 @@ import TestSupport
         // Settled: the last reply written, every thread back asleep (0.5 s without a switch).
         #expect(eventually(timeout: 20) {
             let before = threads()
-            usleep(500_000)
+            usleep(500_000)  // the span measured: quiet is the absence of events over it
             return threads() == before
         }, "cued never went 0.5 s without waking")
         let before = threads()
-        usleep(2_000_000)  // a timer of 1 Hz or faster shows here
+        usleep(2_000_000)  // the span measured (no event to wait on): a timer of 1 Hz or faster shows here
         let after = threads()
         // main (signals), audio, event loop, a reload and a save thread, the log writer, the stderr drain, the sample
         // reclaimer: a handful, not one per request.

@@ -61,7 +61,7 @@ import TestSupport
         for byte in Array("ping".utf8) {
             try slow.send([byte])
             #expect(try other.request("ping") == "ok pong")  // answered while the slow line is half written
-            usleep(200_000)
+            usleep(200_000)  // a writer slow on the wire is the stimulus: a byte every 0.2 s
         }
         try slow.send([0x0A])
         #expect(try slow.readLine() == "ok pong")
@@ -263,9 +263,9 @@ import TestSupport
         let d = try DaemonHarness(args: ["--sink", "null"])
         let end = Date().addingTimeInterval(1)
         var signals = 0
-        while Date() < end { kill(d.pid, SIGHUP); signals += 1; usleep(50) }
+        while Date() < end { kill(d.pid, SIGHUP); signals += 1; usleep(50) }  // the storm's pace is the stimulus
         #expect(try d.request("ping") == "ok pong")
-        usleep(300_000)  // the storm's last reload
+        usleep(300_000)  // the storm's last reload: a signal has no reply, so no event says it was taken
         let reloads = d.readStderr().components(separatedBy: ": reloaded").count - 1
         #expect((1...7).contains(reloads), "\(reloads) reloads for \(signals) SIGHUPs")
     }

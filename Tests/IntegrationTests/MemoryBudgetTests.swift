@@ -33,14 +33,16 @@ struct MemoryBudgetTests {
         let paths = try Self.files(in: d.dir.path, count: 201)
         let c = try d.client()
         #expect(try c.request("play-file \(FilePath.encode(paths[200]))") == "ok")  // the decoder's first allocations
-        usleep(1_200_000)
+        // Played out, and what only its voice held given back.
+        #expect(try d.quiet())
+        #expect(eventually { (try? d.status().memory.playingBytes) == 0 })
         let idle = Self.rssKiB(d.pid)
         for p in paths.prefix(200) {
             let r = try c.request("play-file \(FilePath.encode(p))")
             if r != "ok" { Issue.record("\(r)"); break }
         }
         #expect(eventually(timeout: 5) { (try? d.status().voicesActive) == 0 })
-        usleep(300_000)
+        #expect(eventually { (try? d.status().memory.playingBytes) == 0 })  // what only the voices held, given back
         let after = Self.rssKiB(d.pid)
         let m = try d.status().memory
         #expect(m.limitBytes == 64 << 20 && m.usedBytes <= m.limitBytes && m.cacheBytes <= 16 << 20)

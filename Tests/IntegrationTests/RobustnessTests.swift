@@ -117,10 +117,10 @@ import TestSupport
 
     @Test func whenNoneIsIdleTheNewcomerGetsItsBusyLine() throws {
         let d = try DaemonHarness(args: ["--sink", "null", "--max-clients", "3"], extraEnv: ["CUED_TEST_RELOAD_DELAY_MS": "3000"])
-        usleep(300_000)
-        let busy = try (0..<3).map { _ in try d.client() }
-        for c in busy { try c.send(Array("reload\n".utf8)) }  // each waits for a reload: none is idle
-        usleep(200_000)
+        let busy = try [d.onlyClient()] + (0..<2).map { _ in try d.client() }
+        // Each waits for a reload, none idle, once its ping is answered (the two lines come in one read).
+        for c in busy { try c.send(Array("ping\nreload\n".utf8)) }
+        for c in busy { #expect(try c.readLine() == "ok pong") }
         for _ in 0..<20 {
             // It may even send first: the daemon drains what it sends, so the line is not lost to a reset.
             let extra = try d.client()

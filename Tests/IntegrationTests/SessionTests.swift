@@ -41,7 +41,10 @@ import TestSupport
         ]
         let d = try DaemonHarness(cues: cues, args: ["--sink", "wav:%DIR%/capture.wav"])
         let c = try d.client()
-        for line in ["drag 20", "drag 70", "drop", "state idle"] { _ = try c.request(line); usleep(60_000) }
+        for line in ["drag 20", "drag 70", "drop", "state idle"] {
+            _ = try c.request(line)
+            #expect(try d.quiet())  // each cue ends before the next starts
+        }
         #expect(eventually { ((try? WAV.read(d.capturePath))?.frames ?? 0) >= 3 * 960 })
         d.stop()
         var order: [Int16] = []

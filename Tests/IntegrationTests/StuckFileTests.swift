@@ -107,7 +107,8 @@ struct StuckFileTests {
             return c
         }
         var stuck = try (0..<4).map { k in try ask(k, "hang\(k)-a.wav") }
-        usleep(400_000)  // the four express decoders are asleep in the kernel
+        // The four express decoders are asleep in the kernel, and written off as stuck.
+        #expect(eventually { (try? d.status().decodersStuck) == 4 }, "\((try? d.status().decodersStuck) ?? -1)")
         let other = try d.client()
         #expect(try other.request("app other") == "ok other")
         func timed(_ line: String) throws -> (String, Double) {
@@ -122,7 +123,7 @@ struct StuckFileTests {
         // They keep asking: a second file each is stuck too, and a third (from another
         // connection of the same app) refused at once.
         stuck += try (0..<4).map { k in try ask(k, "hang\(k)-b.wav") }
-        usleep(400_000)
+        #expect(eventually { (try? d.status().decodersStuck) == 8 }, "\((try? d.status().decodersStuck) ?? -1)")
         (r, s) = try timed("play-file \(FilePath.encode(local[1]))")
         #expect(r == "ok" && s < 1.5, "\(r) after \(s) s")
         (r, s) = try timed("play message-new-instant")

@@ -158,10 +158,10 @@ final class NotifyListener: @unchecked Sendable {
         let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: [
             "NOTIFY_SOCKET": listener.path, "WATCHDOG_USEC": "400000", "CUED_TEST_HANG_AUDIO": "1"])
         #expect(listener.wait(for: "WATCHDOG=1") != nil)
-        usleep(500_000)
-        #expect(listener.wait(for: "WATCHDOG=1", timeout: 1) != nil)  // still pinging while idle
+        listener.drain()
+        #expect(listener.wait(for: "WATCHDOG=1", timeout: 1) != nil)  // still pinging while idle: a ping after those
         #expect(try d.request("play pop") == "ok")  // the audio thread now hangs
-        usleep(1_500_000)  // cued allows a stall of up to max(interval/2, 1 s)
+        usleep(1_500_000)  // a span of time is the rule: cued allows a stall of up to max(interval/2, 1 s)
         listener.drain()
         #expect(listener.wait(for: "WATCHDOG=1", timeout: 1.5) == nil, "pings went on with a hung audio thread")
         #expect(try d.request("ping") == "ok pong")  // the socket side is unaffected

@@ -113,8 +113,7 @@ public final class Subprocess: @unchecked Sendable {
     /// Exit code (128 + signal when killed), or nil if still running after `timeout`.
     @discardableResult
     public func wait(timeout: Double = 30) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeout)
-        while isRunning && Date() < deadline { usleep(5_000) }
+        _ = eventually(timeout: timeout, interval: 0.005) { !isRunning }
         return exitStatus
     }
 
@@ -212,7 +211,7 @@ public func eventually(timeout: Double = 10, interval: Double = 0.01, _ conditio
     let deadline = Date().addingTimeInterval(timeout)
     while Date() < deadline {
         if try condition() { return true }
-        usleep(useconds_t(interval * 1_000_000))
+        usleep(useconds_t(interval * 1_000_000))  // the poll's interval: the wait itself is on `condition`, with a deadline
     }
     return try condition()
 }
