@@ -43,7 +43,7 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps pkgconfig bench-deps build canberra wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
+.PHONY: deps pkgconfig bench-deps build canberra canberra-stress canberra-fuzz canberra-fuzz-build wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
 
 # Installs only the Debian packages that dpkg says are missing.
 deps:
@@ -103,6 +103,53 @@ $(CANBERRA_SO): $(CANBERRA_SRC) $(wildcard canberra/*.h)
 	$(CC) $(CANBERRA_CFLAGS) $$(pkg-config --cflags libcanberra) -shared -Wl,--no-undefined -Wl,-z,defs -Wl,-z,relro -Wl,-z,now \
 	  -o '$@' $(CANBERRA_SRC) $$(pkg-config --libs libcanberra)
 
+# The plug-in's stress (canberra/stress/): a host process driving real libcanberra, a fake cued
+# with hostile modes, a fallback driver standing in for pulse; and the plug-in, the host and
+# that driver built again with ASan+UBSan and with TSan (gcc's runtimes), each set in its own
+# directory (plain: the plug-in as built). make test runs a short stress of each; make
+# reliability a long one.
+CANBERRA_HDRS   := $(wildcard canberra/*.h)
+STRESS_DIR      := .build/canberra/stress
+STRESS_CFLAGS   := -std=gnu11 -g -pthread -Wall -Wextra -Wshadow -Werror
+SAN_asan        := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+SAN_tsan        := -O1 -fno-omit-frame-pointer -fsanitize=thread
+SAN_plain       := -O2
+canberra-stress: canberra $(STRESS_DIR)/fake-cued $(foreach v,plain asan tsan,$(STRESS_DIR)/$(v)/canberra-host $(STRESS_DIR)/$(v)/libcanberra-stressfb.so) \
+                 $(foreach v,asan tsan,$(STRESS_DIR)/$(v)/libcanberra-cued.so)
+$(STRESS_DIR)/fake-cued: canberra/stress/fake-cued.c
+	@mkdir -p $(@D)
+	$(CC) $(STRESS_CFLAGS) -O2 -o '$@' $<
+define STRESS_VARIANT
+$(STRESS_DIR)/$(1)/canberra-host: canberra/stress/host.c
+	@mkdir -p $$(@D)
+	$$(CC) $$(STRESS_CFLAGS) $$(SAN_$(1)) $$$$(pkg-config --cflags libcanberra) -o '$$@' $$< $$$$(pkg-config --libs libcanberra)
+$(STRESS_DIR)/$(1)/libcanberra-stressfb.so: canberra/stress/fallback-driver.c canberra/canberra-private.h
+	@mkdir -p $$(@D)
+	$$(CC) $$(STRESS_CFLAGS) $$(SAN_$(1)) -fPIC -shared -fvisibility=hidden $$$$(pkg-config --cflags libcanberra) -o '$$@' $$< $$$$(pkg-config --libs libcanberra)
+$(STRESS_DIR)/$(1)/libcanberra-cued.so: $$(CANBERRA_SRC) $$(CANBERRA_HDRS)
+	@mkdir -p $$(@D)
+	$$(CC) $$(CANBERRA_CFLAGS) $$(SAN_$(1)) $$$$(pkg-config --cflags libcanberra) -shared -o '$$@' $$(CANBERRA_SRC) $$$$(pkg-config --libs libcanberra)
+endef
+$(foreach v,plain asan tsan,$(eval $(call STRESS_VARIANT,$(v))))
+
+# libFuzzer on the plug-in's reply parser (fuzz/canberra_reply_libfuzzer.c): clang's, the one
+# beside swift in its toolchain. CANBERRA_FUZZ_RUNS inputs from the corpus fuzz/seeds/canberra.
+CLANG           ?= $(dir $(realpath $(shell command -v $(SWIFT))))clang
+CANBERRA_FUZZ   := .build/canberra/fuzz-reply
+CANBERRA_FUZZ_RUNS ?= 2000000
+canberra-fuzz: $(CANBERRA_FUZZ)
+	@mkdir -p .build/canberra/fuzz-corpus .build/canberra/fuzz-finds
+	'$(CANBERRA_FUZZ)' -runs=$(CANBERRA_FUZZ_RUNS) -max_len=1024 -print_final_stats=1 -artifact_prefix=.build/canberra/fuzz-finds/ \
+	  .build/canberra/fuzz-corpus fuzz/seeds/canberra 2>&1 | tail -4
+# make test builds it where the toolchain has its clang (its test says when it is skipped).
+canberra-fuzz-build:
+	@if [ -x '$(CLANG)' ]; then $(MAKE) --no-print-directory '$(CANBERRA_FUZZ)'; \
+	else echo "make: no clang beside swift ('$(CLANG)'): the plug-in's reply fuzzer is not built"; fi
+$(CANBERRA_FUZZ): fuzz/canberra_reply_libfuzzer.c canberra/reply.c canberra/reply.h canberra/cued-wire.h
+	@mkdir -p $(@D)
+	'$(CLANG)' -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Wall -Wextra -Werror \
+	  $$(pkg-config --cflags libcanberra) -o '$@' fuzz/canberra_reply_libfuzzer.c canberra/reply.c 2>&1 | { grep -v 'Cannot export local symbol' || true; }
+
 # The wire's words for the plug-in (canberra/cued-wire.h) and bench's clients (bench/cuedwire.py),
 # generated from Sources/CuedProtocol/Wire.swift; checked in, and make test fails when they drift.
 wire: deps pkgconfig
@@ -113,7 +160,8 @@ wire: deps pkgconfig
 FUZZ_INPUTS ?= 10000000
 # The differential TOML run (cued's parser vs Python's tomllib) is slower: 1 million.
 TOML_DIFF_INPUTS ?= 1000000
-# 10 million inputs per parser: libFuzzer on the protocol, TOML and JSON parsers (the TOML and
+# 10 million inputs per parser: libFuzzer on the protocol, TOML and JSON parsers and the libcanberra
+# plug-in's reply parser (the TOML and
 # JSON runs start from fuzz/seeds/, nested far past their limits, copied so that libFuzzer's
 # finds stay in .build), the seeded driver (cuedfuzz) on the protocol, config and JSON parsers,
 # and cued's TOML parser against Python's tomllib. Ends non-zero on the first crash or broken property.
@@ -126,6 +174,9 @@ fuzz: build
 	.build/fuzz/toml -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 .build/fuzz/corpus/toml 2>&1 | tee .build/fuzz/toml.log | tail -3
 	$(LIBFUZZ) Sources/CuedProtocol/*.swift fuzz/json_libfuzzer.swift -o .build/fuzz/json -Xlinker --no-warnings -use-ld=lld
 	.build/fuzz/json -runs=$(FUZZ_INPUTS) -max_len=4096 -print_final_stats=1 .build/fuzz/corpus/json 2>&1 | tee .build/fuzz/json.log | tail -3
+	$(MAKE) --no-print-directory $(CANBERRA_FUZZ)
+	mkdir -p .build/fuzz/canberra-corpus && '$(CANBERRA_FUZZ)' -runs=$(FUZZ_INPUTS) -max_len=1024 -print_final_stats=1 \
+	  -artifact_prefix=.build/fuzz/ .build/fuzz/canberra-corpus fuzz/seeds/canberra 2>&1 | tee .build/fuzz/canberra.log | tail -3
 	.build/release/cuedfuzz protocol -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-protocol.log
 	.build/release/cuedfuzz config -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-config.log
 	.build/release/cuedfuzz json -n $(FUZZ_INPUTS) | tee .build/fuzz/cuedfuzz-json.log
@@ -134,7 +185,7 @@ fuzz: build
 # Every reliability scenario against the real daemon (release), with its figures:
 # writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`). RELIABILITY_ONLY=CONCERN or
 # SECTION,… (e.g. devices, leaks) runs those alone and replaces their rows (bench/README.md).
-reliability: fuzz
+reliability: fuzz canberra-stress
 	/usr/bin/python3 bench/reliability.py
 
 # cued on PipeWire's ALSA plugin, every cue checked sample-exact at the null sink's monitor by two
@@ -170,7 +221,7 @@ TEST_DIRS    = PREFIX='$(TEST_PREFIX)' BINDIR='$(TEST_PREFIX)/bin' DATADIR='$(TE
 # a minute, a 1-minute case still queued behind the others failed without having run
 # long. With the width set to the cores, a case's clock starts when it gets one.
 TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/dev/null || echo 2)
-test: deps build
+test: deps build canberra-stress canberra-fuzz-build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null

@@ -20,6 +20,7 @@ CONCERNS = {
     "devices": "Devices: the audio output failing",
     "signals": "Signals: kills, stray signals, restarts, stderr",
     "resources": "Resources: memory, descriptors, disk",
+    "canberra": "The libcanberra plug-in inside its host",
 }
 
 ROWS = []  # (concern, attack, how it is run, figure, held)

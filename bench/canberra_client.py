@@ -32,6 +32,7 @@ thread).
                                           callback, `C ID CODE`
 """
 import ctypes
+import faulthandler
 import json
 import os
 import sys
@@ -53,6 +54,7 @@ ca.ca_proplist_destroy.argtypes = [ctypes.c_void_p]
 ca.ca_proplist_set.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t]
 ca.ca_strerror.restype = ctypes.c_char_p
 
+faulthandler.enable()  # a crash prints every thread's stack (a test shows the client's stderr)
 main_thread = threading.get_ident()
 lock = threading.Condition()
 callbacks = []  # (context index, id, code, on the caller's thread, monotonic s)
@@ -175,11 +177,15 @@ def main():
             r = ca.ca_context_play_full(other, step[1], p, keep, None)
             ca.ca_proplist_destroy(p)
             calls.append({"op": op, "id": step[1], "ret": r, "ms": 0})
-            if r == 0:
-                gone.wait(5)
-                time.sleep(0.2)  # the driver's thread ends after the callback
-            else:
+            if r != 0:
                 ca.ca_context_destroy(other)
+            elif not gone.wait(30):
+                # Never called back: say so (the test fails on the count), and do not leave a
+                # context whose callback would come into a finishing interpreter.
+                calls.append({"op": "destroy_in_callback_timeout", "id": step[1], "ret": -1, "ms": 30000})
+                ca.ca_context_destroy(other)
+            else:
+                time.sleep(0.2)  # the driver's thread ends after the callback
         elif op == "fds":
             calls.append({"op": op, "fds": len(os.listdir("/proc/self/fd")), "tasks": len(os.listdir("/proc/self/task"))})
         elif op == "destroy":

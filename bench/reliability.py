@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """make reliability: every reliability scenario against the real daemon (release build), with
 its figures, written to RELIABILITY.md grouped by what they attack: input, clients, files,
-devices, signals, resources (attacklib.CONCERNS). `make fuzz` runs first and leaves its logs in
+devices, signals, resources, the libcanberra plug-in (attacklib.CONCERNS). `make fuzz` runs first and leaves its logs in
 .build/fuzz/. The scenarios are in the attack_*.py modules, one concern each (bench/README.md);
 the same ones, shorter, are in `make test` (Tests/IntegrationTests).
 
@@ -21,6 +21,7 @@ import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import attack_canberra  # noqa: E402
 import attack_clients  # noqa: E402
 import attack_config  # noqa: E402
 import attack_devices  # noqa: E402
@@ -38,7 +39,7 @@ from harness import ROOT, cleanup, machine, make_fixtures  # noqa: E402
 
 # In the order a full run takes them (RELIABILITY.md's order).
 MODULES = (attack_input, attack_clients, attack_lockout, attack_files, attack_mounts, attack_config, attack_devices,
-           attack_signals, attack_resources, attack_memory)
+           attack_signals, attack_resources, attack_memory, attack_canberra)
 SECTIONS = {f.__name__: (m.CONCERN, f) for m in MODULES for f in m.SECTIONS}
 
 # Names the sections had when they were grouped by issue: still accepted.

@@ -32,6 +32,8 @@ struct ca_proplist {
 };
 
 /* Exported by libcanberra.so.0, declared only in its private headers. */
+ca_mutex *ca_mutex_new(void);
+void ca_mutex_free(ca_mutex *m);
 void ca_mutex_lock(ca_mutex *m);
 void ca_mutex_unlock(ca_mutex *m);
 const char *ca_proplist_gets_unlocked(ca_proplist *p, const char *key);

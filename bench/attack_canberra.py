@@ -1,0 +1,96 @@
+"""Reliability: the libcanberra plug-in inside its host (GNOME Shell's place). The runs and
+their verdicts are canberra_stress.py's (a host process on real libcanberra against a fake cued
+in every hostile mode and the real cued stopped and restarted; the plug-in as built, with
+ASan+UBSan and with TSan); this module turns them into RELIABILITY.md's rows, one per attack,
+and reads the reply parser's libFuzzer log (`make fuzz`). Timings are the plain build's, in
+the host; held also asks the calls' targets (p99.9 ≤ 5 ms, max ≤ 20 ms) of the plain build.
+"""
+import os
+import re
+
+from attacklib import row
+from canberra_stress import CALL_MAX_US, CALL_P999_US, HOSTILE, ROOT, run_one, scenarios
+
+CONCERN = "canberra"
+WHAT = {
+    "honest": "an honest cued (the fake), plays with cancels",
+    "threads32-honest": "32 threads on one context (3,200 plays a second), an honest cued",
+    "threads32-silent": "32 threads on one context (3,200 plays a second), a cued that never answers",
+    "overload": "32 threads on one context as fast as they can (tens of thousands of plays a second)",
+    "contexts100": "100 contexts at once",
+    "destroy": "contexts destroyed with plays pending, and from inside their callbacks",
+    "destroy-fallback": "the same, every play in the fallback (its drivers opened and closed meanwhile)",
+    "cued-restarts": "the real cued killed (SIGKILL and SIGTERM in turn) and started again under live plays",
+    "cued-stopped": "the real cued stopped (SIGSTOP) for 3 s under live plays",
+    "garbage": "a cued sending random bytes", "long-line": "a 1 MiB line", "nul": "NUL bytes in a reply",
+    "fake-ends": "`end` lines for voices never started", "dup-ends": "each `end` line twice",
+    "end-flood": "`end` lines as fast as the socket takes them", "silent": "a cued that reads and never answers",
+    "deaf": "a cued that never reads", "reply-hang": "a reply, then silence", "close-mid-line": "a close in the middle of a line",
+    "not-played": "every play answered `err not-played shutdown`",
+    "unknown-retry": "`err unknown-cue` for a play with a file whose retry cannot be sent (the socket full)",
+}
+
+
+def ms(c):
+    return "%.2f/%.2f" % (c["p999_us"] / 1000, c["max_us"] / 1000) if c and c.get("n") else "-"
+
+
+def attack(name, runs):
+    """One row from a scenario's three builds."""
+    by = {r["variant"]: r for r in runs}
+    plain = by.get("plain", {})
+    res = plain.get("result") or {}
+    calls = plain.get("calls") or {}
+    timed = bool(calls) and not plain.get("slow")
+    san = ", ".join("%s %s" % ("ASan+UBSan" if v == "asan" else "TSan", "held" if by[v]["held"] else "**%s**" % by[v]["why"])
+                    for v in ("asan", "tsan") if v in by)
+    fig = ("%s plays (%s accepted%s): every callback once, before destroy; %s through the fallback; codes %s; call p99.9/max "
+           "play %s, cancel %s, playing %s ms; RSS %s KiB, threads %s, descriptors %s (before, during, after); %s"
+           % (res.get("plays"), res.get("accepted"), ", the rest refused at once: back-pressure" if plain.get("refused") else "",
+              res.get("fallback_plays"), res.get("codes"), ms(calls.get("play")),
+              ms(calls.get("cancel")), ms(calls.get("playing")), res.get("rss_kb"), res.get("threads"), res.get("fds"), san))
+    if not plain.get("held", False):
+        fig += "; plain build: **%s**" % plain.get("why")
+    held = all(r["held"] for r in runs) and timed
+    if not timed and plain.get("held"):
+        fig += " (**calls over %d µs p99.9 or %d µs max**)" % (CALL_P999_US, CALL_MAX_US)
+    row("libcanberra plug-in: %s" % WHAT.get(name, name), "bench/canberra_stress.py %s: %s" % (name, plain.get("args", "")), fig, held)
+
+
+def run_all(names):
+    results = {}
+    for name, variant, args, expect in scenarios(quick=False):
+        if name in names:
+            results.setdefault(name, []).append(run_one(name, variant, args, expect))
+    for name in names:
+        if name in results:
+            attack(name, results[name])
+
+
+def canberra_load(sounds):
+    run_all(["honest", "threads32-honest", "threads32-silent", "overload", "contexts100", "destroy", "destroy-fallback"])
+
+
+def canberra_cued(sounds):
+    run_all(["cued-restarts", "cued-stopped"])
+
+
+def canberra_hostile(sounds):
+    run_all(HOSTILE)
+
+
+def canberra_fuzz(sounds):
+    try:
+        lf = open(os.path.join(ROOT, ".build", "fuzz", "canberra.log")).read()
+    except OSError:
+        row("libcanberra plug-in: its reply parser, libFuzzer (+ASan, UBSan)", "`make fuzz`", "not run", False)
+        return
+    runs = re.search(r"Done (\d+) runs in (\d+) second", lf)
+    crashed = any(m in lf for m in ("ERROR: libFuzzer", "deadly signal", "ERROR: AddressSanitizer", "runtime error"))
+    row("libcanberra plug-in: its reply parser, libFuzzer (+ASan, UBSan)",
+        "`make fuzz`: clang -fsanitize=fuzzer,address,undefined, corpus fuzz/seeds/canberra; -max_len=1024",
+        "%s inputs in %s s, %s" % (runs.group(1) if runs else "?", runs.group(2) if runs else "?", "a crash" if crashed else "no crash"),
+        bool(runs) and not crashed)
+
+
+SECTIONS = (canberra_fuzz, canberra_load, canberra_cued, canberra_hostile)

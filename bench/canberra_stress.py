@@ -1,0 +1,185 @@
+#!/usr/bin/python3
+"""The libcanberra plug-in inside a host process, under stress: canberra/stress/host.c (real
+libcanberra, CANBERRA_DRIVER=cued,stressfb) against a fake cued in every hostile mode and
+against the real cued stopped and restarted under it, the plug-in built as is, with ASan+UBSan
+and with TSan (`make canberra-stress`). Each run is judged on what the plug-in owes its host:
+
+- every accepted play called back exactly once, never on the caller's thread, and before the
+  context is destroyed (none left waiting: a stalled or lying cued re-routes them at once);
+- no play lost: ended neither heard (success, through cued or the fallback) nor by the app
+  (canceled, its context destroyed), nor refused by cued for a reason of the play's own;
+- host threads and descriptors back where they were; no sanitizer report;
+- the calls' time in the host (play, cancel, playing): p99.9 and max, a figure everywhere and
+  a verdict (5 ms p99.9, 20 ms max) for the plain build on a quiet machine (`timed` runs).
+
+  canberra_stress.py [--quick] [--only NAME,…] [--json]   (prints one line a run; --json: a list)
+attack_canberra.py writes the rows of RELIABILITY.md; Tests/IntegrationTests/CanberraStressTests
+runs --quick in make test.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BUILD = os.path.join(ROOT, ".build", "canberra")
+STRESS = os.path.join(BUILD, "stress")
+SANDBOX = os.path.join(ROOT, "canberra", "stress", "sandbox.sh")
+SOUNDS = os.path.join(ROOT, "Sounds")
+HOSTILE = ["garbage", "long-line", "nul", "fake-ends", "dup-ends", "end-flood", "silent", "deaf", "reply-hang",
+           "close-mid-line", "not-played", "unknown-retry"]
+# Codes a play may end with without being lost: heard, canceled by the app, its context destroyed by the app.
+# --quick (make test) runs these hostile modes under the sanitizers too, the rest as built only.
+QUICK_SANITIZED = ["end-flood", "silent", "close-mid-line", "unknown-retry"]
+CA_SUCCESS, CA_ERROR_DESTROYED, CA_ERROR_CANCELED = 0, -10, -11
+CALL_P999_US, CALL_MAX_US = 5000, 20000
+SANITIZER_MARKS = ("WARNING: ThreadSanitizer", "ERROR: AddressSanitizer", "runtime error:", "ERROR: LeakSanitizer")
+
+
+def release_cued():
+    d = os.environ.get("BENCH_BIN_DIR") or os.path.join(ROOT, ".build", "release")
+    return os.path.join(d, "cued")
+
+
+def scenarios(quick):
+    """(name, variant, host arguments, what else to expect): the runs, short ones with --quick."""
+    k = 4 if quick else 1  # quick: a quarter of the plays (the sanitizers' runs half again)
+    cued = "%s --sink null --sounds %s --rate-limit 0 --max-clients 2000" % (release_cued(), SOUNDS)
+    runs = []
+    for v in ("plain", "asan", "tsan"):
+        n = 1 if v == "plain" else 2  # sanitizers run slower: fewer plays, the same paths
+        runs += [
+            ("honest", v, ["--fake", "honest", "--plays", 2000 // k // n, "--gap-us", 300, "--cancel", 5, "--playing", 10], {}),
+            # 32 threads on one context, each playing every 10 ms (3,200 plays a second in all)
+            ("threads32-honest", v, ["--fake", "honest", "--plays", 3200 // k // n, "--threads", 32, "--gap-us", 10000, "--cancel", 5,
+                                     "--playing", 10], {}),
+            ("threads32-silent", v, ["--fake", "silent", "--plays", 3200 // k // n, "--threads", 32, "--gap-us", 10000, "--cancel", 5,
+                                     "--playing", 10], {}),
+            # …and without a pause: past MAX_PLAYS in flight a play is refused at once (CA_ERROR_NOTAVAILABLE, no callback)
+            ("overload", v, ["--fake", "honest", "--plays", 6400 // k // n, "--threads", 32, "--cancel", 5, "--playing", 10],
+             {"refusals": True}),
+            ("contexts100", v, ["--fake", "honest", "--plays", 2000 // k // n, "--contexts", 100, "--threads", 4], {}),
+            ("destroy", v, ["--fake", "honest", "--plays", 2000 // k // n, "--threads", 4, "--cancel", 10, "--recreate-every", 50,
+                            "--destroy-in-callback", 50 // k], {"destroyed": True}),
+            # the same with every play in the fallback: its drivers opened and closed while the host destroys contexts
+            ("destroy-fallback", v, ["--fake", "not-played", "--plays", 2000 // k // n, "--threads", 4, "--cancel", 10,
+                                     "--recreate-every", 50, "--destroy-in-callback", 20 // k], {"destroyed": True}),
+            ("cued-restarts", v, ["--cued", cued, "--plays", 3000 // k // n, "--gap-us", 2000, "--cancel", 5, "--playing", 10,
+                                  "--restart-every", 300 // k, "--event", "pop"], {}),
+            ("cued-stopped", v, ["--cued", cued, "--plays", 1500 // k // n, "--gap-us", 2000, "--stop-at", 100 // k,
+                                 "--stop-ms", 3000 // k, "--event", "pop"], {}),
+        ]
+        for mode in HOSTILE:
+            if quick and v != "plain" and mode not in QUICK_SANITIZED:
+                continue
+            args = ["--fake", mode, "--plays", 1000 // k // n, "--gap-us", 500, "--cancel", 5, "--playing", 10]
+            if mode == "unknown-retry":  # a burst of plays with a file: the retry of the first cannot be sent
+                args = ["--fake", mode, "--plays", 1000 // k // n, "--file", 100, "--file-path", os.path.join(SOUNDS, "pop.wav")]
+            runs.append((mode, v, args, {}))
+    return runs
+
+
+def run_one(name, variant, args, expect, timeout=600):
+    d = os.path.join(STRESS, variant)
+    plugin = os.path.join(BUILD, "libcanberra-cued.so") if variant == "plain" else os.path.join(d, "libcanberra-cued.so")
+    tmp = tempfile.mkdtemp(prefix="cstress.")
+    env = dict(os.environ, STRESSFB_LOG=os.path.join(tmp, "fallback.log"), XDG_STATE_HOME=os.path.join(tmp, "state"),
+               XDG_CONFIG_HOME=os.path.join(tmp, "config"), XDG_RUNTIME_DIR=tmp,
+               TSAN_OPTIONS="halt_on_error=0 report_signal_unsafe=0", ASAN_OPTIONS="detect_leaks=1 halt_on_error=0",
+               UBSAN_OPTIONS="print_stacktrace=1")
+    env.pop("CANBERRA_DRIVER", None)
+    cmd = [SANDBOX, plugin, os.path.join(d, "libcanberra-stressfb.so"), "--", os.path.join(d, "canberra-host"),
+           "--fake-bin", os.path.join(STRESS, "fake-cued"), "--socket", os.path.join(tmp, "cued.sock"),
+           "--settle", "10"] + [str(a) for a in args]
+    try:
+        p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+        out, err, rc = p.stdout, p.stderr, p.returncode
+    except subprocess.TimeoutExpired as e:
+        out, err, rc = (e.stdout or b"").decode(errors="replace"), (e.stderr or b"").decode(errors="replace"), "timeout"
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return judge(name, variant, args, expect, out, err, rc)
+
+
+def judge(name, variant, args, expect, out, err, rc):
+    r = {"name": name, "variant": variant, "args": " ".join(str(a) for a in args if not str(a).startswith("/")), "rc": rc}
+    try:
+        res = json.loads(out.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        res = None
+    reports = [ln for ln in err.splitlines() if any(m in ln for m in SANITIZER_MARKS)]
+    r["sanitizer_reports"] = len(reports)
+    if reports:
+        i = err.find(reports[0])
+        r["first_report"] = err[max(0, i - 200):i + 2500]
+    if res is None:
+        r.update(held=False, why="no result (rc %s): %s" % (rc, err[-800:]))
+        return r
+    r["result"] = res
+    allowed = {CA_SUCCESS, CA_ERROR_CANCELED} | ({CA_ERROR_DESTROYED} if expect.get("destroyed") else set())
+    lost = sum(n for code, n in res["codes"].items() if int(code) not in allowed)
+    refused = sum(n for code, n in res["returns"].items() if int(code) != 0)
+    why = []
+    if res["callbacks_once"] != res["accepted"] or res["callbacks_extra"] or res["never_called_back"]:
+        why.append("callbacks: %d once of %d accepted, %d extra, %d never" % (res["callbacks_once"], res["accepted"],
+                                                                             res["callbacks_extra"], res["never_called_back"]))
+    if res["caller_thread_callbacks"]:
+        why.append("%d callbacks on the caller's thread" % res["caller_thread_callbacks"])
+    if res["pending_at_destroy"]:
+        why.append("%d plays still waiting when the context was destroyed" % res["pending_at_destroy"])
+    if lost:
+        why.append("%d plays lost (codes %s)" % (lost, res["codes"]))
+    if refused and not (expect.get("refusals") and set(res["returns"]) <= {"0", "-12"}):
+        why.append("%d plays refused (returns %s)" % (refused, res["returns"]))
+    # [before any context, while they run, once they are gone]: nothing left behind; while they run,
+    # per context a reader and, once used, a fallback worker and the fallback driver's own.
+    per = 3 * int(dict(zip(args[::2], args[1::2])).get("--contexts", 1)) + 1  # + the host's own timer (cued stopped)
+    if res["threads"][2] > res["threads"][0] or res["fds"][2] > res["fds"][0] or res["threads"][1] > res["threads"][0] + per:
+        why.append("threads %s, descriptors %s (before, during, after)" % (res["threads"], res["fds"]))
+    if expect.get("destroyed") and res["self_destroy_pending_callbacks"] != 3 * res["self_destroyed"]:
+        why.append("destroyed in callbacks: %d, their pending plays called back %d" % (res["self_destroyed"], res["self_destroy_pending_callbacks"]))
+    if reports:
+        why.append("%d sanitizer reports" % len(reports))
+    if rc not in (0,):
+        why.append("exit %s" % rc)
+    calls = {op: res[op] for op in ("play", "cancel", "playing")}
+    r["calls"] = calls
+    r["slow"] = any(c["n"] and (c["p999_us"] > CALL_P999_US or c["max_us"] > CALL_MAX_US) for c in calls.values())
+    r["lost"], r["refused"] = lost, refused
+    r.update(held=not why, why="; ".join(why))
+    return r
+
+
+def summary(r):
+    res = r.get("result") or {}
+    calls = r.get("calls") or {}
+    def ms(op):
+        c = calls.get(op) or {}
+        return "%.2f/%.2f" % (c.get("p999_us", 0) / 1000, c.get("max_us", 0) / 1000) if c.get("n") else "-"
+    return ("%-5s %-16s %-5s play %s cancel %s playing %s ms (p99.9/max); %s of %s accepted, fallback %s, codes %s; "
+            "RSS %s KiB, threads %s, fds %s%s" % ("ok" if r["held"] else "FAIL", r["name"], r["variant"], ms("play"), ms("cancel"),
+                                                  ms("playing"), res.get("accepted"), res.get("plays"), res.get("fallback_plays"),
+                                                  res.get("codes"), res.get("rss_kb"), res.get("threads"), res.get("fds"),
+                                                  "" if r["held"] else " — " + r["why"]))
+
+
+def main():
+    quick = "--quick" in sys.argv
+    only = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--only=")), None)
+    runs = [s for s in scenarios(quick) if not only or s[0] in only.split(",") or s[1] in only.split(",")]
+    results = []
+    for name, variant, args, expect in runs:
+        r = run_one(name, variant, args, expect)
+        results.append(r)
+        print(summary(r), file=sys.stderr if "--json" in sys.argv else sys.stdout, flush=True)
+        if r.get("first_report"):
+            print(r["first_report"], file=sys.stderr, flush=True)
+    if "--json" in sys.argv:
+        print(json.dumps(results))
+    return 0 if all(r["held"] for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,170 @@
+/* The connection to cued: connecting, sending, giving it up.
+ *
+ * Callers send: one non-blocking send of one line, under ctx.lock; they never read, never
+ * wait for a reply, and connect outside the lock. A send that cannot go whole (cued not
+ * reading), a full ring of unanswered requests, or the reader's verdict (reader.c: a lie, a
+ * stall, an end of file) breaks the connection: every play cued has not sounded is
+ * re-routed at once to the fallback (plays.c), the rest end, and the reader closes the
+ * descriptor. After a stall or a lie the next connection waits a backoff (1 s, doubling to
+ * 30 s) and is on probation: plays go to the fallback until cued answers its greeting. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "driver.h"
+#include "reply.h"
+
+uint64_t now_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
+}
+
+void debug(const char *what, const char *detail) {
+        if (ca_debug())
+                fprintf(stderr, "libcanberra-cued: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+}
+
+void wake_reader(struct ctx *x) {
+        uint64_t one = 1;
+        ssize_t n = write(x->wakefd, &one, sizeof one);
+        (void) n;   /* a full counter still wakes */
+}
+
+/* ---- Sending (ctx.lock held) ---- */
+
+void conn_break(struct ctx *x, const char *why, bool stalled) {
+        if (x->state != UP)
+                return;
+        debug("connection to cued given up", why);
+        uint64_t now = now_ns();
+        x->state = BROKEN;
+        if (stalled) {
+                x->backoff_ns = x->backoff_ns ? x->backoff_ns * 2 : BACKOFF_MIN_NS;
+                if (x->backoff_ns > BACKOFF_MAX_NS)
+                        x->backoff_ns = BACKOFF_MAX_NS;
+                x->retry_ns = now + x->backoff_ns;
+                x->on_probation = true;
+        } else
+                x->retry_ns = now;   /* cued went away or refused: the next call tries again */
+        x->count = 0;
+        x->plays_in_ring = 0;
+        x->nearly = 0;
+        for (struct play *pl = x->plays, *n; pl; pl = n) {
+                n = pl->next;
+                pl->replies_owed = 0;
+                if (pl->state == SENT || (pl->state == PLAYING && now - pl->voice_ns < SOUNDED_NS))
+                        play_reroute(x, pl, why);
+                else if (pl->state == PLAYING)
+                        play_finish(x, pl, CA_ERROR_DISCONNECTED);   /* it sounded, for a while at least */
+                pl->voice_open = false;
+        }
+        /* Not freed here: the caller may hold a play it is still using. The reader sweeps. */
+        x->sweep = true;
+        wake_reader(x);
+}
+
+/* One line, whole or not at all (a line cut in half would garble the next). */
+static bool send_line(struct ctx *x, const struct line *l) {
+        char buf[CUED_LINE_BYTES + 2];
+        if (x->state != UP || l->over)
+                return false;
+        memcpy(buf, l->s, l->n);
+        buf[l->n] = '\n';
+        ssize_t n = send(x->fd, buf, l->n + 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (n == (ssize_t) l->n + 1)
+                return true;
+        bool full = n >= 0 || errno == EAGAIN;
+        conn_break(x, full ? "cued is not reading" : strerror(errno), full);
+        return false;
+}
+
+bool send_request(struct ctx *x, const struct line *l, enum pending_kind kind, struct play *pl) {
+        if (x->count == MAX_PENDING) {
+                conn_break(x, "too many requests unanswered", true);
+                return false;
+        }
+        if (!send_line(x, l))
+                return false;
+        x->ring[(x->head + x->count++) % MAX_PENDING] = (struct pending) { kind, now_ns(), pl };
+        if (pl) {
+                pl->replies_owed++;
+                x->plays_in_ring++;
+        }
+        if (x->count == 1)
+                wake_reader(x);   /* it sleeps with no deadline while nothing is unanswered: now there is one */
+        return true;
+}
+
+bool declare_app(struct ctx *x, const char *app, enum pending_kind kind) {
+        struct line l = { .n = 0 };
+        put(&l, "app ");
+        put(&l, app);
+        put(&l, " via=libcanberra");
+        if (!send_request(x, &l, kind, NULL))
+                return false;
+        snprintf(x->app, sizeof x->app, "%s", app);
+        return true;
+}
+
+void send_stop(struct ctx *x, uint64_t voice) {
+        struct line l = { .n = 0 };
+        char text[40];
+        snprintf(text, sizeof text, "stop id %llu", (unsigned long long) voice);
+        put(&l, text);
+        send_request(x, &l, PEND_STOP, NULL);
+}
+
+/* Whether a play is to be sent to cued now (else the fallback plays it). */
+bool cued_takes_plays(struct ctx *x) {
+        return x->state == UP && (x->greeted || !x->on_probation) && x->count + 4 <= MAX_PENDING;
+}
+
+/* Connects, if it is time to, outside ctx.lock (the entry points call it, one at a time per
+ * context); the greeting goes behind it, and plays behind the greeting. */
+void connect_if_due(struct ctx *x) {
+        pthread_mutex_lock(&x->lock);
+        bool due = x->state == DOWN && x->socket_path[0] && !x->stopping && now_ns() >= x->retry_ns;
+        pthread_mutex_unlock(&x->lock);
+        if (!due)
+                return;
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        memcpy(sa.sun_path, x->socket_path, sizeof sa.sun_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return;
+        if (connect(fd, (struct sockaddr *) &sa, sizeof sa) < 0) {
+                debug("cued not reachable", strerror(errno));
+                close(fd);
+                return;
+        }
+        struct ucred cred = { 0 };
+        socklen_t len = sizeof cred;
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len);
+        pthread_mutex_lock(&x->lock);
+        if (x->state != DOWN || x->stopping) {
+                pthread_mutex_unlock(&x->lock);
+                close(fd);
+                return;
+        }
+        x->fd = fd;
+        x->state = UP;
+        x->generation++;
+        x->greeted = false;
+        x->greeting_left = 2;
+        x->peer = cred.pid;
+        x->app[0] = 0;
+        struct line events = { .n = 0 };
+        put(&events, "events on");
+        if (declare_app(x, x->context_app, PEND_GREETING))
+                send_request(x, &events, PEND_GREETING, NULL);
+        pthread_mutex_unlock(&x->lock);
+        wake_reader(x);   /* it polls the new descriptor */
+}
