@@ -25,15 +25,6 @@ public enum EngineEvent: Sendable {
     case voiceEnded(VoiceEnd)
 }
 
-/// glibc's eventfd(2) wrapper: <sys/eventfd.h> is not part of Swift's Glibc
-/// module, and CuedCore imports no C target of its own.
-@_silgen_name("eventfd")
-private func cued_eventfd(_ initval: UInt32, _ flags: Int32) -> Int32
-
-/// glibc's gettid(3), likewise missing from the Glibc module (setpriority on a thread takes its tid).
-@_silgen_name("gettid")
-private func cued_gettid() -> Int32
-
 /// The audio engine: the server's handle on the audio thread (`submit`, `shutdown`,
 /// `stats`), and the thread itself, a poll shell around `Playback`. The thread
 /// sleeps in `poll()` on an eventfd (commands) plus, when `Playback` asks, the
@@ -113,8 +104,8 @@ public final class AudioEngine: @unchecked Sendable {
         self.stats = stats
         self.queue = CommandQueue(capacity: configuration.queueCapacity)
         output = sink
-        wakeFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)  // EFD_NONBLOCK, EFD_CLOEXEC
-        doneFD = cued_eventfd(0, O_NONBLOCK | O_CLOEXEC)
+        wakeFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
+        doneFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
         precondition(wakeFD >= 0 && doneFD >= 0, "eventfd: \(errno)")
         playback = Playback(sink: sink, configuration: configuration, stats: stats, onEvent: onEvent)
         pollFDs = .allocate(capacity: 1 + Self.maxDeviceFDs)
@@ -209,7 +200,7 @@ public final class AudioEngine: @unchecked Sendable {
     /// the thread never runs long without sleeping, so a real-time thread that did would be a
     /// bug, stopped at 100 ms (SIGXCPU: dropped to normal) before the kernel kills at 200 ms.
     private func raisePriority() {
-        stats.audioThreadID.store(cued_gettid(), ordering: .relaxed)
+        stats.audioThreadID.store(SystemCall.gettid(), ordering: .relaxed)
         guard let prio = configuration.realtimePriority else { return }
         Self.limitRealtimeBudget(hardUs: 200_000)
         var param = sched_param()
@@ -218,7 +209,7 @@ public final class AudioEngine: @unchecked Sendable {
         let rc = pthread_setschedparam(pthread_self(), SCHED_FIFO | Self.resetOnFork, &param)
         if rc == 0 {
             (got, why) = (.realtime(priority: Int(prio), via: .own), nil)
-        } else if setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(cued_gettid()), -11) == 0 {
+        } else if setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(SystemCall.gettid()), -11) == 0 {
             (got, why) = (.nice(-11, via: .own), nil)
         } else {
             (got, why) = (.normal, "not allowed to raise itself (\(String(cString: strerror(rc))))")

@@ -260,7 +260,7 @@ public enum SampleReclaimer {
             var a: [Freed] = []
             a.reserveCapacity(capacity)
             pending = Mutex(a)
-            wake = reclaimer_eventfd(0, O_CLOEXEC)
+            wake = SystemCall.eventfd(flags: O_CLOEXEC)
         }
     }
 
@@ -331,6 +331,3 @@ public enum SampleReclaimer {
         }
     }
 }
-
-@_silgen_name("eventfd")
-private func reclaimer_eventfd(_ initval: UInt32, _ flags: Int32) -> Int32

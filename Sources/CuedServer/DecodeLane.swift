@@ -6,10 +6,6 @@ import Synchronization
 import Glibc
 #endif
 
-/// glibc's gettid(3), missing from the Glibc module (a thread's own nice value takes its tid).
-@_silgen_name("gettid")
-private func lane_gettid() -> Int32
-
 /// The lane for untrusted work that may take long or never return: decoding a
 /// `play-file` or a theme sound, listing the theme. Apart from state saves and
 /// reloads (their own lanes), so that neither waits behind a decoder.
@@ -385,7 +381,7 @@ public final class DecodeLane: @unchecked Sendable {
             var param = sched_param()
             _ = pthread_setschedparam(pthread_self(), 3 /* SCHED_BATCH */, &param)
         }
-        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(lane_gettid()), min(19, baseNice + pool.nice))
+        _ = setpriority(__priority_which_t(PRIO_PROCESS.rawValue), id_t(SystemCall.gettid()), min(19, baseNice + pool.nice))
         let clock = ThreadClock.ofCurrentThread()
         defer { clock.close() }
         pthread_mutex_lock(mutex)

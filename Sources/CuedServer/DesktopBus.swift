@@ -8,9 +8,6 @@ import Synchronization
 import Glibc
 #endif
 
-@_silgen_name("eventfd")
-private func bus_eventfd(_ initval: UInt32, _ flags: Int32) -> Int32
-
 /// cued's face on the session bus: org.sigxcpu.Feedback (feedbackd's interface)
 /// at /org/sigxcpu/Feedback, and, when asked, a second connection that watches
 /// org.freedesktop.Notifications.Notify calls as a monitor (as dbus-monitor
@@ -84,7 +81,7 @@ public final class DesktopBus: @unchecked Sendable {
         settings.notifications = options.notifications
         machine = BusMachine(settings: settings)
         portal = PortalSettings(preferKDE: options.preferKDE)
-        wakeFD = bus_eventfd(0, O_NONBLOCK | O_CLOEXEC)
+        wakeFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
         // Made now, not when the bus is first missed: the descriptors cued holds once it listens are all there.
         watch = BusSocketWatch(path: options.socketPath)
         watch.arm()
