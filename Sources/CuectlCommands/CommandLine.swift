@@ -51,12 +51,16 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum CommandParser {
+    /// The options of every verb the table gives cuectl, by name.
+    static let verbOptions: [String: CuectlOption] = Dictionary(
+        VerbSpec.all.flatMap(\.cuectl.options).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+
     /// `cwd` makes a relative `play-file` path absolute.
     public static func parse(_ args: [String], cwd: String) throws(UsageError) -> Invocation {
         var inv = Invocation(action: .help)
         var words: [String] = []
-        var gain: String?, loop: String?, priority: String?, themeName: String?, rate: String?, pitch: String?
-        var wait = false, quiet = false, json = false, theme = false, wantsID = false, important = false, variants = false
+        /// The verbs' options given, with their values ("" for a flag), in the order given.
+        var given: [(option: CuectlOption, value: String)] = []
         var command: [String]?
         var rest = args[...]
 
@@ -70,6 +74,20 @@ public enum CommandParser {
             return nil
         }
 
+        /// One of the verbs' options, with its value, if `arg` is one.
+        func verbOption(_ arg: String) throws(UsageError) -> (CuectlOption, String)? {
+            let name = arg.firstIndex(of: "=").map { String(arg[...$0]) } ?? arg
+            if let o = verbOptions[name], case .joined = o.word { return (o, String(arg.dropFirst(name.count))) }
+            let bare = name.hasSuffix("=") ? String(name.dropLast()) : name
+            guard let o = verbOptions[bare] else { return nil }
+            switch o.word {
+            case .flag, .none: return arg == bare ? (o, "") : nil
+            case .loop: return (o, arg == bare ? "" : String(arg.dropFirst(bare.count + 1)))
+            case .value: return try value(arg, bare).map { (o, $0) }
+            case .joined: return nil
+            }
+        }
+
         while let arg = rest.popFirst() {
             // After `run`'s own options, everything is the command.
             if words.first == "run" {
@@ -81,32 +99,13 @@ public enum CommandParser {
             if let v = try value(arg, "--socket") { inv.socket = v; continue }
             if let v = try value(arg, "--session") { inv.session = try label(v, "session name"); continue }
             if let v = try value(arg, "--app") { inv.app = try label(v, "app name"); continue }
-            if let v = try value(arg, "--gain") { gain = v; continue }
-            if let v = try value(arg, "--priority") { priority = v; continue }
-            if let v = try value(arg, "--rate") { rate = v; continue }
-            if let v = try value(arg, "--pitch") { pitch = v; continue }
-            // `--loop` alone: until stopped; `--loop=N` or `--loop=2.5s` (one word: a bare
-            // `--loop 3` would take the cue's place).
-            if arg.hasPrefix("--loop=") { loop = String(arg.dropFirst(7)); continue }
-            // `--theme=NAME[:PROFILE]` (play, preload) is one word: bare `--theme` is cues' switch.
-            if arg.hasPrefix("--theme=") { themeName = String(arg.dropFirst(8)); continue }
-            switch arg {
-            case "--loop": loop = ""
-            case "--id": wantsID = true
-            case "--important": important = true
-            case "--wait": wait = true
-            case "--quiet": quiet = true
-            case "--json": json = true
-            case "--theme": theme = true
-            case "--variants": variants = true
-            case "--": throw UsageError("'--' goes with run: cuectl run -- COMMAND [ARGS…]")
-            default:
-                // A negative number is an argument (drag -1 is the protocol's to refuse).
-                if arg.hasPrefix("-") && arg.count > 1 && RequestParser.decimal(Substring(arg)) == nil {
-                    throw UsageError("unknown option '\(arg)'")
-                }
-                words.append(arg)
+            if let o = try verbOption(arg) { given.append(o); continue }
+            if arg == "--" { throw UsageError("'--' goes with run: cuectl run -- COMMAND [ARGS…]") }
+            // A negative number is an argument (drag -1 is the protocol's to refuse).
+            if arg.hasPrefix("-") && arg.count > 1 && RequestParser.decimal(Substring(arg)) == nil {
+                throw UsageError("unknown option '\(arg)'")
             }
+            words.append(arg)
         }
 
         guard let verb = words.first else {
@@ -116,15 +115,8 @@ public enum CommandParser {
         let operands = Array(words.dropFirst())
 
         /// Options that go with one verb only.
-        func only(_ allowed: Set<String>) throws(UsageError) {
-            let given: [(String, Bool)] = [("--gain", gain != nil), ("--wait", wait), ("--quiet", quiet),
-                                           ("--json", json), ("--theme", theme), ("--loop", loop != nil),
-                                           ("--priority", priority != nil), ("--id", wantsID), ("--important", important),
-                                           ("--theme=", themeName != nil), ("--rate", rate != nil), ("--pitch", pitch != nil),
-                                           ("--variants", variants)]
-            for (flag, set) in given where set && !allowed.contains(flag) {
-                throw UsageError("\(flag) does not go with \(verb)")
-            }
+        func only(_ allowed: [CuectlOption]) throws(UsageError) {
+            for (o, _) in given where !allowed.contains(o) { throw UsageError("\(o.name) does not go with \(verb)") }
         }
         func count(_ range: ClosedRange<Int>, _ usage: String) throws(UsageError) {
             guard range.contains(operands.count) else { throw UsageError("usage: cuectl \(usage)") }
@@ -171,67 +163,46 @@ public enum CommandParser {
         default: break
         }
 
-        // Everything else is one protocol request: a verb of the table. A plain one
-        // takes its words as they are (the parser checks them); the others are built
-        // from cuectl's options below.
-        var render = Invocation.Render.payload
-        var line: [String]
+        // Everything else is one protocol request: a verb of the table. A plain one takes
+        // its words as they are; an options one is built as its table entry's grammar says.
+        // Either way the protocol's parser checks the words.
         guard let spec = VerbSpec.named(Substring(verb)), let usage = spec.cuectl.usage else {
             throw UsageError("unknown command '\(verb)'")
         }
         let oneLineUsage = usage.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        var render = Invocation.Render.payload
+        var line = [verb]
         switch spec.cuectl {
         case .none:
             throw UsageError("unknown command '\(verb)'")
         case .plain:
             try only([])
-            line = [verb] + operands
-        case .options:
-            switch verb {
-            case "play":
-                try only(playOptions); try count(1...1, oneLineUsage)
-                _ = try label(operands[0], "cue name")
-                line = ["play", operands[0]]
-                render = .play(what: operands[0])
-            case "preload":
-                try only(["--theme="]); try count(1...1, oneLineUsage)
-                _ = try label(operands[0], "cue name")
-                line = ["preload", operands[0]]
-            case "play-file":
-                try only(fileOptions); try count(1...1, oneLineUsage)
-                let path = absolute(operands[0], cwd: cwd)
-                line = ["play-file", FilePath.encode(path)]
-                render = .play(what: path)
-            case "state":
-                try only(["--quiet"])
-                guard operands.count == 1 || (operands.count == 2 && operands[1] == "quiet") else { throw UsageError("usage: cuectl \(oneLineUsage)") }
-                line = ["state", operands[0]] + (quiet || operands.count == 2 ? ["quiet"] : [])
-            case "cues":
-                try only(["--theme", "--variants"]); try count(0...0, oneLineUsage)
-                if theme && variants { throw UsageError("usage: cuectl \(oneLineUsage)") }
-                line = theme ? ["cues", "theme"] : variants ? ["cues", "variants"] : ["cues"]
-            case "status":
-                try only(["--json"]); try count(0...0, oneLineUsage)
-                line = ["status"]
-                render = json ? .statusJSON : .statusTable
-            default:
-                throw UsageError("cuectl builds no '\(verb)' line (a verb of the table with options needs its case here)")
+            line += operands
+        case .options(_, _, let grammar):
+            try only(grammar.options)
+            try count(grammar.operands, oneLineUsage)
+            var words = operands
+            if grammar.path, let file = words.first {
+                words[0] = FilePath.encode(absolute(file, cwd: cwd))
+            }
+            line += words
+            for option in grammar.options {
+                guard let v = given.first(where: { $0.option == option })?.value else { continue }
+                switch option.word {
+                case .flag(let word): line.append(word)
+                case .value(let prefix), .joined(let prefix): line.append(prefix + v)
+                case .loop:
+                    line.append(v.isEmpty ? "loop" : "loop=" + v)
+                    if !given.contains(where: { $0.option.word == .flag("wait") }) { line.append("detach") }
+                case .none: break
+                }
+            }
+            switch grammar.shows {
+            case .payload: break
+            case .play: render = .play(what: grammar.path ? absolute(operands[0], cwd: cwd) : operands[0])
+            case .status: render = given.isEmpty ? .statusTable : .statusJSON
             }
         }
-        if let gain { line.append(gain) }
-        if wait { line.append("wait") }
-        if wantsID { line.append("id") }
-        if let loop {
-            line.append(loop.isEmpty ? "loop" : "loop=" + loop)
-            // cuectl's connection closes when it exits, and a loop ends with its connection:
-            // without --wait the loop is meant to outlive cuectl (stop it with `cuectl stop`).
-            if !wait { line.append("detach") }
-        }
-        if let priority { line.append("priority=" + priority) }
-        if important { line.append("important") }
-        if let themeName { line.append("theme=" + themeName) }
-        if let rate { line.append("rate=" + rate) }
-        if let pitch { line.append("pitch=" + pitch) }
 
         // The words as given (a name with a space is one word, refused as a name): the
         // verb table's parser checks them; what goes on the wire is the request's own line.
@@ -239,7 +210,10 @@ public enum CommandParser {
         do {
             request = try RequestParser.parse(words: line)
         } catch {
-            throw UsageError(error.message.hasPrefix("usage: ") ? "usage: cuectl " + error.message.dropFirst(7) : error.message)
+            // An options verb's usage is cuectl's (its options), not the protocol's.
+            if error.message.hasPrefix("usage: "), case .options = spec.cuectl { throw UsageError("usage: cuectl " + oneLineUsage) }
+            let message = error.message.escapingControls()
+            throw UsageError(message.hasPrefix("usage: ") ? "usage: cuectl " + message.dropFirst(7) : message)
         }
         guard request.line.utf8.count <= ProtocolLimits.maxLineBytes else {
             throw UsageError("the request is \(request.line.utf8.count) bytes, over the protocol's \(ProtocolLimits.maxLineBytes)")
@@ -247,11 +221,6 @@ public enum CommandParser {
         inv.action = .request(request, render: render)
         return inv
     }
-
-    static let fileOptions: Set<String> = ["--gain", "--wait", "--id", "--loop", "--priority", "--important", "--rate", "--pitch"]
-    static let fileUsage = "[--gain DB] [--wait] [--id] [--loop[=N|=SECONDSs]] [--priority P] [--important] [--rate R] [--pitch CENTS]"
-    static let playOptions = fileOptions.union(["--theme="])
-    static let playUsage = fileUsage + " [--theme=NAME[:PROFILE]]"
 
     /// The one label rule (`Label`), refused with its own words: never rewritten.
     static func label(_ s: String, _ what: String) throws(UsageError) -> String {

@@ -70,6 +70,10 @@ public enum CuectlHelp {
     public static var commands: [String] {
         VerbSpec.all.filter { $0.cuectl.usage != nil }.map(\.name) + own.map { String($0.0.split(separator: " ")[0]) }
     }
-    public static let options = ["--socket", "--session", "--app", "--gain", "--wait", "--id", "--loop", "--priority", "--important",
-                                 "--rate", "--pitch", "--quiet", "--theme", "--variants", "--json", "--help", "--version"]
+    /// cuectl's own options, then those the verb table gives its verbs (`--theme=` as `--theme`).
+    public static var options: [String] {
+        let verbs = VerbSpec.all.flatMap(\.cuectl.options).map { $0.name.hasSuffix("=") ? String($0.name.dropLast()) : $0.name }
+        var seen: Set<String> = []
+        return (["--socket", "--session", "--app"] + verbs + ["--help", "--version"]).filter { seen.insert($0).inserted }
+    }
 }

@@ -30,22 +30,43 @@ public struct VerbSpec: Sendable {
     public enum Cuectl: Sendable {
         /// `cuectl NAME ARGS…` sends the words as given (the parser checks them).
         case plain(usage: String, help: String)
-        /// cuectl builds the line from options of its own (`--wait`, `--theme`…).
-        case options(usage: String, help: String)
+        /// cuectl builds the line from options of its own (`--wait`, `--theme`…), as `Grammar` says.
+        case options(usage: String, help: String, Grammar)
         /// Socket only (`events`; `app` is cuectl's `--app`).
         case none
 
         public var usage: String? {
             switch self {
-            case .plain(let u, _), .options(let u, _): return u
+            case .plain(let u, _), .options(let u, _, _): return u
             case .none: return nil
             }
         }
         public var help: String? {
             switch self {
-            case .plain(_, let h), .options(_, let h): return h
+            case .plain(_, let h), .options(_, let h, _): return h
             case .none: return nil
             }
+        }
+        /// The options cuectl takes for the verb (none for a plain one).
+        public var options: [CuectlOption] {
+            if case .options(_, _, let g) = self { return g.options }
+            return []
+        }
+    }
+
+    /// How cuectl builds an options verb's line: its operands as given (a file's path made
+    /// absolute and encoded), then the word of each option it was given, in `options` order.
+    public struct Grammar: Sendable {
+        public let operands: ClosedRange<Int>
+        /// The first operand is a sound file's path.
+        public let path: Bool
+        public let options: [CuectlOption]
+        /// How cuectl shows the reply.
+        public let shows: Shows
+        public enum Shows: Sendable { case payload, play, status }
+
+        init(operands: ClosedRange<Int>, path: Bool = false, options: [CuectlOption], shows: Shows = .payload) {
+            self.operands = operands; self.path = path; self.options = options; self.shows = shows
         }
     }
 
@@ -71,7 +92,7 @@ public struct VerbSpec: Sendable {
                                       are busy; --important: through the quiet and silent profiles, for the apps the config's \
                                       [profiles] important_apps lists; --rate: speed and pitch 0.5…2; --pitch: -1200…1200 \
                                       cents; --theme: that sound theme (and output profile) instead of the config's
-                                      """), example: "play pop -6 id loop=2 priority=5 rate=1.5") { args throws(ProtocolError) in
+                                      """, Grammar(operands: 1...1, options: CuectlOption.play, shows: .play)), example: "play pop -6 id loop=2 priority=5 rate=1.5") { args throws(ProtocolError) in
             let cue = try RequestParser.label(args[0], what: "cue name")
             return .play(cue: cue, options: try RequestParser.playOptions(args.dropFirst(),
                                                                            usage: "play CUE \(RequestParser.playUsage) [theme=NAME[:PROFILE]]"))
@@ -79,7 +100,8 @@ public struct VerbSpec: Sendable {
         VerbSpec("play-file", args: 1...10, usage: "play-file PATH \(RequestParser.playUsage)", cost: Cost(2),
                  cuectl: .options(usage: "play-file PATH [--gain DB] [--wait] [--id] [--loop[=…]] [--priority P] [--important] [--rate R]\n"
                                       + "     [--pitch CENTS]",
-                                  help: "play a sound file (relative to the current directory)"), example: "play-file /tmp/a%20b.wav wait") { args throws(ProtocolError) in
+                                  help: "play a sound file (relative to the current directory)",
+                                  Grammar(operands: 1...1, path: true, options: CuectlOption.playFile, shows: .play)), example: "play-file /tmp/a%20b.wav wait") { args throws(ProtocolError) in
             let path = try RequestParser.filePath(args[0])
             let options = try RequestParser.playOptions(args.dropFirst(), usage: "play-file PATH \(RequestParser.playUsage)")
             guard options.theme == nil else { throw ProtocolError(.badArgument, "a file is no theme's: theme= goes with play and preload") }
@@ -87,7 +109,8 @@ public struct VerbSpec: Sendable {
         },
         VerbSpec("preload", args: 1...2, usage: "preload CUE [theme=NAME[:PROFILE]]", cost: Cost(2),
                  cuectl: .options(usage: "preload CUE [--theme=NAME[:PROFILE]]",
-                                  help: "decode a theme sound ahead, so its first play is as quick as the next (returns once it is ready)"), example: "preload bell theme=ocean:stereo") {
+                                  help: "decode a theme sound ahead, so its first play is as quick as the next (returns once it is ready)",
+                                  Grammar(operands: 1...1, options: [.theme])), example: "preload bell theme=ocean:stereo") {
             args throws(ProtocolError) in
             let cue = try RequestParser.label(args[0], what: "cue name")
             guard args.count == 2 else { return .preload(cue: cue, theme: nil) }
@@ -120,7 +143,8 @@ public struct VerbSpec: Sendable {
         },
         VerbSpec("state", args: 1...2, usage: "state pull|release|loading|idle [quiet]",
                  cuectl: .options(usage: "state pull|release|loading|idle [--quiet]",
-                                  help: "drive the refresh state; prints the cue that sounded or - (--quiet: set it without any cue)"), example: "state loading quiet") {
+                                  help: "drive the refresh state; prints the cue that sounded or - (--quiet: set it without any cue)",
+                                  Grammar(operands: 1...2, options: [.flag("--quiet", "quiet")])), example: "state loading quiet") {
             args throws(ProtocolError) in
             guard let s = RefreshState(rawValue: String(args[0])) else {
                 throw ProtocolError(.badArgument, "unknown state '\(args[0].prefix(32))' (pull, release, loading or idle)")
@@ -178,14 +202,15 @@ public struct VerbSpec: Sendable {
                  cuectl: .options(usage: "cues [--theme|--variants]", help: """
                      the loaded cues (--theme: the sound theme's names; --variants: each cue with how many variants it \
                      plays in turn)
-                     """), example: "cues variants") { args throws(ProtocolError) in
+                     """, Grammar(operands: 0...0, options: [.flag("--theme", "theme"), .flag("--variants", "variants")])), example: "cues variants") { args throws(ProtocolError) in
             guard let a = args.first else { return .cues(theme: false) }
             if a == "variants" { return .cues(theme: false, variants: true) }
             guard a == "theme" else { throw ProtocolError(.badArgument, "usage: cues [theme|variants]") }
             return .cues(theme: true)
         },
         VerbSpec("status", args: 0...1, usage: "status [wait]", cost: Cost(48, withArguments: 1),
-                 cuectl: .options(usage: "status [--json]", help: "daemon, device and latency figures"), example: "status wait") { args throws(ProtocolError) in
+                 cuectl: .options(usage: "status [--json]", help: "daemon, device and latency figures",
+                                  Grammar(operands: 0...0, options: [CuectlOption(name: "--json", word: .none)], shows: .status)), example: "status wait") { args throws(ProtocolError) in
             guard let a = args.first else { return .status }
             guard a == "wait" else { throw ProtocolError(.badArgument, "unknown option '\(a.prefix(32))' (only 'wait')") }
             return .statusWait
@@ -206,4 +231,39 @@ public struct VerbSpec: Sendable {
 
     /// The verbs costing more than a ping, as bytes (no string is made per line).
     private static let costly: [(bytes: [UInt8], cost: Cost)] = all.filter { $0.cost != Cost(1) }.map { (Array($0.name.utf8), $0.cost) }
+}
+
+/// One of cuectl's options for a verb, and the word it puts on the request line.
+public struct CuectlOption: Sendable, Equatable {
+    public enum Word: Sendable, Equatable {
+        /// `--wait` → `wait`.
+        case flag(String)
+        /// `--priority P` or `--priority=P` → `priority=P`; prefix "": the value alone (`--gain DB` → `DB`).
+        case value(prefix: String)
+        /// `--theme=NAME`, one word (a bare `--theme` is another verb's option) → `theme=NAME`.
+        case joined(prefix: String)
+        /// `--loop` → `loop`, `--loop=X` → `loop=X` (one word: a bare `--loop 3` would take the
+        /// cue's place); then `detach` unless `--wait` (cuectl exits, the loop is meant to go on).
+        case loop
+        /// No word: it changes how cuectl shows the reply (`--json`).
+        case none
+    }
+    /// As typed (`--theme=` for the joined form).
+    public let name: String
+    public let word: Word
+
+    public init(name: String, word: Word) { self.name = name; self.word = word }
+
+    static func flag(_ name: String, _ word: String) -> CuectlOption { CuectlOption(name: name, word: .flag(word)) }
+    static let theme = CuectlOption(name: "--theme=", word: .joined(prefix: "theme="))
+
+    /// `play-file`'s, in the order their words go on the line.
+    static let playFile: [CuectlOption] = [
+        CuectlOption(name: "--gain", word: .value(prefix: "")), .flag("--wait", "wait"), .flag("--id", "id"),
+        CuectlOption(name: "--loop", word: .loop), CuectlOption(name: "--priority", word: .value(prefix: "priority=")),
+        .flag("--important", "important"), CuectlOption(name: "--rate", word: .value(prefix: "rate=")),
+        CuectlOption(name: "--pitch", word: .value(prefix: "pitch=")),
+    ]
+    /// `play`'s: `play-file`'s and `--theme=` (before `--rate`, as the line has it).
+    static let play: [CuectlOption] = Array(playFile.prefix(6)) + [theme] + Array(playFile.dropFirst(6))
 }
