@@ -24,6 +24,7 @@ import desktop_bench  # noqa: E402
 import follow_bench  # noqa: E402
 import latency_bench  # noqa: E402
 import pipewire_bench  # noqa: E402
+import realtime_bench  # noqa: E402
 import voices_bench  # noqa: E402
 from benchlib import DECISIONS_MD, log, pct, replace_section  # noqa: E402
 from harness import CUED, IDLE_S, QUICK, ROOT, TMP, TRIALS, cleanup, machine, make_fixtures  # noqa: E402
@@ -108,6 +109,7 @@ SECTIONS = {
     "follow": (lambda sounds: follow_bench.run(trials=trials("BENCH_FOLLOW_TRIALS"), quick=QUICK), follow_bench),
     "canberra": (lambda sounds: canberra_bench.run(trials=trials("BENCH_CANBERRA_TRIALS"), quick=QUICK), canberra_bench),
     "voices": (lambda sounds: voices_bench.run(sounds, quick=QUICK), voices_bench),
+    "realtime": (lambda sounds: realtime_bench.run(quick=QUICK), realtime_bench),
 }
 
 # BENCH_ONLY sections that only print their figures (for working on the harness).
@@ -152,6 +154,7 @@ def main():
     mix = daemon_bench.mixer_cpu(sounds)
     ev = daemon_bench.event_loop()
     fp = daemon_bench.footprint(sounds)
+    rt = realtime_bench.run(quick=QUICK)
     pw = pipewire_bench.run(quick=QUICK)
     vo = voices_bench.run(sounds, quick=QUICK)
     fo = follow_bench.run(trials=trials("BENCH_FOLLOW_TRIALS"), quick=QUICK)
@@ -161,6 +164,7 @@ def main():
     plotted = latency_bench.plot(lat, os.path.join(ROOT, "docs", "latency.png"))
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted, daemon_bench.targets(ev, fp))
     md += daemon_bench.report(ev, fp, theme)
+    md += [""] + realtime_bench.report(rt)
     md += [""] + pipewire_bench.report(pw)
     md += [""] + follow_bench.report(fo)
     md += [""] + desktop_bench.report(dk)

@@ -135,9 +135,11 @@ class Stream:
 
 
 class Client:
-    def __init__(self, path):
-        self.s = socket.socket(socket.AF_UNIX)
-        self.s.connect(path)
+    def __init__(self, path=None, sock=None):
+        """On cued's socket at `path`, or on `sock`, connected already (as another user: desktopuser)."""
+        self.s = sock or socket.socket(socket.AF_UNIX)
+        if sock is None:
+            self.s.connect(path)
         self.f = self.s.makefile("rb")
 
     def send(self, line):

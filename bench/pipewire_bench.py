@@ -40,8 +40,9 @@ import time
 
 from benchlib import Client, log, noise, pct, replace_section, write_wav
 import pwstack
-from pwstack import (CODE_BASE, CUECTL, POP_S, PROBE_S, RATE, TOOLS, Recorder, Stack, build_recorder, calibrate,
-                     cpu_percent, ctx_switches, cpu_ns, measure, server_wakeups, start_cued, stop)
+import desktopuser
+from pwstack import (CODE_BASE, CUED, CUECTL, POP_S, PROBE_S, RATE, TOOLS, Recorder, Stack, build_recorder, calibrate,
+                     cpu_percent, ctx_switches, cpu_ns, measure, server_wakeups, start_cued, start_user_cued, stop)
 
 HEADING = "## Through PipeWire"
 
@@ -141,13 +142,19 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
     labels = os.environ.get("BENCH_PW_SINKS", "default,default10,pulse,native").split(",")
     sinks = [s for s in CUED_SINKS if s[0] in labels]
     tmp = tempfile.mkdtemp(prefix="cued-pw.")
-    stack = Stack(tmp)
+    # cued as a desktop user runs it: no privilege, real time from RTKit (desktopuser), where the
+    # bench runs as root; else as the bench runs.
+    as_user = desktopuser.RealtimeKit.unavailable() is None
+    stack = Stack(tmp, for_user=as_user)
+    rtkit = desktopuser.RealtimeKit() if as_user else None
+    bins = desktopuser.copy_binaries([CUED, CUECTL], tmp) if as_user else None
     pids = [stack.pipewire.pid, stack.pulse.pid]
     pwstack.windows_counter = lambda: sum(ctx_switches(p) for p in pids)  # noqa: E731  (measure() reads it there)
     server_cpu_ns = lambda: sum(cpu_ns(p) for p in pids)  # noqa: E731
     started = time.monotonic()
     res = {"trials": trials, "mid_n": mid_n, "stopped_n": stopped_n, "idle_s": idle_s, "states": {}, "cues": {}, "status": {},
-           "load": [os.getloadavg()[0]], "quick": quick, "cued_only": cued_only}
+           "load": [os.getloadavg()[0]], "quick": quick, "cued_only": cued_only,
+           "user": ("uid %d with RTKit" % desktopuser.UID) if as_user else desktopuser.RealtimeKit.unavailable()}
     xvfb = None
     try:
         sounds, probe = fixtures(tmp)
@@ -164,8 +171,9 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
             xvfb = stack.spawn(["Xvfb", ":96", "-nolisten", "tcp"])
             time.sleep(1.0)
 
-        def spawner(args, e=None):
-            return lambda: subprocess.Popen(args, env=e or env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        def spawner(args, e=None, user=False):
+            kw = desktopuser.popen_args() if user else {}
+            return lambda: subprocess.Popen(args, env=e or env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **kw)
 
         def reap(p):
             p.wait()
@@ -196,8 +204,12 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
                 return r
 
             for label, sink, extra in sinks:
-                cued, sock = start_cued(stack, "%s-%s" % (label, state), sink, sounds, extra)
-                c = Client(sock)
+                if as_user:
+                    cued, sock, client = start_user_cued(stack, "%s-%s" % (label, state), sink, sounds, bins, rtkit, extra)
+                else:
+                    cued, sock = start_cued(stack, "%s-%s" % (label, state), sink, sounds, extra)
+                    client = lambda: Client(sock)  # noqa: E731
+                c = client()
                 name = CUED_NAMES[label]
                 play = lambda: c.send("play probe")  # noqa: E731
                 answer = lambda _: c.reply()  # noqa: E731
@@ -207,8 +219,9 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
                 if label == "native" and not cued_only:
                     log("pipewire %s: cuectl play (cued on pipewire)" % state)
                     n = "`cuectl play` (cued on `pipewire`)"
-                    st["rows"][n] = row(n, lambda: measure(rec, spawner([CUECTL, "--socket", sock, "play", "probe"]), reap, trials,
-                                                           quiet_s=0.5))
+                    cuectl = bins[CUECTL] if as_user else CUECTL
+                    st["rows"][n] = row(n, lambda: measure(rec, spawner([cuectl, "--socket", sock, "play", "probe"], user=as_user), reap,
+                                                           trials, quiet_s=0.5))
                     cues += trials + 2
                 if label != "default10":
                     log("pipewire %s: %s from stopped (%d)" % (state, name, stopped_n))
@@ -305,6 +318,8 @@ def run(trials=None, idle_s=None, quick=False, cued_only=None):
         rec.close()
     finally:
         stack.close()
+        if rtkit:
+            rtkit.close()
         shutil.rmtree(tmp, ignore_errors=True)
     res["seconds"] = time.monotonic() - started
     return res
@@ -373,7 +388,9 @@ def report(res):
     load = res.get("load", [])
     rec = res.get("recorder", {})
     md = [HEADING, "",
-          "A private PipeWire 0.3.65 (dbus, pipewire with a timer-clocked `support.null-audio-sink` `nul`, wireplumber,",
+          "cued runs as a desktop user runs it: %s (its audio thread real-time through RTKit on a private system bus, as" % (
+              res.get("user") or "as the bench runs"),
+          "status's audio thread column says; `cuectl` too). A private PipeWire 0.3.65 (dbus, pipewire with a timer-clocked `support.null-audio-sink` `nul`, wireplumber,",
           "pipewire-pulse), all in one run (%.0f s; 1-min load %s on 2 cores). Latency is from the trigger to the probe's first" % (
               res.get("seconds", 0), " → ".join("%.1f" % x for x in load)),
           "sample as the sink consumed it, in ms. The recorder (bench/pw_onset.c) is a passive `pw_stream` on the sink's",

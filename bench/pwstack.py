@@ -11,7 +11,8 @@ import tempfile
 import threading
 import time
 
-from benchlib import proc_ctx_switches, release_dir, wait_answering
+import desktopuser
+from benchlib import Client, proc_ctx_switches, release_dir, wait_answering
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 REL = release_dir(ROOT)
@@ -46,13 +47,23 @@ BUS_CONF = """<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-Bus Bus Configur
 
 class Stack:
     """Private PipeWire: every process killed by close(). `no_activation`: the session bus
-    has no service directories (nothing is started by D-Bus activation)."""
+    has no service directories (nothing is started by D-Bus activation). `for_user`: its sockets
+    open to another uid (cued run as a desktop user: `desktopuser`), the directories on the way
+    searchable, and `user_dir` a directory of that user's (cued's sockets and state)."""
 
-    def __init__(self, tmp, no_activation=False):
+    def __init__(self, tmp, no_activation=False, for_user=False):
         self.tmp = tmp
+        self.for_user = for_user
         self.rt = os.path.join(tmp, "rt")
         cfg = os.path.join(tmp, "cfg")
         os.makedirs(self.rt, mode=0o700)
+        self.user_dir = None
+        if for_user:
+            desktopuser.traverse(tmp)
+            desktopuser.traverse(self.rt)
+            self.user_dir = os.path.join(tmp, "user")
+            os.makedirs(self.user_dir, mode=0o700)
+            desktopuser.own(self.user_dir)
         os.makedirs(os.path.join(cfg, "pipewire", "pipewire.conf.d"))
         os.makedirs(os.path.join(tmp, "home"))
         with open(os.path.join(cfg, "pipewire", "pipewire.conf.d", "10-nul.conf"), "w") as f:
@@ -96,6 +107,8 @@ class Stack:
             if os.path.exists(os.path.join(self.rt, "pipewire-0")):
                 break
             time.sleep(0.02)
+        if self.for_user:
+            os.chmod(os.path.join(self.rt, "pipewire-0"), 0o666)
         self.wireplumber = self.spawn(["wireplumber"])
         self.pulse = self.spawn(["pipewire-pulse"])
         for _ in range(300):
@@ -106,6 +119,9 @@ class Stack:
         else:
             raise RuntimeError("private PipeWire did not come up")
         ready = time.monotonic()
+        if self.for_user:
+            desktopuser.traverse(os.path.join(self.rt, "pulse"))
+            os.chmod(os.path.join(self.rt, "pulse", "native"), 0o666)
         subprocess.run(["pactl", "set-sink-volume", "nul", "100%"], env=env, capture_output=True)
         return ready
 
@@ -391,6 +407,20 @@ def start_cued(stack, name, sink, sounds, extra=()):
     p = stack.spawn([CUED, "--socket", sock, "--sink", sink, "--sounds", sounds, "--log-level", "error", *extra], env=env)
     wait_answering(sock, name)
     return p, sock
+
+
+def start_user_cued(stack, name, sink, sounds, bins, rtkit, extra=()):
+    """cued on a `for_user` stack, run as a desktop user (`desktopuser`), from `bins` (paths the
+    user can run), with RTKit's real time (`rtkit`, a RealtimeKit) or, None, no system bus at all.
+    Returns the process, its socket, and a function that makes a client of it (as the user)."""
+    sock = os.path.join(stack.user_dir, name + ".sock")
+    env = dict(stack.env, XDG_STATE_HOME=os.path.join(stack.user_dir, "state-" + name),
+               XDG_CONFIG_HOME=os.path.join(stack.tmp, "noconfig"),
+               DBUS_SYSTEM_BUS_ADDRESS=rtkit.address if rtkit else "unix:path=" + os.path.join(stack.tmp, "no-system-bus"))
+    p = stack.spawn([bins[CUED], "--socket", sock, "--sink", sink, "--sounds", sounds, "--log-level", "error", *extra],
+                    env=env, **desktopuser.popen_args())
+    desktopuser.wait_answering(sock, name)
+    return p, sock, lambda: desktopuser.connect(sock)
 
 
 def stop(p, timeout=5):
