@@ -23,6 +23,9 @@ public enum EngineEvent: Sendable {
     case synced(ticket: UInt64)
     /// A voice's one end, for those the server must hear of (`VoiceEnd.isReported`).
     case voiceEnded(VoiceEnd)
+    /// The thread has made its own attempt at real time after cued's chance to ask the desktop
+    /// for it came (`RealtimeGrant.ownAttempt`): the chance is given again.
+    case threadStarted
 }
 
 /// The audio engine: the server's handle on the audio thread (`submit`, `shutdown`,
@@ -84,6 +87,7 @@ public final class AudioEngine: @unchecked Sendable {
 
     public let stats: EngineStats
     public let configuration: Configuration
+    private let onEvent: @Sendable (EngineEvent) -> Void
     private let queue: CommandQueue
     private let started = Atomic<Bool>(false)
     /// Commands: producers write to it only while the audio thread sleeps.
@@ -108,6 +112,7 @@ public final class AudioEngine: @unchecked Sendable {
         doneFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
         precondition(wakeFD >= 0 && doneFD >= 0, "eventfd: \(errno)")
         playback = Playback(sink: sink, configuration: configuration, stats: stats, onEvent: onEvent)
+        self.onEvent = onEvent
         pollFDs = .allocate(capacity: 1 + Self.maxDeviceFDs)
     }
 
@@ -214,7 +219,7 @@ public final class AudioEngine: @unchecked Sendable {
         } else {
             (got, why) = (.normal, "not allowed to raise itself (\(String(cString: strerror(rc))))")
         }
-        stats.realtime.withLock { $0.ownAttempt(got, refused: why) }
+        if stats.realtime.withLock({ $0.ownAttempt(got, refused: why) }) { onEvent(.threadStarted) }
     }
 
     /// SCHED_RESET_ON_FORK: a child of cued's never inherits the thread's real time.

@@ -72,6 +72,10 @@ public struct RealtimeGrant: Sendable, Equatable {
     public private(set) var asking: Via?
     /// The thread has made its own attempt (its tid is known): asking may begin.
     public private(set) var threadStarted = false
+    /// A chance came before the thread's own attempt (cued up first, its thread late to run on a
+    /// busy machine): `ownAttempt` says to give it again, else nothing would be asked until a
+    /// device opens.
+    private var chanceWaiting = false
     /// No ask before this (0: at the next chance); nil: nothing left to ask.
     private var nextAskAt: UInt64? = 0
     private var backoffNs = RealtimeGrant.firstBackoffNs
@@ -85,7 +89,10 @@ public struct RealtimeGrant: Sendable, Equatable {
     }
 
     /// The audio thread's own attempt, at its start (SCHED_FIFO, else a nice level, else nothing).
-    public mutating func ownAttempt(_ got: Scheduling, refused: String? = nil) {
+    /// True: a chance came before it, to be given again now.
+    @discardableResult
+    public mutating func ownAttempt(_ got: Scheduling, refused: String? = nil) -> Bool {
+        defer { chanceWaiting = false }
         threadStarted = true
         scheduling = got
         if got.isRealtime {
@@ -94,11 +101,13 @@ public struct RealtimeGrant: Sendable, Equatable {
         } else if reason == nil {
             reason = refused
         }
+        return chanceWaiting && !got.isRealtime
     }
 
     /// A chance to ask (cued is up, or a device opened): what to ask now, if anything.
     public mutating func chance(now: UInt64) -> Ask? {
-        guard threadStarted, asking == nil, !scheduling.isRealtime, let at = nextAskAt, now >= at else { return nil }
+        guard threadStarted else { chanceWaiting = true; return nil }
+        guard asking == nil, !scheduling.isRealtime, let at = nextAskAt, now >= at else { return nil }
         askedThisRound = []
         return next()
     }

@@ -93,8 +93,12 @@ public final class Server: Sendable {
             loop.execute {
                 deviceLog.log(event, output: daemonBox.value.map { ($0.engine.sinkSpec, $0.engine.sinkWhy) })
                 daemonBox.value?.handle(event)
-                // A device opened: a chance to ask again for real time that was refused or taken away.
-                if case .opened = event { realtime.chance() }
+                // A device opened: a chance to ask again for real time that was refused or taken away;
+                // the thread started after the chance cued gave once up: that chance, again.
+                switch event {
+                case .opened, .threadStarted: realtime.chance()
+                default: break
+                }
             }
         }
         let saver = StateSaver(path: statePath, pool: saves, loop: loop, logger: logger)

@@ -135,7 +135,7 @@ final class VoiceBroker {
         switch event {
         case .voiceEnded(let end): ended(end)
         case .stopped, .synced: tickets.handle(event)
-        case .opened, .openFailed, .writeFailed, .stalled, .lost, .streamStopped, .closed:
+        case .opened, .openFailed, .writeFailed, .stalled, .lost, .streamStopped, .closed, .threadStarted:
             break  // the device's own news: DeviceLog's
         }
     }

@@ -16,6 +16,24 @@ import Testing
         #expect(g.status == "realtime (self)")
     }
 
+    /// cued's chance once up came before its audio thread had run (a busy machine): the thread's
+    /// own attempt says to give it again, so RTKit is asked then, not at the next device open.
+    /// (Before: no ask at all, and status kept the thread's own refusal.)
+    @Test func aChanceBeforeTheThreadStartedIsGivenAgainOnceItHas() {
+        var g = G()
+        #expect(g.chance(now: 0) == nil)
+        let again = g.ownAttempt(.normal, refused: "not allowed to raise itself (Operation not permitted)")
+        #expect(again)
+        #expect(g.chance(now: 0) == G.Ask(via: .rtkit, priority: 20, nice: -11))
+        var first = G()
+        let none = first.ownAttempt(.normal)
+        #expect(!none, "no chance came before: none to give again")
+        var own = G()
+        _ = own.chance(now: 0)
+        let ownAgain = own.ownAttempt(.realtime(priority: 20, via: .own))
+        #expect(!ownAgain, "real time of its own: nothing to ask")
+    }
+
     @Test func aUserAsksRTKitOnceCuedIsUpAndSaysWhoGrantedIt() {
         var g = G()
         g.ownAttempt(.normal, refused: "not allowed to raise itself (Operation not permitted)")
