@@ -221,18 +221,27 @@ TEST_DIRS    = PREFIX='$(TEST_PREFIX)' BINDIR='$(TEST_PREFIX)/bin' DATADIR='$(TE
 # a minute, a 1-minute case still queued behind the others failed without having run
 # long. With the width set to the cores, a case's clock starts when it gets one.
 TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/dev/null || echo 2)
+# A run counts only when the runner said how it ended: a runner that dies (a signal, an
+# exit in library code) has left `swift test` with status 0 and the tests after the last
+# one shown unrun. $(1): the command; its output is shown as it comes and kept in TEST_LOG.
+TEST_LOG := $(CURDIR)/.build/test-run.log
+WHOLE_RUN = { $(1); echo $$? > '$(TEST_LOG).status'; } 2>&1 | tee '$(TEST_LOG)'; \
+	status=$$(cat '$(TEST_LOG).status'); [ "$$status" = 0 ] || exit $$status; \
+	grep -aqE 'Test run with [0-9]+ tests? in [0-9]+ suites? (passed|failed)' '$(TEST_LOG)' || { \
+	  echo "make test: the test run ended without its summary, so the tests after the last one shown never ran" \
+	    "($$(grep -ac ' started\.$$' '$(TEST_LOG)') started, $$(grep -acE ' (passed|failed) after ' '$(TEST_LOG)') ended): see $(TEST_LOG)" >&2; exit 1; }
 test: deps build canberra-stress canberra-fuzz-build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests
+	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests)
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued). cued runs as a user,
 	@# its audio thread real-time through RTKit on a private system bus; then once more with
 	@# no RTKit at all, as on a desktop without it (the thread normal, and said so).
-	$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
-	$(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests
+	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests)
+	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests)
 
 sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth

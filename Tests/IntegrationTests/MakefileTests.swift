@@ -40,6 +40,8 @@ import TestSupport
                   printf 'installed=%s\\037\\n' "$(ls "${CUED_TEST_PREFIX:-/nonexistent}/bin" 2>/dev/null | tr '\\n' ' ')"
                 } >> "$CALLS"
                 case " $* " in *" --show-bin-path "*) printf '%s/.build/debug\\n' "$PWD";; esac
+                # A test run ends with Swift Testing's summary, unless the runner died (FAKE_DIED).
+                case "$1" in test) [ -n "${FAKE_DIED-}" ] || printf '✔ Test run with 0 tests in 0 suites passed after 0.001 seconds.\\n';; esac
                 """)
         }
 
@@ -52,8 +54,8 @@ import TestSupport
         }
 
         /// `make VARS TARGETS` in the scratch checkout; `deps` installs nothing (APT_PKGS empty).
-        func make(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-            var env = ProcessInfo.processInfo.environment
+        func make(_ args: [String], extraEnv: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
+            var env = ProcessInfo.processInfo.environment.merging(extraEnv) { $1 }
             env["CALLS"] = log
             env.removeValue(forKey: "MAKEFLAGS")
             return try runProcess("/usr/bin/make", ["-C", root, "SWIFT=" + dir.file("swift"), "STRIP=true", "APT_PKGS="] + args, env: env)
@@ -123,6 +125,17 @@ import TestSupport
         // Installed as make install would: the units' ExecStart quoted for systemd.
         let unit = try String(contentsOfFile: s.root + "/.build/test-install/units/cued.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=\"\(s.root)/.build/test-install/bin/cued\"\n"))
+    }
+
+    /// A test runner that dies can leave `swift test` with status 0 and the tests after the
+    /// last one shown never run (seen: 629 of 726 ended, no summary, make test green): make
+    /// test fails when a run ends without Swift Testing's summary, and says so.
+    @Test func aTestRunWithoutItsSummaryFailsMakeTest() throws {
+        let s = try Scratch()
+        let r = try s.make(["test"], extraEnv: ["FAKE_DIED": "1"])
+        #expect(r.status != 0, "\(r.out)")
+        #expect(r.err.contains("make test: the test run ended without its summary, so the tests after the last one shown never ran"), "\(r.err)")
+        #expect(s.calls.filter { $0.args.first == "test" }.count == 1, "a run after the broken one")
     }
 
     /// `make run`: cued with the sink SINK names, else no `--sink` (the config's sink, else
