@@ -11,7 +11,7 @@ _cuectl_cues() {
 
 _cuectl() {
     local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
-    local commands="ping play play-file stop state drag drop threshold detent session mute unmute profile reload cues preload status config canberra doctor run shell-init"
+    local commands="ping play play-file stop state drag drop threshold detent session mute unmute profile reload cues preload status why config canberra doctor run shell-init"
     local i word verb= socket= operands=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         word=${COMP_WORDS[i]}
@@ -47,7 +47,7 @@ _cuectl() {
     fi
     case $verb in
         "") COMPREPLY=($(compgen -W "$commands" -- "$cur")) ;;
-        play|preload) ((operands == 0)) && COMPREPLY=($(compgen -W "$(_cuectl_cues "$socket" theme)" -- "$cur")) ;;
+        play|preload|why) ((operands == 0)) && COMPREPLY=($(compgen -W "$(_cuectl_cues "$socket" theme)" -- "$cur")) ;;
         play-file) ((operands == 0)) && COMPREPLY=($(compgen -f -- "$cur")) ;;
         stop) ((operands == 0)) && COMPREPLY=($(compgen -W "all $(_cuectl_cues "$socket")" -- "$cur")) ;;
         state) ((operands == 0)) && COMPREPLY=($(compgen -W "pull release loading idle" -- "$cur")) ;;

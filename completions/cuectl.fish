@@ -1,7 +1,7 @@
 # fish completion for cuectl(1). Cue names come from the running cued
 # (`cuectl cues`, at most half a second); without a daemon, none are offered.
 
-set -l commands ping play play-file stop state drag drop threshold detent session mute unmute profile reload cues preload status config canberra doctor run shell-init
+set -l commands ping play play-file stop state drag drop threshold detent session mute unmute profile reload cues preload status why config canberra doctor run shell-init
 
 function __cuectl_cues
     set -l socket
@@ -55,6 +55,7 @@ for entry in \
     'cues:list the loaded cues' \
     'preload:decode a theme sound ahead of its first play' \
     'status:daemon, device and latency figures' \
+    'why:every reason a cue would not be heard, with its fix' \
     'config:validate a config file' \
     "canberra:libcanberra's event sounds through cued (on, off), or whether they are" \
     'doctor:a first-run check, with a fix for each problem' \
@@ -64,7 +65,7 @@ for entry in \
     complete -c cuectl -n "not __fish_seen_subcommand_from $commands" -a $kv[1] -d $kv[2]
 end
 
-complete -c cuectl -n "__fish_seen_subcommand_from play preload" -a "(__cuectl_cues theme)" -d cue
+complete -c cuectl -n "__fish_seen_subcommand_from play preload why" -a "(__cuectl_cues theme)" -d cue
 complete -c cuectl -n "__fish_seen_subcommand_from play preload" -l theme -x -d 'that sound theme: NAME or NAME:PROFILE'
 complete -c cuectl -n "__fish_seen_subcommand_from canberra" -a "on off"
 complete -c cuectl -n "__fish_seen_subcommand_from play play-file" -l gain -x -d 'gain in dB, -60 to 12'

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <pipewire/pipewire.h>
 #include <spa/param/audio/format-utils.h>
+#include "props.h"
 
 /* What cued needs of libpipewire that Swift cannot call: the loop's methods and
    the pod builder are static inline/macros, pw_properties_new is variadic, and
@@ -36,7 +37,7 @@
     X(pw_data_loop_get_loop) X(pw_data_loop_stop) X(pw_core_disconnect) X(pw_stream_new) X(pw_stream_destroy) \
     X(pw_stream_add_listener) X(pw_stream_connect) X(pw_stream_set_active) X(pw_stream_flush) \
     X(pw_stream_dequeue_buffer) X(pw_stream_queue_buffer) X(pw_stream_get_time_n) X(pw_stream_state_as_string) \
-    X(pw_stream_update_properties)
+    X(pw_stream_update_properties) X(pw_stream_get_node_id)
 
 struct cued_pw_api {
 #define CUED_PW_FIELD(name) __typeof__(name) *name;
@@ -104,6 +105,7 @@ static inline struct pw_stream *cued_pw_stream_new(struct pw_core *core, const c
 static inline void cued_pw_stream_destroy(struct pw_stream *s) { cued_pw()->pw_stream_destroy(s); }
 static inline int cued_pw_stream_set_active(struct pw_stream *s, bool active) { return cued_pw()->pw_stream_set_active(s, active); }
 static inline int cued_pw_stream_flush(struct pw_stream *s) { return cued_pw()->pw_stream_flush(s, false); }
+static inline uint32_t cued_pw_stream_node_id(struct pw_stream *s) { return cued_pw()->pw_stream_get_node_id(s); }
 static inline struct pw_buffer *cued_pw_stream_dequeue_buffer(struct pw_stream *s) { return cued_pw()->pw_stream_dequeue_buffer(s); }
 static inline int cued_pw_stream_get_time(struct pw_stream *s, struct pw_time *t) {
     return cued_pw()->pw_stream_get_time_n(s, t, sizeof *t);
@@ -136,6 +138,7 @@ struct cued_pw_events {
     unsigned long long last_took;     /* frames the last cycle took (0: it found none ready) */
     struct spa_io_position *position; /* the graph's position, written by its driver each cycle */
     unsigned long long quantum;       /* the frames of the last cycle the stream was asked for a buffer in */
+    struct cued_pw_props props;       /* the stream's Props as the graph set them (props.h) */
     struct spa_hook core_listener;
     struct spa_hook stream_listener;
 };
@@ -224,6 +227,8 @@ static void cued_pw_on_param_changed(void *data, uint32_t id, const struct spa_p
     struct cued_pw_events *ev = data;
     if (id == SPA_PARAM_Format)
         ev->format_ready = param != NULL;
+    if (id == SPA_PARAM_Props)
+        cued_pw_props_read(&ev->props, param);
 }
 
 static void cued_pw_on_add_buffer(void *data, struct pw_buffer *buffer) { (void)buffer; ((struct cued_pw_events *)data)->buffers++; }

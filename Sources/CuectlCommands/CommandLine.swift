@@ -40,6 +40,8 @@ public struct Invocation: Equatable, Sendable {
         case statusJSON
         /// `play`/`play-file`: `ok muted` and friends get a sentence.
         case play(what: String)
+        /// `why`: each reason with its fix (`WhyRender`).
+        case why
     }
 }
 
@@ -178,6 +180,7 @@ public enum CommandParser {
         case .plain:
             try only([])
             line += operands
+            if verb == "why" { render = .why }
         case .options(_, _, let grammar):
             try only(grammar.options)
             try count(grammar.operands, oneLineUsage)

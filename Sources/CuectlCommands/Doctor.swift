@@ -15,8 +15,11 @@ public enum Doctor {
     /// `soundCard`: whether /dev/snd has a playback device.
     /// `socket`: nil when no path could be made (neither --socket, CUED_SOCKET nor XDG_RUNTIME_DIR).
     /// `canberra`: libcanberra's routing through cued (`CanberraRouting`), if looked at.
+    /// `why`: cued's `why pop`, whose reasons are the report's last problems (mute and the
+    /// profiles among them, then not said apart).
     public static func report(status: Status?, noDaemon: String?, socket: String?, environment: [String: String],
-                              soundCard: Bool, exists: (String) -> Bool, canberra: CanberraRouting.Facts? = nil) -> Report {
+                              soundCard: Bool, exists: (String) -> Bool, canberra: CanberraRouting.Facts? = nil,
+                              why: WhyReport? = nil) -> Report {
         var r = Report()
         func ok(_ s: String) { r.lines.append("ok  " + s) }
         func info(_ s: String) { r.lines.append("--  " + s) }
@@ -108,17 +111,24 @@ public enum Doctor {
             case "absent": info("D-Bus: no session bus (feedbackd's clients and notification sounds need one)")
             default: break
             }
-            if status.muted { problem("cued is muted: nothing is heard", fix: "cuectl unmute") ; heard = false }
+            if status.muted && why == nil { problem("cued is muted: nothing is heard", fix: "cuectl unmute") ; heard = false }
             switch status.profile {
             case .full: break
             case .quiet: info("profile quiet: every cue plays softer (cuectl profile full for the full level)")
-            case .silent:
+            case .silent where why == nil:
                 problem("the profile is silent: nothing is heard but the important cues of the apps the config allows",
                         fix: "cuectl profile full")
                 heard = false
+            case .silent: break  // in why's list
             }
         }
         if let f = canberra { canberraLines(f, ok: ok, info: info, problem: problem) }
+        if let why {
+            let reasons = WhyRender.reasons(why, canberra: canberra)
+            if reasons.isEmpty { ok("why \(why.cue): nothing holds it back") }
+            for reason in reasons { problem("why \(why.cue): \(reason.says) [\(reason.name)]", fix: reason.fix) }
+            if !reasons.isEmpty { heard = false }
+        }
         if let units {
             info("units installed in \(units)" + (enabled ? ", cued.socket enabled" : "; enable with: systemctl --user enable --now cued.socket"))
         } else {

@@ -77,6 +77,9 @@ public enum ReplyInterpreter {
         case .statusTable:
             guard let status = Status.parse(payload) else { return Outcome(stdout: payload, exitCode: ExitCode.ok) }
             return Outcome(stdout: StatusTable.render(status), exitCode: ExitCode.ok)
+        case .why:
+            guard let report = WhyReport.parse(payload) else { return Outcome(stdout: payload, exitCode: ExitCode.ok) }
+            return WhyRender.outcome(report, canberra: nil)
         case .play(let what):
             switch payload {
             case "": return Outcome(exitCode: ExitCode.ok)

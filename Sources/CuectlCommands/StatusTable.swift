@@ -1,4 +1,7 @@
 import CuedProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `cuectl status` for people: the shared `Status` as an aligned table.
 public enum StatusTable {
@@ -22,6 +25,8 @@ public enum StatusTable {
         if let why = s.sink.why { rows.append(("", why)) }
         if let e = s.sink.error { rows.append(("sink error", e)) }
         rows.append(("margin", marginLine(s.sink)))
+        if let stream = volumeLine(s.sink.stream) { rows.append(("stream", stream)) }
+        if let o = s.sink.outputVolume.flatMap(volumeLine) { rows.append(("output volume", o)) }
         let l = s.latencyUs
         rows.append(("latency", "p50 \(text(l.p50)) µs, p99 \(text(l.p99)) µs, max \(text(l.max)) µs"))
         rows.append(("", "(\(Status.Latency.measures))"))
@@ -98,6 +103,22 @@ public enum StatusTable {
                 ("", "event sounds \(onOff(d.eventSounds.value)) (\(d.eventSounds.from))"),
                 ("", "input-feedback sounds \(onOff(d.inputFeedbackSounds.value)) (\(d.inputFeedbackSounds.from))"),
                 ("", "do not disturb \(onOff(d.doNotDisturb.value)) (\(d.doNotDisturb.from))")]
+            + (d.systemSounds.flatMap(volumeLine).map { [("", "system sounds " + $0)] } ?? [])
+    }
+
+    /// A volume as people read it: `50% (0.125 linear), muted (from …)`; nil when nothing is known.
+    static func volumeLine(_ v: Status.StreamVolume) -> String? {
+        let linear = v.channelVolumes.max() ?? v.volume
+        guard linear != nil || v.mute != nil || v.from != nil else { return nil }
+        var parts: [String] = []
+        if let l = linear {
+            // A mixer's percent is the cube root of the linear gain (wpctl, pactl).
+            parts.append("\(Int((pow(l, 1.0 / 3) * 100).rounded()))% (\(l) linear)")
+        }
+        if let m = v.mute { parts.append(m ? "muted" : "unmuted") }
+        var line = parts.joined(separator: ", ")
+        if let from = v.from { line += (line.isEmpty ? "" : " ") + "(\(from))" }
+        return line
     }
 
     /// The budget for decoded sound and what holds it:

@@ -49,6 +49,9 @@ public final class PipeWireSink: Sink {
     /// Cycles left in which the graph may still switch to a longer cycle cued just asked for.
     private var switchPending = 0
     private var userLatency: Bool { streamProperties["node.latency"] != nil }
+    /// Where the stream's Props go as the graph sets them (`status`, `why`), and the last seen.
+    public let props: StreamProps?
+    private var propsSeen: UInt32 = 0
 
     /// What PipeWire shows for cued's stream (`[stream]` in the config overrides them).
     public static let defaultStreamProperties = [
@@ -57,7 +60,8 @@ public final class PipeWireSink: Sink {
     ]
 
     public init(target: String? = nil, quantumFrames: Int = 128, rate: Int = 48_000, lingerMs: Int = 2000,
-                streamProperties: [String: String] = PipeWireSink.defaultStreamProperties) {
+                streamProperties: [String: String] = PipeWireSink.defaultStreamProperties, props: StreamProps? = nil) {
+        self.props = props
         self.target = target.flatMap { $0.isEmpty ? nil : $0 }
         self.lingerMs = max(0, lingerMs)
         self.quantumFrames = max(16, min(quantumFrames, 8192))
@@ -88,6 +92,7 @@ public final class PipeWireSink: Sink {
             try connect(loop)
             try waitUntilReady()
             _ = cued_pw_stream_set_active(stream, false)
+            props?.setOpen(true, nodeID: Int(cued_pw_stream_node_id(stream)))
         } catch {
             close()
             throw error
@@ -191,6 +196,7 @@ public final class PipeWireSink: Sink {
         if rc >= 0 || rc == -EINTR { rc = cued_pw_loop_iterate(loop, 0) }
         if rc < 0 && rc != -EINTR { throw SinkError("PipeWire: pw_loop_iterate: \(String(cString: strerror(-rc)))") }
         try check()
+        if events.pointee.props.seq != propsSeen { publishProps(events.pointee.props) }
         if events.pointee.buffers_changed != 0 {
             events.pointee.buffers_changed = 0
             slot.buffersGone()
@@ -280,7 +286,16 @@ public final class PipeWireSink: Sink {
         events?.pointee.last_took = 0
     }
 
+    /// The graph set the stream's Props: handed over as atomic stores (no lock, no allocation).
+    private func publishProps(_ p: cued_pw_props) {
+        propsSeen = p.seq
+        props?.publish(volume: p.has_volume != 0 ? p.volume : nil, mute: p.has_mute != 0 ? p.mute != 0 : nil,
+                       channels: Int(p.channels), p.channel_volumes.0, p.channel_volumes.1)
+    }
+
     public func close() {
+        if stream != nil { props?.setOpen(false) }
+        propsSeen = 0
         if let events { cued_pw_unlisten(events) }
         if let stream { cued_pw_stream_destroy(stream) }
         if let core { cued_pw_core_disconnect(core) }

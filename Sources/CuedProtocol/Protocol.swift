@@ -55,6 +55,8 @@ public enum Request: Equatable, Sendable {
     /// `status wait`: the status once cued's audio thread has taken every request queued
     /// before it (a cue just queued has started or its output failed), at most 3 s later.
     case statusWait
+    /// Every reason the next `play CUE` of this connection's app would not be heard, in order (`WhyReport`).
+    case why(cue: String)
 }
 
 extension Request {
@@ -387,6 +389,7 @@ extension Request {
         case .preload(let cue, let theme): return "preload \(cue)" + (theme.map { " theme=\($0.word)" } ?? "")
         case .status: return "status"
         case .statusWait: return "status wait"
+        case .why(let cue): return "why \(cue)"
         }
     }
 }

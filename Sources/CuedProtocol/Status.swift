@@ -28,6 +28,10 @@ public struct Status: Sendable, Equatable {
         public var marginShrinks = 0
         /// Misses it saw (an xrun, or graph cycles missed in one go), grown after or not (at its limit).
         public var marginMisses = 0
+        /// cued's own stream as the sound server's graph sets it (StatusDesktop.swift).
+        public var stream = StreamVolume()
+        /// The volume the sound server keeps for the sink cued plays to, where cued can read it.
+        public var outputVolume: StreamVolume?
         public init() {}
     }
 
@@ -197,6 +201,7 @@ public struct Status: Sendable, Equatable {
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
         case marginFrames = "margin_frames", marginGrowths = "margin_growths", marginShrinks = "margin_shrinks", marginMisses = "margin_misses"
+        case stream, outputVolume = "output_volume"
         // cue, app
         case frames, via, variants, order
         // latency
@@ -221,7 +226,8 @@ public struct Status: Sendable, Equatable {
                             (.periodFrames, n(sink.periodFrames)), (.bufferFrames, n(sink.bufferFrames)),
                             (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why)),
                             (.marginFrames, n(sink.marginFrames)), (.marginGrowths, n(sink.marginGrowths)),
-                            (.marginShrinks, n(sink.marginShrinks)), (.marginMisses, n(sink.marginMisses))])
+                            (.marginShrinks, n(sink.marginShrinks)), (.marginMisses, n(sink.marginMisses)), (.stream, sink.stream.json),
+                            (.outputVolume, sink.outputVolume?.keptJSON ?? .null)])
         let cuesJSON = JSON.object(cues.keys.sorted().map { name in
             let c = cues[name]!
             return (name, obj([(.frames, n(c.frames)), (.played, n(c.played)), (.variants, n(c.variants)), (.order, s(c.order))]))
@@ -296,6 +302,8 @@ public struct Status: Sendable, Equatable {
         sink.marginGrowths = int(v(sk, .marginGrowths)) ?? 0
         sink.marginShrinks = int(v(sk, .marginShrinks)) ?? 0
         sink.marginMisses = int(v(sk, .marginMisses)) ?? 0
+        sink.stream = StreamVolume(json: v(sk, .stream))
+        if let o = v(sk, .outputVolume), o != .null { sink.outputVolume = StreamVolume(json: o) }
         for (name, c) in pairs(field(.cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0, variants: int(v(c, .variants)) ?? 1,
                              order: str(v(c, .order)))

@@ -15,12 +15,15 @@ extension Status {
         public var eventSounds = Setting(true, from: "default")
         public var inputFeedbackSounds = Setting(true, from: "default")
         public var doNotDisturb = Setting(false, from: "default")
+        /// The volume the sound server keeps for cued's role (nil: none kept, or not read);
+        /// `open` and `nodeID` unused.
+        public var systemSounds: StreamVolume?
         public init() {}
     }
 
     enum DesktopKey: String {
         case portal, theme, eventSounds = "event_sounds", inputFeedbackSounds = "input_feedback_sounds"
-        case doNotDisturb = "do_not_disturb", value, from
+        case doNotDisturb = "do_not_disturb", value, from, systemSounds = "system_sounds"
     }
 }
 
@@ -34,6 +37,7 @@ extension Status.Desktop {
             (K.eventSounds.rawValue, setting(eventSounds)),
             (K.inputFeedbackSounds.rawValue, setting(inputFeedbackSounds)),
             (K.doNotDisturb.rawValue, setting(doNotDisturb)),
+            (K.systemSounds.rawValue, systemSounds?.keptJSON ?? .null),
         ])
     }
 
@@ -53,5 +57,57 @@ extension Status.Desktop {
         eventSounds = bool(j, .eventSounds, eventSounds)
         inputFeedbackSounds = bool(j, .inputFeedbackSounds, inputFeedbackSounds)
         doNotDisturb = bool(j, .doNotDisturb, doNotDisturb)
+        if let s = j?[K.systemSounds.rawValue], s != .null { systemSounds = Status.StreamVolume(json: s) }
+    }
+}
+
+/// `status`'s `sink.stream` and `desktop.system_sounds`: cued's own stream as the sound server's
+/// graph sets it, and the volume the server keeps for its role (GNOME's System Sounds).
+extension Status {
+    public struct StreamVolume: Sendable, Equatable {
+        /// A native stream is open now (what follows is as last seen, if ever).
+        public var open = false
+        /// Its node on the graph while open (`wpctl set-volume ID 1`).
+        public var nodeID: Int?
+        /// Linear gains (1: unity); nil where cued cannot tell.
+        public var volume: Double?
+        public var mute: Bool?
+        public var channelVolumes: [Double] = []
+        /// Where they come from, when cued can tell; else why it cannot.
+        public var from: String?
+        public init() {}
+    }
+
+    enum StreamKey: String {
+        case open, nodeID = "node_id", volume, mute, channelVolumes = "channel_volumes", from
+    }
+}
+
+extension Status.StreamVolume {
+    /// A volume the server keeps (no stream, no node): what `json` has but `open` and `node_id`.
+    var keptJSON: JSON {
+        guard case .object(let pairs) = json else { return .null }
+        return .object(pairs.filter { $0.0 != Status.StreamKey.open.rawValue && $0.0 != Status.StreamKey.nodeID.rawValue })
+    }
+
+    var json: JSON {
+        typealias K = Status.StreamKey
+        return .object([
+            (K.open.rawValue, .bool(open)), (K.nodeID.rawValue, nodeID.map { .number(Double($0)) } ?? .null),
+            (K.volume.rawValue, volume.map(JSON.number) ?? .null), (K.mute.rawValue, mute.map(JSON.bool) ?? .null),
+            (K.channelVolumes.rawValue, .array(channelVolumes.map(JSON.number))), (K.from.rawValue, from.map(JSON.string) ?? .null),
+        ])
+    }
+
+    init(json j: JSON?) {
+        typealias K = Status.StreamKey
+        self.init()
+        func num(_ k: K) -> Double? { if case .number(let d)? = j?[k.rawValue], d.isFinite { return d }; return nil }
+        if case .bool(let b)? = j?[K.open.rawValue] { open = b }
+        nodeID = num(.nodeID).map { Int($0) }
+        volume = num(.volume)
+        if case .bool(let b)? = j?[K.mute.rawValue] { mute = b }
+        if case .array(let a)? = j?[K.channelVolumes.rawValue] { channelVolumes = a.compactMap { if case .number(let d) = $0 { d } else { nil } } }
+        if case .string(let s)? = j?[K.from.rawValue] { from = s }
     }
 }

@@ -215,6 +215,15 @@ public struct VerbSpec: Sendable {
             guard a == "wait" else { throw ProtocolError(.badArgument, "unknown option '\(a.prefix(32))' (only 'wait')") }
             return .statusWait
         },
+        VerbSpec("why", args: 0...1, usage: "why [CUE]", cost: Cost(8),
+                 cuectl: .plain(usage: "why [CUE]", help: """
+                     every reason the next play of CUE (default pop) by this app (--app) would not be heard, in the order \
+                     they apply, each with its fix: mute, profiles, the cue's cooldown, the memory budget, libcanberra's \
+                     routing, the desktop's event sounds and Do Not Disturb, cued's stream and the output on the sound \
+                     server, the device; exit 1 if there is one
+                     """), example: "why bell") { args throws(ProtocolError) in
+            .why(cue: try args.first.map { a throws(ProtocolError) in try RequestParser.label(a, what: "cue name") } ?? WhyReport.defaultCue)
+        },
     ]
 
     /// A line's cost from its verb's bytes (the connection charges it before parsing):

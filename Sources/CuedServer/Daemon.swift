@@ -53,6 +53,8 @@ public final class Daemon {
     lazy var reloader = Reloader(loop: loop) { [unowned self] in self.reloadOnce() }
     /// The D-Bus face's loop side, when the bus is on (`status`'s bus).
     var desktop: FeedbackCenter?
+    /// cued's own stream as the sound server's graph sets it (`status`'s `sink.stream`, `why`).
+    let streamProps: StreamProps
 
     /// Limits that keep one client from drowning the others.
     public struct Limits: Sendable {
@@ -69,10 +71,11 @@ public final class Daemon {
     public init(loop: any EventLoop, engine: AudioEngine, runtime: Runtime, saved: SavedState, muted: Bool,
                 saver: StateSaver?, reloads: NIOThreadPool, decoding: DecodeLane, sounds: SoundLibrary,
                 sessions: SessionRegistry = SessionRegistry(), limits: Limits = Limits(), stopping: StopFlag = StopFlag(),
-                budget: SoundBudget? = nil, logger: Logger, loadRuntime: @escaping LoadRuntime,
+                budget: SoundBudget? = nil, streamProps: StreamProps = StreamProps(), logger: Logger, loadRuntime: @escaping LoadRuntime,
                 notify: @escaping @Sendable ([String]) -> Void = { _ in }) {
         (self.loop, self.engine, self.logger, self.limits, self.stopping) = (loop, engine, logger, limits, stopping)
         (current, self.saver, self.reloads, self.loadRuntime, self.budget, self.notify) = (runtime, saver, reloads, loadRuntime, budget, notify)
+        self.streamProps = streamProps
         switches = Switches(muted: muted, saved: saved, config: runtime.config, saver: saver, logger: logger)
         desk = RefreshDesk(sessions: sessions)
         clients = ClientTable(capacity: limits.maxClients)
@@ -125,6 +128,7 @@ public final class Daemon {
                      counts: broker.counts.apps, played: broker.played, playedByCue: broker.playedByCue,
                      unlistedPlays: broker.counts.otherPlayed, theme: fetch.sounds.status(),
                      memory: StatusReport.memory(budget, cues: current.bank.bytes, cache: fetch.sounds.cachedBytes),
-                     bus: desktop?.busStatus ?? Status.Bus(), desktop: desktopStatus).status
+                     bus: desktop?.busStatus ?? Status.Bus(), desktop: desktopStatus, stream: streamStatus,
+                     outputVolume: outputVolumeStatus).status
     }
 }

@@ -20,7 +20,7 @@ import Glibc
 /// loop's, and its end comes back through `feedbackEnded`. When to connect, and
 /// what a loss means, is `BusMachine`'s (a value, tested on a fake clock): with no
 /// session bus, or when it goes away, cued runs on and tries again, when the bus's
-/// socket appears (`BusSocketWatch`), else 0.5 s, 1 s, 2 s… after a loss, at most
+/// socket appears (`NameWatch`), else 0.5 s, 1 s, 2 s… after a loss, at most
 /// every 60 s. The connection and what hangs on it is a `BusConnection`; the
 /// messages it dispatches are FeedbackObject.swift's.
 public final class DesktopBus: @unchecked Sendable {
@@ -41,6 +41,8 @@ public final class DesktopBus: @unchecked Sendable {
         public var followDesktop = false
         /// KDE's settings win over GNOME's where both are there (`XDG_CURRENT_DESKTOP` names KDE).
         public var preferKDE = false
+        /// WirePlumber's state directory (`WirePlumberState.directory`); nil: not read.
+        public var wirePlumberDirectory: String?
         public init() {}
     }
 
@@ -65,13 +67,16 @@ public final class DesktopBus: @unchecked Sendable {
     // The bus thread's own.
     private var machine: BusMachine
     private(set) var link: BusConnection?
-    private var watch: BusSocketWatch
+    private var watch: NameWatch
     private var published = BusStatus()
     var nextID: UInt32 = 1
     /// The desktop's settings as read (SettingsPortal.swift), the read under way, and what the host was last told.
     var portal: PortalSettings
     var portalCall = PortalCall.idle
     var sentDesktop: DesktopSound?
+    /// WirePlumber's state files, and its directory's parent while the directory does not exist (WirePlumberWatch.swift).
+    var stateFiles: NameWatch
+    var stateDirectory: NameWatch
 
     public init(options: Options, host: any DesktopBusHost, logger: Logger) {
         self.options = options
@@ -81,9 +86,12 @@ public final class DesktopBus: @unchecked Sendable {
         settings.notifications = options.notifications
         machine = BusMachine(settings: settings)
         portal = PortalSettings(preferKDE: options.preferKDE)
+        let wp = options.followDesktop ? options.wirePlumberDirectory : nil
+        stateFiles = NameWatch(path: wp.map { $0 + "/" + WirePlumberState.files[0] }, alsoNames: Set(WirePlumberState.files))
+        stateDirectory = NameWatch(path: wp)
         wakeFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
         // Made now, not when the bus is first missed: the descriptors cued holds once it listens are all there.
-        watch = BusSocketWatch(path: options.socketPath)
+        watch = NameWatch(path: options.socketPath)
         watch.arm()
         handlers = .allocate(capacity: 1)
         handlers.initialize(to: cued_fb_handlers(
@@ -97,6 +105,8 @@ public final class DesktopBus: @unchecked Sendable {
 
     deinit {
         watch.disarm()
+        stateFiles.disarm()
+        stateDirectory.disarm()
         handlers.deinitialize(count: 1)
         handlers.deallocate()
         if wakeFD >= 0 { close(wakeFD) }
@@ -107,9 +117,24 @@ public final class DesktopBus: @unchecked Sendable {
     }
 
     /// Whether the environment says where a session bus would be (sd_bus_open_user's two places).
-    static func busConfigured(environment env: [String: String]) -> Bool { BusSocketWatch.busConfigured(environment: env) }
+    static func busConfigured(environment env: [String: String]) -> Bool {
+        !(env["DBUS_SESSION_BUS_ADDRESS"] ?? "").isEmpty || (env["XDG_RUNTIME_DIR"] ?? "").hasPrefix("/")
+    }
+
     /// The bus socket's path when the address is a plain `unix:path=` (else nil: no watch).
-    static func socketPath(environment env: [String: String]) -> String? { BusSocketWatch.socketPath(environment: env) }
+    static func socketPath(environment env: [String: String]) -> String? {
+        if let address = env["DBUS_SESSION_BUS_ADDRESS"], !address.isEmpty {
+            let first = address.split(separator: ";").first.map(String.init) ?? address
+            guard first.hasPrefix("unix:") else { return nil }
+            for kv in first.dropFirst(5).split(separator: ",") where kv.hasPrefix("path=") {
+                let path = String(kv.dropFirst(5))
+                return path.hasPrefix("/") && !path.contains("%") ? path : nil
+            }
+            return nil
+        }
+        guard let rt = env["XDG_RUNTIME_DIR"], rt.hasPrefix("/") else { return nil }
+        return rt + "/bus"
+    }
 
     // MARK: - The loop's side (any thread)
 
@@ -208,7 +233,8 @@ public final class DesktopBus: @unchecked Sendable {
 
     private func run() {
         handle(.start)
-        var fds = [pollfd](repeating: pollfd(), count: 3)
+        watchWirePlumber()
+        var fds = [pollfd](repeating: pollfd(), count: 5)
         while phase.load(ordering: .acquiring) == Phase.running.rawValue {
             if let d = machine.deadline, MonotonicClock.now() >= d { handle(.timer) }
             drainInbox()
@@ -226,6 +252,8 @@ public final class DesktopBus: @unchecked Sendable {
                 if let d = machine.deadline { timeout = d / 1000 > nowUs ? Int64((d / 1000 - nowUs + 999) / 1000) : 0 }
                 if watch.fd >= 0 { fds[n] = pollfd(fd: watch.fd, events: Int16(POLLIN), revents: 0); n += 1 }
             }
+            let stateAt = n
+            for fd in [stateFiles.fd, stateDirectory.fd] { fds[n] = pollfd(fd: fd, events: Int16(POLLIN), revents: 0); n += 1 }
             let rc = poll(&fds, nfds_t(n), Int32(clamping: timeout))
             if rc < 0 && errno != EINTR { usleep(10_000) }
             if fds[0].revents != 0 {
@@ -234,6 +262,10 @@ public final class DesktopBus: @unchecked Sendable {
             }
             if link == nil, watch.fd >= 0, n > 1, fds[1].fd == watch.fd, fds[1].revents != 0, watch.appeared() {
                 handle(.socketAppeared)
+            }
+            // (A descriptor of -1 is skipped by poll: its revents stay 0.)
+            if fds[stateAt].revents != 0 || fds[stateAt + 1].revents != 0 {
+                wirePlumberEvent(files: fds[stateAt].revents != 0, directory: fds[stateAt + 1].revents != 0)
             }
         }
         handle(.stop)

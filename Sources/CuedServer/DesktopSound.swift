@@ -20,6 +20,9 @@ public struct DesktopSound: Sendable, Equatable {
     public var doNotDisturb: Said<Bool>?
     /// The Settings portal: `following`, `reading`, or why not (`absent: …`, `error: …`, `off …`).
     public var portal = "off"
+    /// What WirePlumber keeps: the System Sounds volume it restores onto cued's stream, the
+    /// sinks' volumes (nil: no state read).
+    public var wirePlumber: WirePlumberState?
     public init() {}
 }
 
@@ -54,6 +57,8 @@ struct PortalSettings: Equatable {
     private(set) var values: [String: [String: Value]] = [:]
     /// The notification server's Inhibited; nil: no server answers it.
     var inhibited: Bool?
+    /// WirePlumber's state (WirePlumberWatch.swift).
+    var wirePlumber: WirePlumberState?
     var portal = "off"
 
     init(preferKDE: Bool = false) { self.preferKDE = preferKDE }
@@ -99,6 +104,7 @@ struct PortalSettings: Equatable {
     var sound: DesktopSound {
         var d = DesktopSound()
         d.portal = portal
+        d.wirePlumber = wirePlumber
         // A theme name is a label (it names a directory); anything else is not followed.
         d.theme = first(string(Self.gnomeSound, "theme-name"), string(Self.kdeSounds, "Theme")).flatMap { Label.isValid($0.value) ? $0 : nil }
         d.eventSounds = first(bool(Self.gnomeSound, "event-sounds"), bool(Self.kdeSounds, "Enable"))

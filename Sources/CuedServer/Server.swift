@@ -23,6 +23,8 @@ public final class Server: Sendable {
     public let logger: Logger
     /// How long playing cues may finish at SIGTERM.
     static let graceMs = 500
+    /// cued's native PipeWire stream as the graph sets it (every PipeWire sink made publishes there).
+    let streamProps = StreamProps()
 
     public init(options: CommandLineOptions, logger: Logger) {
         self.options = options; self.logger = logger
@@ -111,7 +113,7 @@ public final class Server: Sendable {
         let made = loop.submit { [logger, saved, start] in
             let daemon = Daemon(loop: loop, engine: engine, runtime: start!, saved: saved, muted: muted, saver: saver, reloads: reloads, decoding: decoding,
                                 sounds: sounds, sessions: SessionRegistry(ttlSeconds: sessionTTL), limits: limits, stopping: stopping,
-                                budget: budget, logger: logger,
+                                budget: budget, streamProps: self.streamProps, logger: logger,
                                 loadRuntime: { reuse, cancelled throws(LoadFailure) in
                                     try opts.loadRuntime(budget: budget, reuse: reuse, cancelled: cancelled)
                                 },
@@ -266,6 +268,7 @@ public final class Server: Sendable {
         o.busConfigured = DesktopBus.busConfigured(environment: options.environment)
         o.followDesktop = desktop.follow
         o.preferKDE = PortalSettings.isKDE(environment: options.environment)
+        o.wirePlumberDirectory = WirePlumberState.directory(environment: options.environment)
         let bridge = BusBridge(loop: loop)
         let bus = DesktopBus(options: o, host: bridge, logger: logger)
         let made = loop.submit { [logger] in
@@ -314,7 +317,7 @@ public final class Server: Sendable {
         case .pipewire(let target):
             // --latency-ms: the quantum the stream asks of the graph (default 128 frames, 2.7 ms).
             return PipeWireSink(target: target, quantumFrames: s.latencyMs.map { max(16, $0 * 48) } ?? 128,
-                                streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 })
+                                streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 }, props: streamProps)
         case .null: return NullSink(latencyMs: latency)
         case .auto:
             let env = options.environment

@@ -148,7 +148,7 @@ extension DesktopBus {
     }
 
     /// Tells the host what the desktop says, if it changed.
-    private func sendDesktop() {
+    func sendDesktop() {
         let d = portal.sound
         guard d != sentDesktop else { return }
         sentDesktop = d

@@ -64,6 +64,8 @@ struct StatusReport {
     var memory = Status.Memory()
     var bus = Status.Bus()
     var desktop = Status.Desktop()
+    var stream = Status.StreamVolume()
+    var outputVolume: Status.StreamVolume?
 
     /// One line for systemd's STATUS=: cues, sink state, mute, and the profile unless it is `full`.
     static func line(cues: Int, engine: AudioEngine, muted: Bool, profile: Profile = .full) -> String {
@@ -134,6 +136,8 @@ struct StatusReport {
         }
         out.sink.error = s.sinkError
         out.sink.kind = s.sinkKind
+        out.sink.stream = stream
+        out.sink.outputVolume = outputVolume
         out.sink.delayUs = s.deviceDelayMicroseconds
         let margin = s.marginFrames.load(ordering: .relaxed)
         out.sink.marginFrames = margin > 0 ? margin : nil

@@ -106,6 +106,7 @@ case .doctor:
     for key in ["HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_RUNTIME_DIR", "CANBERRA_DRIVER"] { env[key] = environment(key) }
     var status: Status?
     var why: String?
+    var whyPop: WhyReport?
     var path: String?
     switch socketPath() {
     case .failure(let e): why = e.message
@@ -116,6 +117,9 @@ case .doctor:
             client.setTimeout(milliseconds: 5000)
             let reply = try client.request("status wait")
             if reply.hasPrefix("ok ") { status = Status.parse(String(reply.dropFirst(3))) } else { why = reply }
+            if status != nil, let r = try? client.request("why \(WhyReport.defaultCue)"), r.hasPrefix("ok ") {
+                whyPop = WhyReport.parse(String(r.dropFirst(3)))
+            }
         } catch {
             why = "\(error)"
         }
@@ -129,7 +133,7 @@ case .doctor:
         closedir(dir)
     }
     let report = Doctor.report(status: status, noDaemon: why, socket: path, environment: env, soundCard: card,
-                               exists: { access($0, F_OK) == 0 }, canberra: Canberra.facts(environment: env, status: status))
+                               exists: { access($0, F_OK) == 0 }, canberra: Canberra.facts(environment: env, status: status), why: whyPop)
     print(report.lines.joined(separator: "\n"))
     exit(report.exitCode)
 
@@ -200,7 +204,13 @@ case .request(let request, let render):
         }
         die("\(error)", ExitCode.noDaemon)
     }
-    let outcome = ReplyInterpreter.outcome(reply, render: render)
+    var outcome = ReplyInterpreter.outcome(reply, render: render)
+    if render == .why, reply.hasPrefix("ok "), let report = WhyReport.parse(String(reply.dropFirst(3))) {
+        // libcanberra's routing is the session's, which cuectl sees and cued does not.
+        var env: [String: String] = [:]
+        for key in ["HOME", "XDG_CONFIG_HOME", "CANBERRA_DRIVER"] { env[key] = environment(key) }
+        outcome = WhyRender.outcome(report, canberra: Canberra.facts(environment: env, status: nil))
+    }
     if let out = outcome.stdout { print(out) }
     if let err = outcome.stderr { printErr(err) }
     exit(outcome.exitCode)

@@ -140,7 +140,7 @@ final class Locked<T: Sendable>: Sendable {
                      "state pull", "drag 70", "drop", "threshold 50", "detent 10", "session", "session work", "app tests",
                      "mute", "unmute", "mute app other", "unmute app other",
                      "profile", "profile quiet", "profile app other silent", "profile app other", "profile app other default", "profile full",
-                     "reload", "cues", "cues theme", "cues variants", "preload pop", "status", "status wait"]
+                     "reload", "cues", "cues theme", "cues variants", "preload pop", "status", "status wait", "why pop"]
         let profileReplies = ["profile": "full", "profile quiet": "quiet", "profile app other silent": "other silent",
                               "profile app other": "other silent", "profile app other default": "other quiet", "profile full": "full"]
         var seen: Set<String> = []
@@ -212,10 +212,15 @@ final class Locked<T: Sendable>: Sendable {
                 guard case .whenReady = response else { Issue.record("status wait answered before the audio thread: \(reply)"); continue }
                 guard case .ok(let json?) = reply, let status = Status.parse(json) else { Issue.record("status wait: \(reply)"); continue }
                 #expect(status.cues.count == 3)
+            case .why(let cue):
+                verb = "why"
+                guard case .ok(let json?) = reply, let report = WhyReport.parse(json) else { Issue.record("why: \(reply)"); continue }
+                // The harness's null output is not a real one; muted and profiles were set back above.
+                #expect(report.cue == cue && report.app == "tests" && report.reasons.map(\.name) == ["no-output"], "\(report)")
             }
             seen.insert(verb)
         }
-        #expect(seen.count == 23)
+        #expect(seen.count == 24)
         // Every verb of the table is among those lines: a new one fails here until it is.
         #expect(Set(VerbSpec.all.map(\.name)).subtracting(lines.map { String($0.split(separator: " ")[0]) }).isEmpty)
         // Only `reload` reloads (no state change falls through to it).

@@ -1,0 +1,62 @@
+import CuedCore
+import CuedProtocol
+
+/// `why CUE`: every reason the next play of CUE by the asking client's app would not be heard, in
+/// the order they apply. Admission's own rules first (the voice broker's ordered list, the same
+/// `play` stops at the first of: mute, profiles, the rate limit, the cue's cooldown, the desktop's
+/// switches), then what comes after admission: the memory budget, then the output (cued's stream on
+/// the sound server, the desktop's System Sounds volume, the output's own volume, no real output,
+/// a failing device). Worded at the edge (`WhyWording`); libcanberra's routing is cuectl's to add.
+extension Daemon {
+    func why(_ cue: String, _ asking: Client) -> WhyReport {
+        var report = WhyReport(cue: cue, app: asking.app)
+        var client = asking
+        // The app as its sounds come: through libcanberra, or cued's own notification sounds.
+        if let app = asking.app, broker.counts.apps[app]?.via.contains("libcanberra") == true {
+            client.via = "libcanberra"
+            report.canberraApp = true
+        }
+        if asking.app == FeedbackCenter.notificationsApp {
+            var ours = Client(.cued, id: asking.id, limits: limits, now: MonotonicClock.now())
+            ours.app = asking.app
+            client = ours
+        }
+        var reasons = holds(.named(cue), PlayOptions(), client).map(WhyWording.reason)
+        let admitted = reasons.firstIndex { WhyReport.outputReasons.contains($0.name) } ?? reasons.endIndex
+        if let memory = memoryReason(cue) { reasons.insert(memory, at: admitted) }
+        reasons += outputReasons()
+        report.reasons = reasons
+        return report
+    }
+
+    /// A theme sound not decoded yet while the budget is nearly full: its decode may be refused.
+    private func memoryReason(_ cue: String) -> WhyReport.Reason? {
+        guard current.bank[cue] == nil, fetch.cached(cue, theme: desktopTheme) == nil, let budget else { return nil }
+        let room = budget.limit - budget.used
+        guard room < WhyWording.roomForASound else { return nil }
+        return WhyWording.memory(cue, used: budget.used, limit: budget.limit)
+    }
+
+    /// After admission: cued's stream, the role's and the output's kept volumes, the output itself.
+    private func outputReasons() -> [WhyReport.Reason] {
+        var out: [WhyReport.Reason] = []
+        let spec = engine.sinkSpec, stats = engine.stats
+        let p = streamProps.snapshot, role = wirePlumber?.notificationRole
+        if spec.hasPrefix("pipewire") {
+            if p.open && p.changes > 0 && p.silenced {
+                out.append(StreamOrigin.matches(p, role) ? WhyWording.systemSounds(p.mute == true, live: true, wirePlumber!.directory)
+                                                          : WhyWording.streamMuted(p))
+            } else if !p.open, let role, role.silenced {
+                out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.directory))
+            }
+        } else if spec == "alsa:pulse", let role, role.silenced {
+            // Through pipewire-pulse, the plugin's `event` role is the Notification role.
+            out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.directory))
+        }
+        if let (name, kept) = outputSink, kept.silenced, let o = outputVolumeStatus { out.append(WhyWording.outputMuted(o, name: name)) }
+        if spec == "null" { out.append(WhyWording.noOutput(null: true, why: engine.sinkWhy)) }
+        if spec.hasPrefix("wav:") { out.append(WhyWording.noOutput(null: false, why: String(spec.dropFirst(4)))) }
+        if stats.sinkState == .failed || stats.sinkError != nil { out.append(WhyWording.deviceFailing(stats.sinkError)) }
+        return out
+    }
+}
