@@ -16,7 +16,7 @@ public enum Doctor {
     /// `socket`: nil when no path could be made (neither --socket, CUED_SOCKET nor XDG_RUNTIME_DIR).
     /// `canberra`: libcanberra's routing through cued (`CanberraRouting`), if looked at.
     /// `why`: cued's `why pop`, whose reasons are the report's last problems (mute and the
-    /// profiles among them, then not said apart).
+    /// profiles among them, then not said apart; the output's own, above).
     public static func report(status: Status?, noDaemon: String?, socket: String?, environment: [String: String],
                               soundCard: Bool, exists: (String) -> Bool, canberra: CanberraRouting.Facts? = nil,
                               why: WhyReport? = nil) -> Report {
@@ -124,7 +124,8 @@ public enum Doctor {
         }
         if let f = canberra { canberraLines(f, ok: ok, info: info, problem: problem) }
         if let why {
-            let reasons = WhyRender.reasons(why, canberra: canberra)
+            // The output itself (null, a failing device) is said above, with more of its detail.
+            let reasons = WhyRender.reasons(why, canberra: canberra).filter { $0.name != "no-output" && $0.name != "device-failing" }
             if reasons.isEmpty { ok("why \(why.cue): nothing holds it back") }
             for reason in reasons { problem("why \(why.cue): \(reason.says) [\(reason.name)]", fix: reason.fix) }
             if !reasons.isEmpty { heard = false }

@@ -54,8 +54,8 @@ extension Daemon {
             out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.directory))
         }
         if let (name, kept) = outputSink, kept.silenced, let o = outputVolumeStatus { out.append(WhyWording.outputMuted(o, name: name)) }
-        if spec == "null" { out.append(WhyWording.noOutput(null: true, why: engine.sinkWhy)) }
-        if spec.hasPrefix("wav:") { out.append(WhyWording.noOutput(null: false, why: String(spec.dropFirst(4)))) }
+        // A recording (wav:) is an output chosen on purpose: cuectl doctor counts it as heard, and so does why.
+        if spec == "null" { out.append(WhyWording.noOutput(why: engine.sinkWhy)) }
         if stats.sinkState == .failed || stats.sinkError != nil { out.append(WhyWording.deviceFailing(stats.sinkError)) }
         return out
     }

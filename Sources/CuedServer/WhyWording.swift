@@ -74,10 +74,9 @@ enum WhyWording {
                       fix: "pactl set-sink-mute \(name) 0 && pactl set-sink-volume \(name) 100% (or the desktop's output volume)")
     }
 
-    static func noOutput(null: Bool, why: String?) -> Reason {
-        null ? Reason("no-output", says: "cued plays to nothing: its output is null" + (why.map { " (\($0))" } ?? ""),
-                      fix: "start a sound server (PipeWire) and restart cued (--sink auto picks it), or --sink alsa:PCM for a card")
-             : Reason("no-output", says: "cued records to \(why ?? "a file") instead of playing", fix: "restart cued without --sink wav:… (auto picks the desktop's output)")
+    static func noOutput(why: String?) -> Reason {
+        Reason("no-output", says: "cued plays to nothing: its output is null" + (why.map { " (\($0))" } ?? ""),
+               fix: "start a sound server (PipeWire) and restart cued (--sink auto picks it), or --sink alsa:PCM for a card")
     }
 
     static func deviceFailing(_ error: String?) -> Reason {
