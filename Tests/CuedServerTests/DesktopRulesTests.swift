@@ -125,6 +125,11 @@ import Testing
         #expect(r.inputFeedbackSounds == Said(true, from: "config: [desktop] input_feedback_sounds"))
         #expect(r.doNotDisturb == Said(true, from: "portal"))
         #expect(r.theme == nil && r.themeInForce == Said("ocean", from: "config: theme"))
+        // Do Not Disturb pinned both ways, whatever the desktop says; the others follow it then.
+        let noDND = DesktopRules(said: Self.said(eventSounds: false, dnd: true), config: try Self.config("[desktop]\ndo_not_disturb = false\n"))
+        #expect(noDND.doNotDisturb == Said(false, from: "config: [desktop] do_not_disturb") && noDND.quietsDesktopSources == .eventSoundsOff(from: "portal"))
+        let dnd = DesktopRules(said: Self.said(dnd: false), config: try Self.config("[desktop]\ndo_not_disturb = true\n"))
+        #expect(dnd.doNotDisturb == Said(true, from: "config: [desktop] do_not_disturb") && dnd.quietsDesktopSources == .doNotDisturb(from: "config: [desktop] do_not_disturb"))
 
         let following = DesktopRules(said: Self.said(theme: "Yaru"), config: Config())
         #expect(following.theme == Said("Yaru", from: "portal") && following.themeInForce.value == "Yaru")
