@@ -225,6 +225,7 @@ TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/de
 # exit in library code) has left `swift test` with status 0 and the tests after the last
 # one shown unrun. $(1): the command; its output is shown as it comes and kept in TEST_LOG.
 TEST_LOG := $(CURDIR)/.build/test-run.log
+PIPEWIRE_TIMING_TESTS := PipeWireTests/(fiftyCuesInARow|cuesMidStream|theNativeStreamAsksTheQuantum|aStreamStoppedMidCue|aGraphCycleLonger|aGraphQuantumBelow|playWaitOnTheNativeStream)
 WHOLE_RUN = { $(1); echo $$? > '$(TEST_LOG).status'; } 2>&1 | tee '$(TEST_LOG)'; \
 	status=$$(cat '$(TEST_LOG).status'); [ "$$status" = 0 ] || exit $$status; \
 	grep -aqE 'Test run with [0-9]+ tests? in [0-9]+ suites? (passed|failed)' '$(TEST_LOG)' || { \
@@ -239,9 +240,11 @@ test: deps build canberra-stress canberra-fuzz-build
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued). cued runs as a user,
 	@# its audio thread real-time through RTKit on a private system bus; then once more with
-	@# no RTKit at all, as on a desktop without it (the thread normal, and said so).
+	@# no RTKit at all, as on a desktop without it (the thread normal, and said so): the tests
+	@# whose verdict the thread's scheduling can change (cues sample-exact, the cycle asked,
+	@# missed cycles counted), not those of restarts, targets and doctor (45 s, not 80).
 	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests)
-	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests)
+	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter '$(PIPEWIRE_TIMING_TESTS)')
 
 sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth
