@@ -221,21 +221,20 @@ TEST_DIRS    = PREFIX='$(TEST_PREFIX)' BINDIR='$(TEST_PREFIX)/bin' DATADIR='$(TE
 # a minute, a 1-minute case still queued behind the others failed without having run
 # long. With the width set to the cores, a case's clock starts when it gets one.
 TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/dev/null || echo 2)
-# A run counts only when the runner said how it ended: a runner that dies (a signal, an
-# exit in library code) has left `swift test` with status 0 and the tests after the last
-# one shown unrun. $(1): the command; its output is shown as it comes and kept in TEST_LOG.
-TEST_LOG := $(CURDIR)/.build/test-run.log
+# A run counts only when the runner said how it ended: swift test relays the runner's output
+# and has lost its last lines (the summary among them) with status 0, and a runner that dies
+# leaves no results. So the runner writes its own results (JUnit XML) and a run without them
+# fails; the count shown after each run is the runner's, not what reached this log.
+TEST_XML := $(CURDIR)/.build/test-results.xml
+RESULTS   = --xunit-output '$(TEST_XML)'
+RAN_WHOLE = { [ -s '$(TEST_XML)' ] || { echo "make test: the test runner ended without writing its results ($(TEST_XML)): the tests after the last one shown never ran" >&2; exit 1; }; \
+	echo "make test: the runner's own count: $$(grep -o 'tests="[0-9]*" failures="[0-9]*"' '$(TEST_XML)' | head -n 1)"; }
 PIPEWIRE_TIMING_TESTS := PipeWireTests/(fiftyCuesInARow|cuesMidStream|theNativeStreamAsksTheQuantum|aStreamStoppedMidCue|aGraphCycleLonger|aGraphQuantumBelow|playWaitOnTheNativeStream)
-WHOLE_RUN = { $(1); echo $$? > '$(TEST_LOG).status'; } 2>&1 | tee '$(TEST_LOG)'; \
-	status=$$(cat '$(TEST_LOG).status'); [ "$$status" = 0 ] || exit $$status; \
-	grep -aqE 'Test run with [0-9]+ tests? in [0-9]+ suites? (passed|failed)' '$(TEST_LOG)' || { \
-	  echo "make test: the test run ended without its summary, so the tests after the last one shown never ran" \
-	    "($$(grep -ac ' started\.$$' '$(TEST_LOG)') started, $$(grep -acE ' (passed|failed) after ' '$(TEST_LOG)') ended): see $(TEST_LOG)" >&2; exit 1; }
 test: deps build canberra-stress canberra-fuzz-build
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest --skip PipeWireTests)
+	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --skip PipeWireTests && $(RAN_WHOLE)
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued). cued runs as a user,
@@ -243,8 +242,8 @@ test: deps build canberra-stress canberra-fuzz-build
 	@# no RTKit at all, as on a desktop without it (the thread normal, and said so): the tests
 	@# whose verdict the thread's scheduling can change (cues sample-exact, the cycle asked,
 	@# missed cycles counted), not those of restarts, targets and doctor (45 s, not 80).
-	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter PipeWireTests)
-	$(call WHOLE_RUN,$(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest --filter '$(PIPEWIRE_TIMING_TESTS)')
+	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests && $(RAN_WHOLE)
+	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter '$(PIPEWIRE_TIMING_TESTS)' && $(RAN_WHOLE)
 
 sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth
