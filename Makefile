@@ -83,7 +83,7 @@ bench-deps: deps
 # Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 40 minutes;
 # `BENCH_ONLY=SECTION /usr/bin/python3 bench/bench.py` runs one section, e.g. voices or desktop,
 # and replaces its section of BENCHMARKS.md; bench/README.md lists them).
-bench: bench-deps build
+bench: bench-deps build canberra-stress
 	/usr/bin/python3 bench/bench.py
 
 build: deps pkgconfig
@@ -120,9 +120,9 @@ $(STRESS_DIR)/fake-cued: canberra/stress/fake-cued.c
 	@mkdir -p $(@D)
 	$(CC) $(STRESS_CFLAGS) -O2 -o '$@' $<
 define STRESS_VARIANT
-$(STRESS_DIR)/$(1)/canberra-host: canberra/stress/host.c
+$(STRESS_DIR)/$(1)/canberra-host: canberra/stress/host.c canberra/stress/cued-control.c canberra/stress/figures.c canberra/stress/host.h
 	@mkdir -p $$(@D)
-	$$(CC) $$(STRESS_CFLAGS) $$(SAN_$(1)) $$$$(pkg-config --cflags libcanberra) -o '$$@' $$< $$$$(pkg-config --libs libcanberra)
+	$$(CC) $$(STRESS_CFLAGS) $$(SAN_$(1)) $$$$(pkg-config --cflags libcanberra) -o '$$@' $$(filter %.c,$$^) $$$$(pkg-config --libs libcanberra)
 $(STRESS_DIR)/$(1)/libcanberra-stressfb.so: canberra/stress/fallback-driver.c canberra/canberra-private.h
 	@mkdir -p $$(@D)
 	$$(CC) $$(STRESS_CFLAGS) $$(SAN_$(1)) -fPIC -shared -fvisibility=hidden $$$$(pkg-config --cflags libcanberra) -o '$$@' $$< $$$$(pkg-config --libs libcanberra)

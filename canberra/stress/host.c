@@ -13,7 +13,10 @@
  *   --stop-at K --stop-ms MS (SIGSTOP cued at the K-th play for MS)
  *   --recreate-every K (destroy a context with its plays pending and make a new one)
  *   --destroy-in-callback N (N contexts each destroyed from its play's callback)
- *   --event NAME --file-path PATH (what is played; default event "pop") */
+ *   --event NAME --file-path PATH (what is played; default event "pop"; %d in NAME: the context's index)
+ *   --own-context (thread i plays on context i mod C, starting i * gap / T later: a soak's steady pace)
+ *   --plays-out PATH (a line a play: id context call-ns return code callback-ns)
+ *   --figures-every K (the process's RSS, threads and descriptors every K plays, in the JSON) */
 #define _GNU_SOURCE
 #include <canberra.h>
 #include <dirent.h>
@@ -34,68 +37,18 @@
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
+#include "host.h"
 
-struct rec {
-        atomic_int callbacks;
-        atomic_int code;
-        int ret;
-        bool accepted;
-        atomic_bool destroyed_with;   /* its context was destroyed while it was pending */
-};
-
-struct samples {
-        pthread_mutex_t lock;
-        double *us;
-        size_t n, cap;
-        const char *name;
-};
-
-static struct {
-        const char *fake, *fake_bin, *cued, *socket, *event, *file;
-        int plays, threads, contexts, gap_us, cancel_pct, playing_pct, file_pct, missing_pct, restart_every, stop_at, stop_ms,
-            recreate_every, destroy_in_callback;
-        double settle;
-} opt = { .plays = 1000, .threads = 1, .contexts = 1, .settle = 10, .event = "pop" };
-
+struct options opt = { .plays = 1000, .threads = 1, .contexts = 1, .settle = 10, .event = "pop" };
+atomic_int cued_pid, restarts;
 static struct rec *recs;
-static atomic_int next_play, cued_pid, restarts, caller_thread_callbacks, extra_callbacks;
+static atomic_int next_play, caller_thread_callbacks, extra_callbacks;
 enum { EXTRA_IDS = 0x7fff0000 };   /* plays outside the numbered run (pending at a destroy from a callback) */
 static struct samples s_play = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "play" }, s_cancel = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "cancel" },
                       s_playing = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "playing" };
 static ca_context **contexts;
 static pthread_rwlock_t contexts_lock = PTHREAD_RWLOCK_INITIALIZER;   /* written only to replace one */
 static __thread bool in_call;
-
-static double now_us(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
-}
-
-static void add(struct samples *s, double us) {
-        pthread_mutex_lock(&s->lock);
-        if (s->n == s->cap) {
-                s->cap = s->cap ? s->cap * 2 : 4096;
-                s->us = realloc(s->us, s->cap * sizeof *s->us);
-        }
-        s->us[s->n++] = us;
-        pthread_mutex_unlock(&s->lock);
-}
-
-static int cmp(const void *a, const void *b) {
-        double x = *(const double *) a, y = *(const double *) b;
-        return x < y ? -1 : x > y;
-}
-
-static void print_samples(struct samples *s) {
-        if (s->n)
-                qsort(s->us, s->n, sizeof *s->us, cmp);
-#define AT(q) (s->n ? s->us[(size_t) ((q) * (double) (s->n - 1))] : 0)
-        printf("\"%s\": {\"n\": %zu, \"p50_us\": %.1f, \"p99_us\": %.1f, \"p999_us\": %.1f, \"max_us\": %.1f}", s->name, s->n, AT(0.5), AT(0.99),
-               AT(0.999), s->n ? s->us[s->n - 1] : 0);
-#undef AT
-}
 
 static void on_finish(ca_context *c, uint32_t id, int code, void *userdata) {
         (void) c;
@@ -105,95 +58,17 @@ static void on_finish(ca_context *c, uint32_t id, int code, void *userdata) {
         if (id >= EXTRA_IDS)
                 atomic_fetch_add(&extra_callbacks, 1);
         else if (id < (uint32_t) opt.plays + 1) {
+                atomic_store(&recs[id].callback_ns, now_ns());
                 atomic_store(&recs[id].code, code);
                 atomic_fetch_add(&recs[id].callbacks, 1);
         }
 }
 
-/* ---- cued, real or fake ---- */
-
-static pid_t spawn_cued(void) {
-        char *argv[64];
-        int n = 0;
-        char *copy = NULL;
-        if (opt.fake) {
-                argv[n++] = (char *) opt.fake_bin;
-                argv[n++] = (char *) opt.socket;
-                argv[n++] = (char *) opt.fake;
-        } else {
-                copy = strdup(opt.cued);
-                for (char *save = NULL, *w = strtok_r(copy, " ", &save); w && n < 60; w = strtok_r(NULL, " ", &save))
-                        argv[n++] = w;
-                argv[n++] = "--socket";
-                argv[n++] = (char *) opt.socket;
-        }
-        argv[n] = NULL;
-        pid_t pid;
-        posix_spawn_file_actions_t fa;
-        posix_spawn_file_actions_init(&fa);
-        posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-        int r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
-        posix_spawn_file_actions_destroy(&fa);
-        free(copy);
-        if (r) {
-                fprintf(stderr, "canberra-host: cannot start %s: %s\n", argv[0], strerror(r));
-                exit(1);
-        }
-        return pid;
-}
-
-/* Until the socket accepts (at most 10 s). */
-static bool wait_listening(void) {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", opt.socket);
-        for (int i = 0; i < 2000; i++) {
-                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-                bool ok = connect(fd, (struct sockaddr *) &sa, sizeof sa) == 0;
-                close(fd);
-                if (ok)
-                        return true;
-                usleep(5000);
-        }
-        return false;
-}
-
-static void stop_cued(int sig) {
-        pid_t pid = atomic_exchange(&cued_pid, 0);
-        if (pid > 0) {
-                kill(pid, SIGCONT);
-                kill(pid, sig);
-                waitpid(pid, NULL, 0);
-        }
-}
-
-static void *resume_later(void *arg) {
-        (void) arg;
-        if (!opt.stop_ms)
-                return NULL;
-        usleep((useconds_t) opt.stop_ms * 1000);
-        pid_t pid = atomic_load(&cued_pid);
-        if (pid > 0)
-                kill(pid, SIGCONT);
-        return NULL;
-}
-
-/* What happens to cued at the k-th play. */
-static void events_at(int k) {
-        if (opt.restart_every && k % opt.restart_every == 0) {
-                stop_cued(atomic_fetch_add(&restarts, 1) % 2 ? SIGTERM : SIGKILL);
-                atomic_store(&cued_pid, spawn_cued());
-        }
-        if (opt.stop_at && k == opt.stop_at) {
-                pthread_t t;
-                kill(atomic_load(&cued_pid), SIGSTOP);
-                pthread_create(&t, NULL, resume_later, NULL);
-                pthread_detach(t);
-        }
-}
-
 /* ---- the host's calls ---- */
 
-static ca_proplist *props_for(int id) {
+static ca_proplist *props_for(int id, int context) {
+        char event[128];
+        snprintf(event, sizeof event, opt.event, context);   /* a %d in it: the context's own sound */
         ca_proplist *p;
         ca_proplist_create(&p);
         bool missing = opt.missing_pct && rand() % 100 < opt.missing_pct;
@@ -202,7 +77,7 @@ static ca_proplist *props_for(int id) {
                 if (rand() % 2)
                         ca_proplist_sets(p, CA_PROP_EVENT_ID, "missing-event");   /* theme lookup first, the file as the retry */
         } else
-                ca_proplist_sets(p, CA_PROP_EVENT_ID, missing ? "missing-sound" : opt.event);
+                ca_proplist_sets(p, CA_PROP_EVENT_ID, missing ? "missing-sound" : event);
         return p;
 }
 
@@ -218,12 +93,17 @@ static ca_context *new_context(int i) {
 
 static void *worker(void *arg) {
         unsigned seed = (unsigned) (uintptr_t) arg;
+        int self = (int) (uintptr_t) arg - 1;
+        if (opt.own_context && opt.gap_us)
+                usleep((useconds_t) (self * (opt.gap_us / opt.threads)));   /* staggered */
         for (;;) {
                 int id = atomic_fetch_add(&next_play, 1);
                 if (id > opt.plays)
                         break;
                 events_at(id);
-                int ci = (int) (rand_r(&seed) % (unsigned) opt.contexts);
+                if (opt.figures_every && id % opt.figures_every == 0)
+                        sample_figures(id);
+                int ci = opt.own_context ? self % opt.contexts : (int) (rand_r(&seed) % (unsigned) opt.contexts);
                 if (opt.recreate_every && id % opt.recreate_every == 0) {
                         pthread_rwlock_wrlock(&contexts_lock);
                         ca_context_destroy(contexts[ci]);   /* its pending plays end now (CA_ERROR_DESTROYED) */
@@ -232,7 +112,9 @@ static void *worker(void *arg) {
                 }
                 pthread_rwlock_rdlock(&contexts_lock);
                 ca_context *c = contexts[ci];
-                ca_proplist *p = props_for(id);
+                ca_proplist *p = props_for(id, ci);
+                recs[id].context = ci;
+                recs[id].call_ns = now_ns();
                 in_call = true;
                 double t = now_us();
                 int r = ca_context_play_full(c, (uint32_t) id, p, on_finish, NULL);
@@ -283,7 +165,7 @@ static int destroy_in_callbacks(int n) {
         int ended = 0;
         for (int i = 0; i < n; i++) {
                 struct self_destroy s = { .c = new_context(1000 + i) };
-                ca_proplist *p = props_for(0);
+                ca_proplist *p = props_for(0, 0);
                 for (int k = 0; k < 3; k++)   /* plays still pending when it goes */
                         ca_context_play_full(s.c, (uint32_t) (EXTRA_IDS + k), p, on_finish, NULL);
                 int r = ca_context_play_full(s.c, 1, p, destroy_me, &s);
@@ -301,47 +183,7 @@ static int destroy_in_callbacks(int n) {
         return ended;
 }
 
-/* ---- the process's own figures ---- */
-
-static void self_figures(long *rss_kb, int *threads, int *fds) {
-        char line[256];
-        FILE *f = fopen("/proc/self/status", "r");
-        *rss_kb = 0;
-        *threads = 0;
-        while (f && fgets(line, sizeof line, f)) {
-                sscanf(line, "VmRSS: %ld", rss_kb);
-                sscanf(line, "Threads: %d", threads);
-        }
-        if (f)
-                fclose(f);
-        *fds = 0;
-        DIR *d = opendir("/proc/self/fd");
-        for (struct dirent *e; d && (e = readdir(d));)
-                *fds += e->d_name[0] != '.';
-        if (d)
-                closedir(d);
-        (*fds)--;   /* the directory's own */
-}
-
 static int int_arg(const char *s) { return (int) strtol(s, NULL, 10); }
-
-/* The plays of this run the fallback driver (libcanberra-stressfb.so) took, from its log. */
-static int fallback_plays(void) {
-        const char *log = getenv("STRESSFB_LOG");
-        FILE *f = log ? fopen(log, "r") : NULL;
-        char *seen = calloc((size_t) opt.plays + 2, 1);
-        int n = 0;
-        unsigned id;
-        while (f && fscanf(f, "%u", &id) == 1)
-                if (id >= 1 && id <= (unsigned) opt.plays && !seen[id]) {
-                        seen[id] = 1;
-                        n++;
-                }
-        if (f)
-                fclose(f);
-        free(seen);
-        return n;
-}
 
 int main(int argc, char **argv) {
         for (int i = 1; i + 1 < argc; i += 2) {
@@ -351,11 +193,12 @@ int main(int argc, char **argv) {
                 if (!strcmp(k, "--settle"))
                         opt.settle = strtod(v, NULL);
                 STR("--fake", fake) STR("--fake-bin", fake_bin) STR("--cued", cued) STR("--socket", socket) STR("--event", event)
-                STR("--file-path", file)
+                STR("--file-path", file) STR("--plays-out", plays_out)
                 INT("--plays", plays) INT("--threads", threads) INT("--contexts", contexts) INT("--gap-us", gap_us)
                 INT("--cancel", cancel_pct) INT("--playing", playing_pct) INT("--file", file_pct) INT("--missing", missing_pct)
                 INT("--restart-every", restart_every) INT("--stop-at", stop_at) INT("--stop-ms", stop_ms)
                 INT("--recreate-every", recreate_every) INT("--destroy-in-callback", destroy_in_callback)
+                INT("--own-context", own_context) INT("--figures-every", figures_every)
                 else {
                         fprintf(stderr, "canberra-host: unknown option %s\n", k);
                         return 64;
@@ -458,7 +301,9 @@ int main(int argc, char **argv) {
                         printf("%s\"%d\": %d", first ? "" : ", ", -i, codes[i]);
                         first = 0;
                 }
-        printf("}, \"rss_kb\": [%ld, %ld, %ld], \"threads\": [%d, %d, %d], \"fds\": [%d, %d, %d], ", rss0, rss1, rss2, threads0, threads1,
+        printf("}, \"figures\": ");
+        print_figures();
+        printf(", \"rss_kb\": [%ld, %ld, %ld], \"threads\": [%d, %d, %d], \"fds\": [%d, %d, %d], ", rss0, rss1, rss2, threads0, threads1,
                threads2, fds0, fds1, fds2);
         print_samples(&s_play);
         printf(", ");
@@ -466,6 +311,14 @@ int main(int argc, char **argv) {
         printf(", ");
         print_samples(&s_playing);
         printf("}\n");
+        if (opt.plays_out) {
+                FILE *f = fopen(opt.plays_out, "w");
+                for (int id = 1; f && id <= opt.plays; id++)
+                        fprintf(f, "%d %d %llu %d %d %llu\n", id, recs[id].context, (unsigned long long) recs[id].call_ns, recs[id].ret,
+                                atomic_load(&recs[id].code), (unsigned long long) atomic_load(&recs[id].callback_ns));
+                if (f)
+                        fclose(f);
+        }
         free(recs);
         free(s_play.us);
         free(s_cancel.us);
