@@ -266,3 +266,19 @@ def not_measured(heading, res):
     if "failed" in res:
         return [heading, "", "Not measured: " + res["failed"]]
     return None
+
+
+def section_main(name, run, report, heading, before=None):
+    """A bench module run as a script: `python3 bench/NAME_bench.py [--update BENCHMARKS.md]`
+    runs its section once, keeps the figures in $TMPDIR/cued-bench-NAME.json, prints the
+    section and, with --update, writes it into that file."""
+    import signal
+    import tempfile
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    result = run()
+    with open(os.path.join(tempfile.gettempdir(), "cued-bench-%s.json" % name), "w") as f:
+        json.dump(result, f)
+    md = report(result)
+    print("\n".join(md))
+    if len(sys.argv) == 3 and sys.argv[1] == "--update":
+        replace_section(sys.argv[2], heading, md, before=before)

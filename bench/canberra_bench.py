@@ -44,13 +44,12 @@ import os
 import random
 import shutil
 import subprocess
-import sys
 import threading
 import time
 
 import canberra_soak
 import desktop_bench
-from benchlib import (cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section, skipped,
+from benchlib import (cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, section_main, skipped,
                       square, targets_table, wait_answering)
 from pwstack import Recorder, build_recorder, private_stack
 
@@ -452,10 +451,5 @@ def report_soak(s):
 
 
 if __name__ == "__main__":
-    quick = os.environ.get("BENCH_QUICK") == "1"
-    n = int(os.environ["BENCH_CANBERRA_TRIALS"]) if "BENCH_CANBERRA_TRIALS" in os.environ else None
-    result = run(trials=n, quick=quick)
-    md = report(result)
-    print("\n".join(md))
-    if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        replace_section(sys.argv[2], HEADING, md)
+    section_main("canberra", lambda: run(trials=int(os.environ["BENCH_CANBERRA_TRIALS"]) if "BENCH_CANBERRA_TRIALS" in os.environ else None,
+                                          quick=os.environ.get("BENCH_QUICK") == "1"), report, HEADING)

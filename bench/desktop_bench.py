@@ -31,11 +31,9 @@ import random
 import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 import time
 
-from benchlib import (Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, replace_section,
+from benchlib import (Client, cue_set, cued_status, loadavg, log, pct, not_measured, release_dir, section_main,
                       skipped, square, targets_table, wait_answering)
 from pwstack import RATE, Recorder, build_recorder, private_stack
 
@@ -470,13 +468,5 @@ def row(name, v, misses):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    quick = os.environ.get("BENCH_QUICK") == "1"
-    trials = int(os.environ["BENCH_DESKTOP_TRIALS"]) if "BENCH_DESKTOP_TRIALS" in os.environ else None
-    result = run(trials=trials, quick=quick)
-    with open(os.path.join(tempfile.gettempdir(), "cued-bench-desktop.json"), "w") as f:
-        json.dump(result, f)
-    md = report(result)
-    print("\n".join(md))
-    if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        replace_section(sys.argv[2], HEADING, md)
+    section_main("desktop", lambda: run(trials=int(os.environ["BENCH_DESKTOP_TRIALS"]) if "BENCH_DESKTOP_TRIALS" in os.environ else None,
+                                         quick=os.environ.get("BENCH_QUICK") == "1"), report, HEADING)

@@ -25,13 +25,11 @@ BENCH_QUICK=1: 3).
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from benchlib import Client, cue_set, cued_status as status, loadavg, log, pct, replace_section, square, write_wav
+from benchlib import Client, cue_set, cued_status as status, loadavg, log, pct, section_main, square, write_wav
 import desktop_bench
 from pwstack import Recorder, Stack, build_recorder, start_cued, stop
 
@@ -349,13 +347,5 @@ def report(res):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    quick = os.environ.get("BENCH_QUICK") == "1"
-    trials = int(os.environ["BENCH_FOLLOW_TRIALS"]) if "BENCH_FOLLOW_TRIALS" in os.environ else None
-    result = run(trials=trials, quick=quick)
-    with open(os.path.join(tempfile.gettempdir(), "cued-bench-follow.json"), "w") as f:
-        json.dump(result, f)
-    md = report(result)
-    print("\n".join(md))
-    if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        replace_section(sys.argv[2], HEADING, md)
+    section_main("follow", lambda: run(trials=int(os.environ["BENCH_FOLLOW_TRIALS"]) if "BENCH_FOLLOW_TRIALS" in os.environ else None,
+                                        quick=os.environ.get("BENCH_QUICK") == "1"), report, HEADING)

@@ -32,13 +32,11 @@ import collections
 import json
 import os
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 
-from benchlib import Client, log, noise, pct, replace_section, write_wav
+from benchlib import Client, log, noise, pct, section_main, write_wav
 import pwstack
 import desktopuser
 from pwstack import (CODE_BASE, CUED, CUECTL, POP_S, PROBE_S, RATE, TOOLS, Recorder, Stack, build_recorder, calibrate,
@@ -591,11 +589,4 @@ def targets(res):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    result = run()
-    with open(os.path.join(tempfile.gettempdir(), "cued-bench-pipewire.json"), "w") as f:
-        json.dump(result, f)
-    md = report(result)
-    print("\n".join(md))
-    if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        replace_section(sys.argv[2], HEADING, md)
+    section_main("pipewire", run, report, HEADING)

@@ -19,14 +19,12 @@ import json
 import os
 import random
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 
 import desktopuser
-from benchlib import Client, log, pct, replace_section
+from benchlib import Client, log, pct, section_main
 from pipewire_bench import fixtures
 from pwstack import (CUED, POP_S, ROOT, RATE, Recorder, Stack, build_recorder, measure, start_cued, start_user_cued, stop)
 
@@ -361,11 +359,4 @@ def targets(res):
 
 
 if __name__ == "__main__":
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    result = run()
-    with open(os.path.join(tempfile.gettempdir(), "cued-bench-realtime.json"), "w") as f:
-        json.dump(result, f)
-    md = report(result)
-    print("\n".join(md))
-    if len(sys.argv) == 3 and sys.argv[1] == "--update":
-        replace_section(sys.argv[2], HEADING, md, before=BEFORE)
+    section_main("realtime", run, report, HEADING, before=BEFORE)
