@@ -149,14 +149,15 @@ def run(plays=10000):
         env = dict(stack.env, XDG_DATA_HOME=data, XDG_STATE_HOME=os.path.join(tmp, "state"), XDG_CONFIG_HOME=os.path.join(tmp, "config"),
                    XDG_CACHE_HOME=os.path.join(tmp, "cache"), HOST_DRIVER="cued,pulse")
         env.pop("CANBERRA_DRIVER", None)
-        cued = "%s --sink pipewire --sounds %s --idle-close-s 3600" % (os.path.join(release_dir(ROOT), "cued"), os.path.join(ROOT, "Sounds"))
+        # One word a line (canberra-host splits it there): the paths may hold a space.
+        cued = "\n".join([os.path.join(release_dir(ROOT), "cued"), "--sink", "pipewire", "--sounds", os.path.join(ROOT, "Sounds"), "--idle-close-s", "3600"])
         out = os.path.join(tmp, "plays.txt")
         cap = Capture(stack, os.path.join(tmp, "monitor.raw"))
         log("canberra soak: %d plays from %d contexts, cued restarted every %d" % (plays, CONTEXTS, RESTART_EVERY))
         p = subprocess.run([SANDBOX, PLUGIN, "--", HOST, "--cued", cued, "--socket", os.path.join(tmp, "cued.sock"), "--plays", str(plays),
                             "--threads", str(CONTEXTS), "--contexts", str(CONTEXTS), "--own-context", "1", "--gap-us", str(GAP_US),
                             "--restart-every", str(RESTART_EVERY), "--event", "soak-%d", "--settle", "10", "--figures-every", "500",
-                            "--plays-out", out], env=env, capture_output=True, text=True, timeout=plays * GAP_US / CONTEXTS / 1e6 * 3 + 120)
+                            "--plays-out", out], env=env, capture_output=True, text=True, errors="backslashreplace", timeout=plays * GAP_US / CONTEXTS / 1e6 * 3 + 120)
         time.sleep(2.5)  # the last sounds reach the monitor (a fixed wait: the recording has no end to wait on)
         cap.close()
         host = json.loads(p.stdout.strip().splitlines()[-1])

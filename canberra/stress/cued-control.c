@@ -25,8 +25,9 @@ int spawn_cued(void) {
                 argv[n++] = (char *) opt.socket;
                 argv[n++] = (char *) opt.fake;
         } else {
+                /* One word a line: a path may hold a space (a checkout's does). */
                 copy = strdup(opt.cued);
-                for (char *save = NULL, *w = strtok_r(copy, " ", &save); w && n < 60; w = strtok_r(NULL, " ", &save))
+                for (char *save = NULL, *w = strtok_r(copy, "\n", &save); w && n < 60; w = strtok_r(NULL, "\n", &save))
                         argv[n++] = w;
                 argv[n++] = "--socket";
                 argv[n++] = (char *) opt.socket;
@@ -38,11 +39,11 @@ int spawn_cued(void) {
         posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
         int r = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
         posix_spawn_file_actions_destroy(&fa);
-        free(copy);
         if (r) {
                 fprintf(stderr, "canberra-host: cannot start %s: %s\n", argv[0], strerror(r));
                 exit(1);
         }
+        free(copy);  /* after the message: argv's words are in it */
         return pid;
 }
 

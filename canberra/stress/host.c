@@ -6,7 +6,8 @@
  * JSON object. Run inside a mount namespace where libcanberra's driver directory holds the
  * plug-in and libcanberra-stressfb.so (the Swift tests' CanberraSandbox, bench's sandbox).
  *
- *   canberra-host [--fake MODE --fake-bin PATH | --cued "BIN ARG…"] --socket PATH [options]
+ *   canberra-host [--fake MODE --fake-bin PATH | --cued "BIN\nARG…"] --socket PATH [options]
+ *   (--cued: cued's command, one word a line, so that a path may hold a space)
  *   --plays N --threads T --contexts C --gap-us U --cancel PCT --playing PCT --file PCT
  *   --missing PCT (plays of a sound or file the fake does not have) --settle S
  *   --restart-every K (kill cued, SIGKILL and SIGTERM in turn, and start it again)
@@ -207,7 +208,7 @@ int main(int argc, char **argv) {
 #undef STR
         }
         if (!opt.socket || (!opt.fake && !opt.cued) || (opt.fake && !opt.fake_bin) || opt.threads < 1 || opt.contexts < 1) {
-                fprintf(stderr, "usage: canberra-host (--fake MODE --fake-bin PATH | --cued \"BIN ARG…\") --socket PATH [options]\n");
+                fprintf(stderr, "usage: canberra-host (--fake MODE --fake-bin PATH | --cued \"BIN\\nARG…\") --socket PATH [options]\n");
                 return 64;
         }
         signal(SIGPIPE, SIG_IGN);
