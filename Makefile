@@ -83,8 +83,9 @@ bench-deps: deps
 # Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 40 minutes;
 # `BENCH_ONLY=SECTION /usr/bin/python3 bench/bench.py` runs one section, e.g. voices or desktop,
 # and replaces its section of BENCHMARKS.md; bench/README.md lists them).
+# bench's own C tools (bench/pw_onset.c) link libpipewire: the system's .pc, not make's headers-only copy.
 bench: bench-deps build canberra-stress
-	/usr/bin/python3 bench/bench.py
+	PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)' /usr/bin/python3 bench/bench.py
 
 build: deps pkgconfig
 	$(RELEASE)
@@ -186,14 +187,14 @@ fuzz: build
 # writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`). RELIABILITY_ONLY=CONCERN or
 # SECTION,… (e.g. devices, leaks) runs those alone and replaces their rows (bench/README.md).
 reliability: fuzz canberra-stress
-	/usr/bin/python3 bench/reliability.py
+	PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)' /usr/bin/python3 bench/reliability.py
 
 # cued on PipeWire's ALSA plugin, every cue checked sample-exact at the null sink's monitor by two
 # recorders, at graph quanta of 256 and 128 (bench/glitch_soak.py: about 20 minutes with the default
 # 2,000 cues a quantum; GLITCH_SOAK_ARGS='--cues 500 --latency-ms 10' and the like pass options on).
 # Ends non-zero if the sink lost or moved audio while the machine ran. Not part of `make test`.
 glitch-soak: bench-deps build
-	/usr/bin/python3 bench/glitch_soak.py --bin .build/release $(GLITCH_SOAK_ARGS)
+	PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)' /usr/bin/python3 bench/glitch_soak.py --bin .build/release $(GLITCH_SOAK_ARGS)
 
 # make run: SINK=SPEC forces an output; without it cued picks one (--sink auto: the
 # desktop's sound server when one answers, else ALSA's default if it opens, else null)
