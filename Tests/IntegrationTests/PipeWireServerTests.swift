@@ -83,19 +83,29 @@ extension PipeWireTests {
 
     @Test(arguments: sinks)
     func aServerRestartWhilePlayingIsSurvivedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
-        var cues = Fixture.standard
-        cues["long"] = Fixture.constant(500, frames: 48_000 * 3)
-        let run = try PipeWireRun()
+        let (run, d, recorder) = try longCueUnderWay(on: sink, seconds: 3, recording: "before.raw")
         let stack = run.stack
-        let d = try run.cued(sink, cues: cues)
-        let before = stack.dir.file("before.raw")
-        let recorder = try stack.record(to: before)
-        #expect(try d.request("play long") == "ok")
-        #expect(heard(at: before), "the long cue was not heard before the restart")  // well under way
         recorder.stop()
         try stack.restart()
         try expectTheNextPopHeardWithinASecond(d, run, sink: sink)
         #expect(try d.request("ping") == "ok pong")
+    }
+
+    /// cued on `sink` playing a constant cue of `seconds`, heard at the monitor (recorded to
+    /// `recording` in the stack's directory): well under way (a stream that has not started
+    /// yet is given a second).
+    func longCueUnderWay(on sink: String, seconds: Int, recording: String,
+                         sourceLocation: SourceLocation = #_sourceLocation) throws -> (PipeWireRun, DaemonHarness, Subprocess) {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(500, frames: 48_000 * seconds)
+        let run = try PipeWireRun()
+        let d = try run.cued(sink, cues: cues)
+        let path = run.stack.dir.file(recording)
+        let recorder = try run.stack.record(to: path)
+        #expect(try d.request("play long") == "ok", sourceLocation: sourceLocation)
+        #expect(heard(at: path), "the long cue was not heard; sink \((try? d.status().sink).map { "\($0)" } ?? "no status"); cued's threads: \(d.threadStates()); its log: \(d.readStderr().suffix(2500))",
+                sourceLocation: sourceLocation)
+        return (run, d, recorder)
     }
 
     /// After a restart: the next pop is heard, sample-exact, within a second.
@@ -129,16 +139,8 @@ extension PipeWireTests {
 
     @Test(arguments: sinks)
     func sigtermEndsCuedByItselfWhenTheServerStopsPulling(sink: String) throws {
-        var cues = Fixture.standard
-        cues["long"] = Fixture.constant(500, frames: 48_000 * 5)
-        let run = try PipeWireRun()
+        let (run, d, recorder) = try longCueUnderWay(on: sink, seconds: 5, recording: "monitor.raw")
         let stack = run.stack
-        let d = try run.cued(sink, cues: cues)
-        let path = stack.dir.file("monitor.raw")
-        let recorder = try stack.record(to: path)
-        #expect(try d.request("play long") == "ok")
-        // Well under way (a stream that has not started yet is given a second): heard.
-        #expect(heard(at: path), "sink \((try? d.status().sink).map { "\($0)" } ?? "no status"); cued's threads: \(d.threadStates()); its log: \(d.readStderr().suffix(2500))")
         recorder.stop()
         stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames
         // cued sees it stalled (a running device that took nothing for 250 ms), then is stopped.
