@@ -52,6 +52,12 @@ public final class PipeWireSink: Sink {
     /// Where the stream's Props go as the graph sets them (`status`, `why`), and the last seen.
     public let props: StreamProps?
     private var propsSeen: UInt32 = 0
+    /// Test hook (`CUED_TEST_HANDED_OVER=PATH`): every buffer a graph cycle took is appended to
+    /// PATH as cued handed it over (s16 stereo, in the order taken), so that a test can tell what
+    /// cued gave the graph from what the graph played. A write to a file on the audio thread: for
+    /// tests only, never set otherwise.
+    private let handedOverPath: String?
+    private var handedOverFD: Int32 = -1
 
     /// What PipeWire shows for cued's stream (`[stream]` in the config overrides them).
     public static let defaultStreamProperties = [
@@ -60,8 +66,10 @@ public final class PipeWireSink: Sink {
     ]
 
     public init(target: String? = nil, quantumFrames: Int = 128, rate: Int = 48_000, lingerMs: Int = 2000,
-                streamProperties: [String: String] = PipeWireSink.defaultStreamProperties, props: StreamProps? = nil) {
+                streamProperties: [String: String] = PipeWireSink.defaultStreamProperties, props: StreamProps? = nil,
+                handedOverPath: String? = nil) {
         self.props = props
+        self.handedOverPath = handedOverPath.flatMap { $0.isEmpty ? nil : $0 }
         self.target = target.flatMap { $0.isEmpty ? nil : $0 }
         self.lingerMs = max(0, lingerMs)
         self.quantumFrames = max(16, min(quantumFrames, 8192))
@@ -93,6 +101,7 @@ public final class PipeWireSink: Sink {
             try waitUntilReady()
             _ = cued_pw_stream_set_active(stream, false)
             props?.setOpen(true, nodeID: Int(cued_pw_stream_node_id(stream)))
+            if let handedOverPath { handedOverFD = Glibc.open(handedOverPath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600) }
         } catch {
             close()
             throw error
@@ -200,7 +209,8 @@ public final class PipeWireSink: Sink {
         if events.pointee.buffers_changed != 0 {
             events.pointee.buffers_changed = 0
             slot.buffersGone()
-        } else if slot.ready != nil && events.pointee.ready == nil {
+        } else if let taken = slot.ready, events.pointee.ready == nil {
+            if handedOverFD >= 0, let data = cued_pw_buffer_data(taken) { _ = Glibc.write(handedOverFD, data, Int(taken.pointee.size) * Self.stride) }
             slot.taken()
             switchPending = events.pointee.quantum >= latency ? 0 : max(0, switchPending - 1)
         }
@@ -302,6 +312,7 @@ public final class PipeWireSink: Sink {
         if let dataLoop { cued_pw_loop_leave(dataLoop) }
         if let context { cued_pw_context_destroy(context) }
         if let loop { cued_pw_loop_leave(loop); cued_pw_loop_destroy(loop) }
+        if handedOverFD >= 0 { Glibc.close(handedOverFD); handedOverFD = -1 }
         markSlot?.deallocate()
         events?.deallocate()
         fds.baseAddress?.deallocate()

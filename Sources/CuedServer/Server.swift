@@ -317,7 +317,8 @@ public final class Server: Sendable {
         case .pipewire(let target):
             // --latency-ms: the quantum the stream asks of the graph (default 128 frames, 2.7 ms).
             return PipeWireSink(target: target, quantumFrames: s.latencyMs.map { max(16, $0 * 48) } ?? 128,
-                                streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 }, props: streamProps)
+                                streamProperties: PipeWireSink.defaultStreamProperties.merging(s.stream) { $1 }, props: streamProps,
+                                handedOverPath: options.environment["CUED_TEST_HANDED_OVER"])
         case .null: return NullSink(latencyMs: latency)
         case .auto:
             let env = options.environment

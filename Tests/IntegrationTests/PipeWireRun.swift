@@ -50,6 +50,13 @@ final class PipeWireRun: @unchecked Sendable {
                 "audio thread \(thread), expected \(want)", sourceLocation: sourceLocation)
     }
 
+    /// `path`, made empty and writable by cued's user (for a file cued writes).
+    func writable(_ path: String) throws -> String {
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
+        if asUser { DesktopUser.own(path) }
+        return path
+    }
+
     /// An ALSA PCM that keeps what cued hands the pulse plugin (`PipeWireStack.captureEnvironment`),
     /// at `path`, writable by cued's user.
     func captureEnvironment(to path: String) throws -> [String: String] {
