@@ -68,6 +68,11 @@ pkgconfig: deps
 	  "$$(pkg-config --modversion libpipewire-0.3)" \
 	  "$$(pkg-config --cflags-only-I libpipewire-0.3)" > '$(PC_DIR)/libpipewire-0.3.pc.tmp' && \
 	mv '$(PC_DIR)/libpipewire-0.3.pc.tmp' '$(PC_DIR)/libpipewire-0.3.pc'
+	@# libsndfile likewise: cued loads it while it decodes (Sources/CSndFile/shim.h); cuesynth and the tests link it.
+	@export PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)'; \
+	printf 'Name: sndfile\nDescription: libsndfile headers, not linked (for SwiftPM)\nVersion: %s\nLibs:\nCflags: %s\n' \
+	  "$$(pkg-config --modversion sndfile)" "$$(pkg-config --cflags-only-I sndfile)" > '$(PC_DIR)/sndfile.pc.tmp' && \
+	mv '$(PC_DIR)/sndfile.pc.tmp' '$(PC_DIR)/sndfile.pc'
 
 # Not `pulseaudio`: Debian's package conflicts with pipewire-alsa, which the tests need;
 # PipeWire's own PulseAudio server (pipewire-pulse) is what the bench measures.
@@ -295,7 +300,9 @@ install-units:
 # (user units are enabled per user). A native package (its version is cued's own),
 # so its changelog is changelog.gz. Depends are what the binaries link, by
 # dpkg-shlibdeps, so they carry the libraries' minimum versions; what cued loads
-# when used (libpipewire, libsystemd's sd-bus) is recommended in control.in.
+# when used (libpipewire, libsystemd's sd-bus) is recommended in control.in, and
+# libsndfile, loaded while it decodes (no cue plays without it), is a Depends there
+# (1.0.20: the oldest with each function cued takes, by its symbols file).
 VERSION    = $(shell sed -n 's/.*static let string = "\([^"]*\)".*/\1/p' Sources/CuedProtocol/Protocol.swift)
 DEB_ARCH   = $(shell dpkg --print-architecture)
 DEB_DIR   ?= .build/deb

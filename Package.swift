@@ -61,14 +61,15 @@ let package = Package(
         // libswiftCore at every start (cuectl runs on a tool's critical path).
         .executableTarget(name: "cuectl", dependencies: ["CuedClient", "CuedProtocol", "CuectlCommands"],
                           linkerSettings: [.unsafeFlags(["-static-executable", "-use-ld=lld", "-Xlinker", "--no-warnings"])]),
-        .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"]),
+        // cued loads libsndfile while it decodes (CSndFile/shim.h); these link it.
+        .executableTarget(name: "cuesynth", dependencies: ["CueDSP", "CSndFile"], linkerSettings: [.linkedLibrary("sndfile")]),
         // Seeded random-input driver for the protocol and config parsers (`make fuzz`).
         .executableTarget(name: "cuedfuzz", dependencies: ["CuedProtocol", "CuedConfig"]),
         // The wire's words as the plug-in's C header and bench's Python module (`make wire`).
         .executableTarget(name: "cuedwire", dependencies: ["CuedProtocol"]),
 
         // Helpers shared by the test targets: paths to built binaries, temp dirs, WAV I/O.
-        .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["CSndFile"], path: "Tests/TestSupport", linkerSettings: [.linkedLibrary("sndfile")]),
         .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
         .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),

@@ -1,3 +1,4 @@
+import CSndFile
 import CuedCore
 import CuedSystem
 #if canImport(Glibc)
@@ -46,6 +47,10 @@ public struct CueBankLoader: Sendable {
     /// bank in force), taken as they are if unchanged.
     public func load(directories: [String], files: [String: [String]] = [:],
                      reuse: [FileIdentity: SoundBuffer] = [:]) throws(Failure) -> Result {
+        // libsndfile loaded once for the whole bank, not once a file (each decode takes a reference).
+        var why: UnsafePointer<CChar>?
+        let held = cued_sf_acquire(&why) != nil
+        defer { if held { cued_sf_release() } }
         var chosen: [String: (paths: [String], dir: Int)] = [:]  // name → its variants' paths; later directories win
         for (i, dir) in directories.enumerated() {
             var here: [String: [Int: String]] = [:]  // name → variant number → path

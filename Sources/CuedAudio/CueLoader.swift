@@ -7,6 +7,9 @@ import Synchronization
 import Glibc
 #endif
 
+/// libsndfile's words for an error (from its table of functions, whose strings are not annotated).
+func sfText(_ text: UnsafePointer<CChar>?) -> String { text.map { String(cString: $0) } ?? "unknown error" }
+
 /// A sound file that cannot be used, and why: `PATH: REASON`.
 public struct SndFileError: Error, Sendable, CustomStringConvertible {
     public let path: String
@@ -117,6 +120,10 @@ public struct CueLoader: Sendable {
         // that stopped answering blocks this thread alone (the decoding lane writes it
         // off), not every other decode waiting for the lock.
         if let problem = reader.readStart() { throw fail(problem) }
+        // libsndfile is loaded while something decodes (see CSndFile/shim.h).
+        var why: UnsafePointer<CChar>?
+        guard let sf = cued_sf_acquire(&why)?.pointee else { throw fail(why.map { String(cString: $0) } ?? "cannot load libsndfile") }
+        defer { cued_sf_release() }
         var info = SF_INFO()
         var io = SoundFileReader.virtualIO()
         // libsndfile keeps the reason an open failed in one process-wide
@@ -124,15 +131,15 @@ public struct CueLoader: Sendable {
         let user = Unmanaged.passUnretained(reader).toOpaque()
         var handle: OpaquePointer?
         let openError: String? = Self.openLock.withLock { _ in
-            handle = sf_open_virtual(&io, Int32(SFM_READ), &info, user)
-            return handle == nil ? String(cString: sf_strerror(nil)) : nil
+            handle = sf.sf_open_virtual!(&io, Int32(SFM_READ), &info, user)
+            return handle == nil ? sfText(sf.sf_strerror!(nil)) : nil
         }
         guard let sndfile = handle else {
             if let read = reader.failure { throw fail("cannot read it: \(errnoString(read))") }
             throw fail(openError ?? "cannot be opened")
         }
         defer {
-            sf_close(sndfile)
+            _ = sf.sf_close!(sndfile)
             withExtendedLifetime(reader) {}
         }
 
@@ -169,14 +176,16 @@ public struct CueLoader: Sendable {
         let inFrames = min(known ?? limit, limit)
         let capacity = srcRate == rate ? inFrames : Int((Double(inFrames) * ratio).rounded(.up)) + Int(ratio.rounded(.up)) + 32
 
-        // Output (owned by the cue once made), then the per-chunk buffers.
+        // Output (owned by the cue once made), then the per-chunk buffers. A mono source stays mono
+        // (half the memory; the mixer plays it on both sides), anything else becomes stereo.
         var out: SampleBuffer
-        do { out = try SampleBuffer(frames: capacity, channels: 2, budget: budget) } catch { throw fail(error) }
+        let outChannels = channels == 1 ? 1 : 2
+        do { out = try SampleBuffer(frames: capacity, channels: outChannels, budget: budget) } catch { throw fail(error) }
         let chunk: SampleBuffer
         do { chunk = try SampleBuffer(frames: Self.chunkFrames, channels: channels, budget: budget) } catch { throw fail(error) }
         var resampler: Resampler?
         if srcRate != rate {
-            do { resampler = try Resampler(ratio: ratio, chunkFrames: Self.chunkFrames, budget: budget) } catch {
+            do { resampler = try Resampler(ratio: ratio, chunkFrames: Self.chunkFrames, channels: outChannels, budget: budget) } catch {
                 if case .noMemory = error { throw fail(error.reason + " (resampler)") }
                 throw fail(error)
             }
@@ -186,7 +195,7 @@ public struct CueLoader: Sendable {
         while decoded <= limit {
             if cancelled() { throw fail(Self.cancelledReason) }
             let want = min(Self.chunkFrames, limit + 1 - decoded)
-            let n = Int(sf_readf_float(sndfile, chunk.base, sf_count_t(want)))
+            let n = Int(sf.sf_readf_float!(sndfile, chunk.base, sf_count_t(want)))
             if n <= 0 { break }
             if let bad = Self.firstNonFinite(chunk.base, count: n * channels) {
                 throw fail("holds a sample that \(bad.value) in frame \(decoded + bad.index / channels + 1)")
@@ -196,16 +205,16 @@ public struct CueLoader: Sendable {
                 throw fail("decodes to more than \(Self.number(maxSeconds)) s of audio (stopped there); at most \(Self.number(maxSeconds)) s")
             }
             if let resampler {
-                Self.toStereo(chunk.base, channels: channels, frames: n, into: resampler.input)
+                Self.convert(chunk.base, channels: channels, frames: n, into: resampler.input, outChannels: outChannels)
                 guard resampler.process(frames: n, into: &out) else { throw fail(resampler.failure) }
             } else {
                 guard out.count + n <= out.capacity else { throw fail("decodes to more frames than its header claims") }
-                Self.toStereo(chunk.base, channels: channels, frames: n, into: out.base + out.count * 2)
+                Self.convert(chunk.base, channels: channels, frames: n, into: out.base + out.count * outChannels, outChannels: outChannels)
                 out.count += n
             }
         }
         if let e = reader.failure { throw fail("cannot read it: \(errnoString(e))") }
-        if sf_error(sndfile) != 0 { throw fail(String(cString: sf_strerror(sndfile))) }
+        if sf.sf_error!(sndfile) != 0 { throw fail(sfText(sf.sf_strerror!(sndfile))) }
         if let frames = known, decoded < frames {
             throw fail("is truncated: \(decoded) of the \(frames) frames its header claims could be read")
         }
@@ -225,6 +234,15 @@ public struct CueLoader: Sendable {
                 : "is infinite or beyond a float's range (\(p[i] < 0 ? "-" : "+")infinity when read)")
         }
         return nil
+    }
+
+    /// Into `outChannels`: mono kept (1), stereo kept, more channels: the first two.
+    static func convert(_ src: UnsafePointer<Float>, channels: Int, frames: Int, into dst: UnsafeMutablePointer<Float>, outChannels: Int) {
+        if outChannels == 1 || channels == 2 {
+            dst.update(from: src, count: frames * channels)
+            return
+        }
+        toStereo(src, channels: channels, frames: frames, into: dst)
     }
 
     /// Mono is copied to both channels; stereo kept; more channels: the first two.

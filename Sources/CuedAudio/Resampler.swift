@@ -31,23 +31,24 @@ struct SampleBuffer: ~Copyable {
     consuming func take() -> SoundBuffer {
         let samples = count * channels
         memory.shrink(to: samples * MemoryLayout<Float>.stride)
-        return SoundBuffer(adopting: memory, count: samples)
+        return SoundBuffer(adopting: memory, count: samples, channels: channels)
     }
 }
 
-/// libsamplerate's streaming converter (best quality), stereo, fed chunk by
-/// chunk so the source is never held whole.
+/// libsamplerate's streaming converter (best quality), of `channels` (mono or stereo), fed
+/// chunk by chunk so the source is never held whole.
 final class Resampler {
     private let state: OpaquePointer
     private let ratio: Double
-    /// Where the caller puts up to `chunkFrames` stereo frames before `process`.
+    /// Where the caller puts up to `chunkFrames` frames of `channels` before `process`.
     let input: UnsafeMutablePointer<Float>
+    let channels: Int
     private let memory: SampleBuffer
     /// The budget held for libsamplerate's own state.
     private let held: BudgetReservation
     private(set) var failure = ""
 
-    init(ratio: Double, chunkFrames: Int, budget: SoundBudget?) throws(SampleMemoryFailure) {
+    init(ratio: Double, chunkFrames: Int, channels: Int = 2, budget: SoundBudget?) throws(SampleMemoryFailure) {
         var error: Int32 = 0
         // Best quality costs time in proportion to the source rate: from
         // above twice the output rate (96 kHz for 48), medium quality (121 dB
@@ -56,11 +57,12 @@ final class Resampler {
         let best = ratio >= 0.5
         let stateBytes = best ? BudgetReservation.bestResamplerBytes : BudgetReservation.mediumResamplerBytes
         guard let held = BudgetReservation(bytes: stateBytes, budget: budget) else { throw .overBudget(budget!.refusal(stateBytes)) }
-        memory = try SampleBuffer(frames: chunkFrames, channels: 2, budget: budget)
-        guard let s = src_new(Int32(best ? SRC_SINC_BEST_QUALITY : SRC_SINC_MEDIUM_QUALITY), 2, &error) else {
+        memory = try SampleBuffer(frames: chunkFrames, channels: channels, budget: budget)
+        guard let s = src_new(Int32(best ? SRC_SINC_BEST_QUALITY : SRC_SINC_MEDIUM_QUALITY), Int32(channels), &error) else {
             throw .noMemory(bytes: stateBytes)
         }
         self.held = held
+        self.channels = channels
         state = s
         input = memory.base
         self.ratio = ratio
@@ -75,7 +77,7 @@ final class Resampler {
     func process(frames: Int, into out: inout SampleBuffer) -> Bool {
         var used = 0
         while used < frames {
-            guard let (consumed, _) = step(input + used * 2, frames - used, end: false, into: &out) else { return false }
+            guard let (consumed, _) = step(input + used * channels, frames - used, end: false, into: &out) else { return false }
             used += consumed
         }
         return true
@@ -99,7 +101,7 @@ final class Resampler {
         var data = SRC_DATA()
         data.data_in = UnsafePointer(source)
         data.input_frames = frames
-        data.data_out = out.base + out.count * 2
+        data.data_out = out.base + out.count * out.channels
         data.output_frames = room
         data.end_of_input = end ? 1 : 0
         data.src_ratio = ratio

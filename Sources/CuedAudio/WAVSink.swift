@@ -28,20 +28,32 @@ public final class WAVSink: Sink {
         clock = DeviceClock(rate: rate, bufferFrames: format.bufferFrames)
     }
 
-    deinit { if let file { sf_close(file) } }
+    /// libsndfile, held from the file's creation (see CSndFile/shim.h).
+    private var sf: cued_sf_api?
+
+    deinit {
+        if let file, let sf { _ = sf.sf_close!(file) }
+        if sf != nil { cued_sf_release() }
+    }
 
     /// Creates (truncates) the file; done once so the capture spans the
     /// daemon's whole run, across idle closes.
     public func createFile() throws(SinkError) {
         guard file == nil else { return }
+        if sf == nil {
+            var why: UnsafePointer<CChar>?
+            guard let api = cued_sf_acquire(&why) else { throw SinkError(why.map { String(cString: $0) } ?? "cannot load libsndfile") }
+            sf = api.pointee
+        }
+        guard let sf else { return }
         var info = SF_INFO()
         info.samplerate = Int32(format.rate)
         info.channels = Int32(format.channels)
         info.format = Int32(SF_FORMAT_WAV | SF_FORMAT_PCM_16)
-        guard let f = sf_open(path, Int32(SFM_WRITE), &info) else {
-            throw SinkError("cannot write \(path): \(String(cString: sf_strerror(nil)))")
+        guard let f = sf.sf_open!(path, Int32(SFM_WRITE), &info) else {
+            throw SinkError("cannot write \(path): \(sfText(sf.sf_strerror!(nil)))")
         }
-        sf_command(f, Int32(SFC_SET_UPDATE_HEADER_AUTO), nil, Int32(SF_TRUE))
+        _ = sf.sf_command!(f, Int32(SFC_SET_UPDATE_HEADER_AUTO), nil, Int32(SF_TRUE))
         file = f
     }
 
@@ -71,9 +83,9 @@ public final class WAVSink: Sink {
     }
 
     public func write(_ data: UnsafeRawPointer, frames: Int) throws(SinkError) -> SinkWrite {
-        guard let file else { throw SinkError("\(path) is not open") }
-        let n = sf_writef_short(file, data.assumingMemoryBound(to: Int16.self), sf_count_t(frames))
-        guard n == frames else { throw SinkError("writing \(path): \(String(cString: sf_strerror(file)))") }
+        guard let file, let sf else { throw SinkError("\(path) is not open") }
+        let n = sf.sf_writef_short!(file, data.assumingMemoryBound(to: Int16.self), sf_count_t(frames))
+        guard n == frames else { throw SinkError("writing \(path): \(sfText(sf.sf_strerror!(file)))") }
         clock.write(frames: frames)
         return SinkWrite(frames: frames)
     }

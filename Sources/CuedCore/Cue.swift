@@ -4,8 +4,9 @@ import Glibc
 #endif
 
 /// A decoded cue, already in the output format: 32-bit float, interleaved
-/// stereo, at the engine's sample rate. Immutable once loaded, so the audio
-/// thread can read it without locks.
+/// stereo (or mono, for a mono source: the mixer plays it on both sides), at the
+/// engine's sample rate. Immutable once loaded, so the audio thread can read it
+/// without locks.
 ///
 /// Its samples are a `SoundBuffer`, which cues naming the same file share (decoded
 /// once, counted once against the budget); the buffer is freed when the last cue
@@ -14,15 +15,16 @@ public final class Cue: @unchecked Sendable {  // immutable after init
     public let name: String
     /// The decoded samples, maybe shared with other cues.
     public let sound: SoundBuffer
-    /// Interleaved stereo samples, full scale = 1.0 (`sound`'s).
+    /// Interleaved samples of `channels` (1 or 2), full scale = 1.0 (`sound`'s).
     public let samples: UnsafeBufferPointer<Float>
+    public let channels: Int
     /// Where it was loaded from, for status and errors.
     public let source: String
 
-    public var frames: Int { samples.count / 2 }
+    public var frames: Int { samples.count / channels }
 
     public init(name: String, sound: SoundBuffer, source: String = "") {
-        self.name = name; self.sound = sound; self.samples = sound.samples; self.source = source
+        self.name = name; self.sound = sound; self.samples = sound.samples; self.channels = sound.channels; self.source = source
     }
 
     /// A copy of `samples` (tests, synthesized cues), not counted against any budget.
@@ -30,6 +32,11 @@ public final class Cue: @unchecked Sendable {  // immutable after init
     public convenience init(name: String, stereo samples: [Float], source: String = "") {
         precondition(samples.count % 2 == 0, "interleaved stereo has an even number of samples")
         self.init(name: name, sound: SoundBuffer(copying: samples), source: source)
+    }
+
+    /// A copy of mono `samples` (tests), played on both sides.
+    public convenience init(name: String, mono samples: [Float], source: String = "") {
+        self.init(name: name, sound: SoundBuffer(copying: samples, channels: 1), source: source)
     }
 
     /// The same samples under another name (a cue of the config naming a file another cue names).

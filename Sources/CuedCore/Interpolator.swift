@@ -67,14 +67,14 @@ public final class Interpolator: @unchecked Sendable {
         return sum
     }
 
-    /// Mixes `frames` output frames of interleaved stereo `source` (`count` frames), read
-    /// from frame `position + phase` onward at `step` source frames per output frame, times
+    /// Mixes `frames` output frames of interleaved `source` (`count` frames of `channels`: 2, or
+    /// 1, read for both sides), read from frame `position + phase` onward at `step` source frames per output frame, times
     /// `gain` (faded linearly from `fadeFrom` over `fadeLength` frames when `fadeFrom >= 0`),
     /// into `out`. `wrap`: frames past the end (and, once `looped`, before the start) come
     /// from the other end, as a loop plays them; otherwise they are silence.
     @inline(__always)
-    public func mix(_ source: UnsafeBufferPointer<Float>, count: Int, position: Int, phase: Double, step: Double, frames: Int,
-             gain: Float, fadeFrom: Int, fadeLength: Int, wrap: Bool, looped: Bool, into out: UnsafeMutablePointer<Float>) {
+    public func mix(_ source: UnsafeBufferPointer<Float>, channels: Int = 2, count: Int, position: Int, phase: Double, step: Double,
+             frames: Int, gain: Float, fadeFrom: Int, fadeLength: Int, wrap: Bool, looped: Bool, into out: UnsafeMutablePointer<Float>) {
         guard count > 0, let src = source.baseAddress else { return }
         let cutoff = rolloff * min(1.0, 1 / step)
         let scale = cutoff * Double(resolution)
@@ -96,8 +96,8 @@ public final class Interpolator: @unchecked Sendable {
                 let i = Int(x)
                 if i < points {
                     let h = table[i] + Float(x - Double(i)) * deltas[i]
-                    l += src[2 * at] * h
-                    r += src[2 * at + 1] * h
+                    l += src[channels * at] * h
+                    r += src[channels * at + channels - 1] * h
                 }
                 k += 1
             }

@@ -441,12 +441,31 @@ public final class Mixer {
     private func mixFrames(_ v: Voice, _ n: Int, into out: UnsafeMutablePointer<Float>) {
         guard n > 0 else { return }
         if v.step != 1 {
-            interpolator.mix(v.cue.samples, count: v.cue.frames, position: v.position, phase: v.phase, step: v.step, frames: n,
-                             gain: v.gain, fadeFrom: v.fadeLeft, fadeLength: v.fadeLength, wrap: v.loopsLeft != 0,
-                             looped: v.looped, into: out)
+            interpolator.mix(v.cue.samples, channels: v.cue.channels, count: v.cue.frames, position: v.position, phase: v.phase,
+                             step: v.step, frames: n, gain: v.gain, fadeFrom: v.fadeLeft, fadeLength: v.fadeLength,
+                             wrap: v.loopsLeft != 0, looped: v.looped, into: out)
             return
         }
         let src = v.cue.samples
+        if v.cue.channels == 1 {
+            // A mono cue, the same on both sides (what a stereo copy of it gives, sample for sample).
+            let base = v.position
+            if v.fadeLeft < 0 {
+                for f in 0..<n {
+                    let x = src[base + f] * v.gain
+                    out[2 * f] += x
+                    out[2 * f + 1] += x
+                }
+            } else {
+                let len = Float(v.fadeLength)
+                for f in 0..<n {
+                    let x = src[base + f] * (v.gain * Float(v.fadeLeft - f) / len)
+                    out[2 * f] += x
+                    out[2 * f + 1] += x
+                }
+            }
+            return
+        }
         let base = v.position * 2
         if v.fadeLeft < 0 {
             for f in 0..<n {

@@ -215,14 +215,19 @@ public struct SampleMemory: ~Copyable {
 /// reading /proc/PID/smaps or faulting pages in may hold).
 public final class SoundBuffer: @unchecked Sendable {  // immutable
     public let samples: UnsafeBufferPointer<Float>
+    /// Interleaved channels: 2, or 1 for a mono source (kept mono: half the memory, the mixer
+    /// plays it on both sides).
+    public let channels: Int
     /// Bytes it takes: whole pages, what the budget counts.
     public let bytes: Int
     private let base: UnsafeMutableRawPointer?
     private let budget: SoundBudget?
 
-    /// Takes `memory`, whose first `count` floats are the samples (an even number).
-    public init(adopting memory: consuming SampleMemory, count: Int) {
-        precondition(count % 2 == 0, "interleaved stereo has an even number of samples")
+    /// Takes `memory`, whose first `count` floats are the samples (`channels` interleaved).
+    public init(adopting memory: consuming SampleMemory, count: Int, channels: Int = 2) {
+        precondition(channels == 1 || channels == 2, "mono or stereo")
+        precondition(count % channels == 0, "interleaved samples come in whole frames")
+        self.channels = channels
         precondition(count * MemoryLayout<Float>.stride <= memory.bytes)
         let (base, bytes, budget) = memory.adopt()
         self.base = base; self.bytes = bytes; self.budget = budget
@@ -231,12 +236,12 @@ public final class SoundBuffer: @unchecked Sendable {  // immutable
 
     /// A copy of `samples`, not counted (tests, synthesized cues). Traps if the memory
     /// cannot be had, like any array.
-    public convenience init(copying samples: [Float]) {
+    public convenience init(copying samples: [Float], channels: Int = 2) {
         guard case .success(let memory) = SampleMemory.allocate(samples.count * MemoryLayout<Float>.stride, budget: nil) else {
             fatalError("cannot allocate \(samples.count) samples")
         }
         if let base = memory.base { samples.withUnsafeBytes { base.copyMemory(from: $0.baseAddress!, byteCount: $0.count) } }
-        self.init(adopting: memory, count: samples.count)
+        self.init(adopting: memory, count: samples.count, channels: channels)
     }
 
     deinit { SampleReclaimer.free(base, bytes, budget) }

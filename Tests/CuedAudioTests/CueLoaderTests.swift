@@ -26,11 +26,10 @@ import TestSupport
         let cue = try CueLoader().load(path: path, name: "c")
         // Converted to 48 kHz: the duration is kept (within a few frames).
         #expect(abs(cue.frames - 12_000) <= 4, "\(cue.frames) frames")
-        #expect(cue.samples.count == cue.frames * 2)
+        // A mono source stays mono (the mixer plays it on both sides); anything else is stereo.
+        #expect(cue.channels == (channels == 1 ? 1 : 2) && cue.samples.count == cue.frames * cue.channels)
         let mid = cue.frames / 2
-        if channels == 1 {
-            #expect(cue.samples[2 * mid] == cue.samples[2 * mid + 1])  // mono to both channels
-        } else {
+        if channels > 1 {
             #expect(abs(cue.samples[2 * mid] + cue.samples[2 * mid + 1]) < 1e-3)  // channel 2 kept
         }
         let peak = cue.samples.map(abs).max()!
@@ -42,7 +41,24 @@ import TestSupport
         let path = dir.file("exact.wav")
         try WAV.write(path, int16: pcm, sampleRate: 48_000, channels: 1)
         let cue = try CueLoader().load(path: path, name: "exact")
-        #expect(Array(cue.samples) == pcm.flatMap { [Float($0) / 32768, Float($0) / 32768] })
+        #expect(cue.channels == 1 && Array(cue.samples) == pcm.map { Float($0) / 32768 })
+    }
+
+    /// A mono file decodes, at its rate and resampled, to the same frames as a stereo file of it
+    /// on each side, in half the memory.
+    @Test(arguments: [48_000, 44_100])
+    func aMonoFileIsKeptMonoWithTheStereoFilesFrames(rate: Int) throws {
+        let mono = sine(rate: rate, channels: 1, seconds: 0.3)
+        let m = dir.file("m\(rate).wav"), st = dir.file("s\(rate).wav")
+        try WAV.write(m, samples: mono, sampleRate: rate, channels: 1)
+        try WAV.write(st, samples: mono.flatMap { [$0, $0] }, sampleRate: rate, channels: 2)
+        let a = try CueLoader().load(path: m, name: "m"), b = try CueLoader().load(path: st, name: "s")
+        #expect(a.channels == 1 && b.channels == 2 && a.frames == b.frames)
+        let left = stride(from: 0, to: b.samples.count, by: 2).map { b.samples[$0] }
+        let right = stride(from: 1, to: b.samples.count, by: 2).map { b.samples[$0] }
+        let worst = zip(Array(a.samples), left).map { abs($0 - $1) }.max() ?? 1
+        #expect(left == right && worst < 1e-6, "mono against the stereo file's left: \(worst) at most")
+        #expect(a.sound.bytes < b.sound.bytes)
     }
 
     @Test func flacAndFloatWork() throws {
@@ -181,7 +197,7 @@ import TestSupport
         #expect(r.bank["c7"]!.name == "c7" && r.bank["c7"]!.frames == 48_000)
         let page = SampleMemory.pageSize
         let decoded = r.bank["c0"]!.sound.bytes
-        #expect(decoded == (48_000 * 8 + page - 1) / page * page && r.bank.bytes == decoded + 3 * page)  // 384,000 B in whole pages
+        #expect(decoded == (48_000 * 4 + page - 1) / page * page && r.bank.bytes == decoded + 3 * page)  // mono: 192,000 B in whole pages
         #expect(budget.used == r.bank.bytes && budget.decoding == 0)
     }
 
@@ -204,7 +220,7 @@ import TestSupport
     /// Past the budget a decode is refused with what it needs, the budget, and how to raise it;
     /// a bank load fails whole for it, even for a file of a directory it would skip otherwise.
     @Test func whatDoesNotFitIsRefusedWithHowToRaiseTheBudget() throws {
-        let long = try wav("long.wav", frames: 480_000)  // 10 s: 3.84 MB decoded
+        let long = try wav("long.wav", frames: 480_000, channels: 2)  // 10 s of stereo: 3.84 MB decoded
         let budget = SoundBudget(limitBytes: 2 << 20)
         do {
             _ = try CueLoader(budget: budget).load(path: long, name: "long")

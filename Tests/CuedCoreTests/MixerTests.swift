@@ -244,6 +244,30 @@ import Glibc
         m.render(frames: 8)
         #expect(m.startedCount == 0)
     }
+
+    /// A mono cue (kept mono in memory) plays on both sides exactly as a stereo copy of it
+    /// does: at its own rate and resampled, at a gain, looped, and faded by a stop.
+    @Test(arguments: [1.0, 1.5, 0.75])
+    func aMonoCuePlaysOnBothSidesAsItsStereoCopy(rate: Double) {
+        let mono = (0..<3_000).map { Float(($0 * 7_919) % 2_001 - 1_000) / 2_000 }
+        let fromMono = played(Cue(name: "m", mono: mono), rate: rate)
+        let fromStereo = played(Cue(name: "s", stereo: mono.flatMap { [$0, $0] }), rate: rate)
+        let firstDifference = zip(fromMono, fromStereo).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? -1
+        #expect(Cue(name: "m", mono: mono).frames == 3_000 && Cue(name: "m", mono: mono).channels == 1)
+        #expect(fromMono.contains { $0 != 0 } && fromMono == fromStereo, "first difference at sample \(firstDifference)")
+    }
+
+    /// `cue` played three times at `rate` and gain 0.7, stopped with a 300-frame fade in its 31st period.
+    func played(_ cue: Cue, rate: Double) -> [Float] {
+        let m = Mixer(maxVoices: 2, maxFrames: 256, limiting: false)
+        m.start(cue, gain: 0.7, rate: rate, loop: .times(3))
+        var out: [Float] = []
+        for k in 0..<40 {
+            if k == 30 { _ = m.stop(fadeFrames: 300, reason: .stoppedByID) { _ in true } }
+            out += rendered(m, frames: 256)
+        }
+        return out
+    }
 }
 
 @Suite struct DeviceClockTests {
@@ -257,4 +281,5 @@ import Glibc
         let elapsed = MonotonicClock.now() - start
         #expect(elapsed >= 95_000_000, "took \(elapsed / 1_000_000) ms")
     }
+
 }

@@ -18,10 +18,11 @@ struct MemoryBudgetTests {
     }
 
     /// Distinct 1 s files, one per second's worth of noise (distinct samples: distinct files).
-    static func files(in dir: String, count: Int, seconds: Double = 1) throws -> [String] {
+    static func files(in dir: String, count: Int, seconds: Double = 1, channels: Int = 1) throws -> [String] {
         try (0..<count).map { i in
             let path = dir + "/f\(i).wav"
-            try WAV.write(path, int16: Fixture.samples(seed: UInt64(i + 100), frames: Int(seconds * 48_000)), sampleRate: 48_000, channels: 1)
+            try WAV.write(path, int16: Fixture.samples(seed: UInt64(i + 100), frames: Int(seconds * 48_000) * channels),
+                          sampleRate: 48_000, channels: channels)
             return path
         }
     }
@@ -47,7 +48,7 @@ struct MemoryBudgetTests {
         let m = try d.status().memory
         #expect(m.limitBytes == 64 << 20 && m.usedBytes <= m.limitBytes && m.cacheBytes <= 16 << 20)
         #expect(m.usedBytes == m.cuesBytes + m.cacheBytes + m.playingBytes + m.decodingBytes)
-        // 200 × 384 KB = 77 MB went through; the cache keeps 16 MiB of it.
+        // 200 × 192 KB (mono, kept mono) = 38 MB went through; the cache keeps 16 MiB of it.
         #expect(after - idle <= m.usedBytes / 1024 + 8 * 1024, "RSS idle \(idle) KiB → \(after) KiB; \(m)")
         print("MemoryBudgetTests: RSS idle \(idle) KiB, after 200 distinct 1 s files \(after) KiB; budget used \(m.usedBytes / 1024) KiB")
         #expect(d.stop() == 0)
@@ -65,8 +66,8 @@ struct MemoryBudgetTests {
         let d = try DaemonHarness(args: ["--sink", "null"], config: config)
         #expect(try d.request("play c150") == "ok")
         let m = try d.status().memory
-        // One decode: 384 KB in whole pages, beside the three fixture cues.
-        #expect(m.cuesBytes > 384_000 && m.cuesBytes < 384_000 + 200_000, "\(m)")
+        // One decode: 192 KB (mono, kept mono) in whole pages, beside the three fixture cues.
+        #expect(m.cuesBytes > 192_000 && m.cuesBytes < 192_000 + 200_000, "\(m)")
         let rss = Self.rssKiB(d.pid)
         #expect(rss - idle < 8 * 1024, "RSS of a plain cued \(idle) KiB, with 200 cues of one file \(rss) KiB")
         #expect(d.stop() == 0)
@@ -77,7 +78,7 @@ struct MemoryBudgetTests {
     /// a config that raises the budget makes room for its own reload.
     @Test func pastTheBudgetSoundsAndReloadsAreRefusedWithHowToRaiseIt() throws {
         let d = try DaemonHarness(args: ["--sink", "null"], config: "sound_budget_mb = 2\n")
-        let big = try Self.files(in: d.dir.path, count: 1, seconds: 6)[0]  // 2.3 MB decoded
+        let big = try Self.files(in: d.dir.path, count: 1, seconds: 6, channels: 2)[0]  // 2.3 MB decoded
         let refused = try d.request("play-file \(FilePath.encode(big))")
         #expect(refused.hasPrefix("err bad-file over-budget \(big): over the memory budget for decoded sound: it needs 2.2 MiB"), "\(refused)")
         #expect(refused.contains("raise sound_budget_mb in cued.toml or cued's --sound-budget-mb"), "\(refused)")
