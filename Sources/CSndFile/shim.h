@@ -11,6 +11,9 @@
    another reference) and returns its functions, each typed from sndfile.h's own prototype;
    `cued_sf_release` gives the reference back. cuesynth and the tests link it as usual. */
 
+/* The name cued asks the dynamic loader for (the tests find the library file by it too). */
+#define CUED_SF_SONAME "libsndfile.so.1"
+
 #define CUED_SF_FUNCTIONS(X) \
     X(sf_open) X(sf_open_virtual) X(sf_close) X(sf_readf_float) X(sf_writef_short) X(sf_error) X(sf_strerror) X(sf_command)
 
@@ -38,7 +41,7 @@ static inline const struct cued_sf_api *cued_sf_acquire(const char **why) {
     struct cued_sf_loader *l = cued_sf_loader();
     pthread_mutex_lock(&l->lock);
     if (l->holders == 0) {
-        l->lib = dlopen("libsndfile.so.1", RTLD_NOW | RTLD_LOCAL);
+        l->lib = dlopen(CUED_SF_SONAME, RTLD_NOW | RTLD_LOCAL);
         if (l->lib == NULL) {
             snprintf(l->message, sizeof l->message, "cannot load libsndfile (install libsndfile1): %s", dlerror());
             goto fail;

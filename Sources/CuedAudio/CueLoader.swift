@@ -221,6 +221,11 @@ public struct CueLoader: Sendable {
         guard decoded > 0 else { throw fail("has no audio frames") }
         if let resampler {
             guard resampler.finish(into: &out) else { throw fail(resampler.failure) }
+            // libsamplerate's last frames depend on the channel count (its end test adds a
+            // position in frames to one in samples: stereo gets a frame more than mono, which
+            // would make a mono file and its stereo copy differ in length). Both are cut to the
+            // output frames that end before the source does: the same frames for any channels.
+            out.count = min(out.count, (decoded * rate - 1) / srcRate)
         }
         return Cue(name: name, sound: out.take(), source: path)
     }

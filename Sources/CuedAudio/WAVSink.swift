@@ -28,8 +28,17 @@ public final class WAVSink: Sink {
         clock = DeviceClock(rate: rate, bufferFrames: format.bufferFrames)
     }
 
-    /// libsndfile, held from the file's creation (see CSndFile/shim.h).
+    /// libsndfile, held from `preflight` (see CSndFile/shim.h): loaded at start-up, so the
+    /// audio thread's first `open` does not dlopen it.
     private var sf: cued_sf_api?
+
+    private func loadLibrary() throws(SinkError) -> cued_sf_api {
+        if let sf { return sf }
+        var why: UnsafePointer<CChar>?
+        guard let api = cued_sf_acquire(&why) else { throw SinkError(why.map { String(cString: $0) } ?? "cannot load libsndfile") }
+        sf = api.pointee
+        return api.pointee
+    }
 
     deinit {
         if let file, let sf { _ = sf.sf_close!(file) }
@@ -40,12 +49,7 @@ public final class WAVSink: Sink {
     /// daemon's whole run, across idle closes.
     public func createFile() throws(SinkError) {
         guard file == nil else { return }
-        if sf == nil {
-            var why: UnsafePointer<CChar>?
-            guard let api = cued_sf_acquire(&why) else { throw SinkError(why.map { String(cString: $0) } ?? "cannot load libsndfile") }
-            sf = api.pointee
-        }
-        guard let sf else { return }
+        let sf = try loadLibrary()
         var info = SF_INFO()
         info.samplerate = Int32(format.rate)
         info.channels = Int32(format.channels)
@@ -61,6 +65,7 @@ public final class WAVSink: Sink {
     /// A file already there with something in it is refused, not overwritten
     /// (an earlier recording), unless `overwrite`; an empty one (`mktemp`'s) is used.
     public func preflight() throws(SinkError) {
+        _ = try loadLibrary()
         var existing = stat()
         if !overwrite, stat(path, &existing) == 0, existing.st_mode & S_IFMT == S_IFREG, existing.st_size > 0 {
             throw SinkError("the file already exists (\(existing.st_size) bytes) and cued does not overwrite a recording; "

@@ -18,9 +18,10 @@ import Glibc
     static let noTheme = SoundTheme(environment: ["HOME": "/nonexistent-cued-test", "XDG_DATA_HOME": "/nonexistent-cued-test",
                                                   "XDG_DATA_DIRS": "/nonexistent-cued-test"])
 
-    func wav(_ name: String, seconds: Double) throws -> String {
+    /// Stereo by default: 384 KB decoded a second (a mono file stays mono: half that).
+    func wav(_ name: String, seconds: Double, channels: Int = 2) throws -> String {
         let path = dir + "/" + name
-        try writeWAV(path, channels: 1, rate: 48_000, frames: Int(seconds * 48_000))
+        try writeWAV(path, channels: channels, rate: 48_000, frames: Int(seconds * 48_000))
         return path
     }
 
@@ -59,6 +60,26 @@ import Glibc
         #expect("\(reply)".contains("sound_budget_mb"), "\(reply)")
         #expect(budget.refused >= 1 && budget.used <= budget.limit)
         withExtendedLifetime(playing) {}
+    }
+
+    /// The budget counts a sound as decoded: a mono file kept mono costs half its stereo copy,
+    /// in whole pages, and the cache's bytes say so too.
+    @Test func aMonoSoundCostsHalfItsStereoCopy() throws {
+        defer { cleanUp() }
+        let budget = SoundBudget(limitBytes: 64 << 20)
+        let library = SoundLibrary(theme: Self.noTheme, cacheLimitBytes: 16 << 20, budget: budget)
+        var cost: [Int] = []
+        for channels in [1, 2] {
+            let before = budget.used, cachedBefore = library.status().cacheBytes
+            guard case .cue(let cue) = library.file(try wav("c\(channels).wav", seconds: 1, channels: channels)) else {
+                Issue.record("not decoded"); return
+            }
+            #expect(cue.channels == channels && cue.frames == 48_000)
+            #expect(library.status().cacheBytes - cachedBefore == budget.used - before)
+            cost.append(budget.used - before)
+        }
+        let page = SampleMemory.pageSize
+        #expect(cost[0] == (48_000 * 4 + page - 1) / page * page && cost[1] == 2 * cost[0], "mono \(cost[0]) B, stereo \(cost[1]) B")
     }
 
     func settings(budgetMB: Int, sounds: String) -> Settings {

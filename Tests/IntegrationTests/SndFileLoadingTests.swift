@@ -1,3 +1,4 @@
+import CSndFile
 import CuedProtocol
 import Foundation
 import Testing
@@ -9,12 +10,47 @@ import TestSupport
 @Suite(.timeLimit(.minutes(2))) struct SndFileLoadingTests {
     /// The libraries of `pid` whose path names libsndfile.
     static func sndfileMapped(_ pid: pid_t) -> [String] {
-        let maps = (try? String(contentsOfFile: "/proc/\(pid)/maps", encoding: .utf8)) ?? ""
-        return Array(Set(maps.split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
+        Array(Set(procText("/proc/\(pid)/maps").split(separator: "\n").compactMap { $0.split(separator: " ").last.map(String.init) }
             .filter { $0.contains("libsndfile") }))
     }
 
+    /// A /proc file whole: read until its end (Foundation's `String(contentsOfFile:)` takes its
+    /// first read only, 4 KiB of a process's maps, where no library past the first few shows).
+    static func procText(_ path: String) -> String {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return "" }
+        defer { close(fd) }
+        var bytes: [UInt8] = [], chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+            if n < 0 && errno == EINTR { continue }
+            if n <= 0 { break }
+            bytes += chunk[0..<n]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// The file the dynamic loader gives for the name cued asks for: loaded here the way cued
+    /// loads it (`cued_sf_acquire`: CUED_SF_SONAME, dlopen), then found in this process's maps.
+    static func sndfileLibrary() throws -> String {
+        var why: UnsafePointer<CChar>?
+        let api = cued_sf_acquire(&why)
+        let reason = why.map { String(cString: $0) } ?? ""
+        _ = try #require(api, "\(reason)")
+        defer { cued_sf_release() }
+        let mapped = sndfileMapped(getpid())
+        #expect(mapped.count == 1, "\(mapped)")
+        return try #require(mapped.first, "\(CUED_SF_SONAME) loaded, yet no libsndfile in /proc/self/maps")
+    }
+
+    /// A command that runs what follows in a mount namespace of its own where `lib` reads as empty.
+    static func hiding(_ lib: String) -> [String] {
+        ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
+         "mount --bind /dev/null '\(lib)' && exec \"$@\"", "sh"]
+    }
+
     @Test func libsndfileIsLoadedOnlyWhileCuedDecodes() throws {
+        _ = try Self.sndfileLibrary()  // the maps reader finds libsndfile where it is mapped (not vacuous)
         let d = try DaemonHarness(args: ["--sink", "null"])
         #expect(Self.sndfileMapped(d.process.pid).isEmpty, "after start: \(Self.sndfileMapped(d.process.pid))")
         for (i, seed) in [11, 12].enumerated() {
@@ -27,20 +63,36 @@ import TestSupport
         #expect(d.stop() == 0)
     }
 
-    /// Without libsndfile (hidden in a mount namespace of cued's own), cued does not start with
-    /// a dynamic loader's error: it says what is missing and which package has it.
-    @Test func withoutLibsndfileCuedSaysSo() throws {
-        let mine = Self.sndfileMapped(getpid())  // the test links it: its real file
-        let lib = try #require(mine.first)
-        let hide = ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-                    "mount --bind /dev/null '\(lib)' && exec \"$@\"", "sh"]
+    /// Without libsndfile at start (hidden in a mount namespace of cued's own), cued cannot
+    /// decode its cues: it stops with its bad-cues exit and says what is missing and which
+    /// package has it, not the dynamic loader's error, and is not killed by a signal.
+    @Test func withoutLibsndfileAtStartCuedSaysSo() throws {
+        let lib = try Self.sndfileLibrary()
         do {
-            let d = try DaemonHarness(args: ["--sink", "null"], launcher: hide)
+            let d = try DaemonHarness(args: ["--sink", "null"], launcher: Self.hiding(lib))
             Issue.record("cued started without libsndfile: \(try d.request("status").prefix(200))")
+            _ = d.stop()
         } catch HarnessError.exited(let status, let stderr) {
-            #expect(status != 0)
+            #expect(status == 78, "exit \(status) (78: bad config, sink or cues; above 128: a signal): \(stderr)")
             #expect(stderr.contains("cannot load libsndfile (install libsndfile1)"), "\(stderr)")
             #expect(!stderr.contains("error while loading shared libraries"), "cued links libsndfile: \(stderr)")
         }
+    }
+
+    /// libsndfile gone while cued runs (hidden after start, in cued's own mount namespace): a
+    /// file to play is refused with the same words, and cued goes on serving, its cues still playing.
+    @Test func libsndfileGoneWhileRunningRefusesTheFileNotCued() throws {
+        let lib = try Self.sndfileLibrary()
+        let d = try DaemonHarness(args: ["--sink", "null"], launcher: ["/usr/bin/unshare", "--mount", "--propagation", "private"])
+        defer { _ = d.stop() }
+        let hidden = try runProcess("/usr/bin/nsenter", ["-t", "\(d.process.pid)", "-m", "/bin/mount", "--bind", "/dev/null", lib])
+        #expect(hidden.status == 0, "\(hidden)")
+        let path = d.dir.file("late.wav")
+        try WAV.write(path, int16: Fixture.samples(seed: 21, frames: 960), sampleRate: 48_000, channels: 1)
+        let refused = try d.request("play-file \(FilePath.encode(path))")
+        #expect(refused.hasPrefix("err ") && refused.contains("cannot load libsndfile (install libsndfile1)"), "\(refused)")
+        #expect(try d.request("ping") == "ok pong" && d.process.isRunning)
+        #expect(try d.request("play pop wait") == "ok")
+        #expect(d.stop() == 0)
     }
 }

@@ -22,8 +22,9 @@ struct WhyTests {
     }
 
     @Test func everyReasonOfAdmissionAndTheOutputIsNamedInOrderWithItsFix() throws {
-        // A cue big enough that the budget's 1 MiB has less room left than a theme sound needs.
-        let big = Fixture.samples(seed: 9, frames: 60_000)
+        // A cue big enough that the budget's 1 MiB has less room left than a theme sound needs:
+        // 480 KB decoded (a mono file stays mono: 4 bytes a frame).
+        let big = Fixture.samples(seed: 9, frames: 120_000)
         let d = try DaemonHarness(cues: Fixture.standard.merging(["big": big]) { $1 }, args: ["--sink", "null"],
                                   config: "sound_budget_mb = 1\n[cues.pop]\ncooldown_ms = 60000\n")
         let clean = try Self.why(d, ["--app", "mail", "why", "pop"])
