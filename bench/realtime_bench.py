@@ -13,7 +13,8 @@ cued's margin and missed cycles from its status; the machine's own stalls from b
 (docs/decisions/0006). Figures, not tests.
 
 Environment: BENCH_QUICK=1 (a few cues a row), BENCH_RT_MID=N (pops per row, default 60),
-BENCH_RT_STOPPED=N (default 6), BENCH_RT_LOADS=0,2,4.
+BENCH_RT_STOPPED=N (default 6), BENCH_RT_LOADS=0,2,4, BENCH_RT_ROUNDS=N (the user's and root's cued in turn, a fresh
+one a round, the cues shared out: default 3), BENCH_RT_SOAK_S=N (default 600).
 """
 import json
 import os
@@ -21,6 +22,7 @@ import random
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 
 import desktopuser
@@ -47,6 +49,16 @@ class Watch:
         self.p = subprocess.Popen([exe], stdout=open(self.log, "w"))
         time.sleep(0.2)
 
+    def stalls(self):
+        """(at ns, late ms) of every stall noted."""
+        out = []
+        with open(self.log) as f:
+            for line in f:
+                p = line.split()
+                if len(p) == 3:
+                    out.append((int(p[1]), int(p[2]) / 1e6))
+        return out
+
     def since(self, t0_ns):
         """(late ms) of each stall noted after t0_ns."""
         out = []
@@ -59,6 +71,47 @@ class Watch:
 
     def close(self):
         stop(self.p)
+
+
+class MissWatch:
+    """cued's `missed_cycles`, looked at every 50 ms on a connection of its own: when each miss was
+    seen, so that each can be put on the machine or not (a stall of the watch's near it)."""
+
+    def __init__(self, client):
+        self.c, self.events, self.done = client, [], threading.Event()
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _run(self):
+        last, prev = None, time.monotonic_ns()
+        while not self.done.wait(0.05):
+            try:
+                n = json.loads(self.c.request("status")[3:])["missed_cycles"]
+            except (OSError, ValueError, KeyError):
+                return
+            now = time.monotonic_ns()
+            if last is not None and n > last:
+                self.events.append((prev, now, n - last))
+            last, prev = n, now
+
+    def close(self):
+        self.done.set()
+        self.t.join()
+        self.c.s.close()
+        return self.events
+
+
+def attribute(events, watch):
+    """(missed cycles, of them the machine's): a miss is the machine's when the stall watch saw a
+    stall of 2.2 ms or more (a 128-frame cycle lost) between the look before it (less a 1,024-frame
+    cycle: cued counts a miss at the look after it) and the look that saw it."""
+    stalls = watch.stalls()
+    total = mach = 0
+    for t0, t1, n in events:
+        total += n
+        if any(t0 - 21_400_000 <= at <= t1 and late >= 2.2 for at, late in stalls):
+            mach += n
+    return total, mach
 
 
 def cued_rows(rec, c, n_mid, n_stopped):
@@ -180,6 +233,7 @@ def run(quick=False):
     n_mid = env_int("BENCH_RT_MID", 10 if quick else 60)
     n_stopped = env_int("BENCH_RT_STOPPED", 2 if quick else 6)
     loads = [int(x) for x in os.environ.get("BENCH_RT_LOADS", "0,2,4").split(",")]
+    rounds = env_int("BENCH_RT_ROUNDS", 1 if quick else 3)
     recorder = build_recorder()
     tmp = tempfile.mkdtemp(prefix="cued-rt.")
     stack = Stack(tmp, for_user=True)
@@ -187,7 +241,7 @@ def run(quick=False):
     rtkit = desktopuser.RealtimeKit()
     bins = desktopuser.copy_binaries([CUED], tmp)
     watch = Watch(tmp)
-    res = {"loads": {}, "n_mid": n_mid, "n_stopped": n_stopped, "cpus": os.cpu_count()}
+    res = {"loads": {}, "n_mid": n_mid, "n_stopped": n_stopped, "rounds": rounds, "cpus": os.cpu_count()}
     started = time.monotonic()
     try:
         sounds, probe = fixtures(tmp)
@@ -200,32 +254,41 @@ def run(quick=False):
             rows = res["loads"][load] = {}
             try:
                 time.sleep(0.5)
-                for name in CONTENDERS:
-                    log("as a user, %d busy loops: %s" % (load, name))
+                # The user's and root's cued in turn, a fresh one a round: a stall that lands in one
+                # row only says where it landed; rounds let both meet the same machine.
+                order = []
+                for k in range(rounds):
+                    order += [(CONTENDERS[0], k), (CONTENDERS[1], k)] if k % 2 == 0 else [(CONTENDERS[1], k), (CONTENDERS[0], k)]
+                order += [(CONTENDERS[2], 0), (CONTENDERS[3], 0)]
+                for name, k in order:
+                    log("as a user, %d busy loops: %s%s" % (load, name, " (round %d of %d)" % (k + 1, rounds) if name in CONTENDERS[:2] else ""))
                     t0 = time.monotonic_ns()
                     row = {"load": os.getloadavg()[0]}
                     if name.startswith("`pw-play"):
                         row["stopped"], row["probes"] = pw_play_rows(stack, rec, probe, bed_probes, n_stopped * 3)
                     else:
-                        label = "%s-%d-%s" % ("u" if "user" in name else "r", load, "rt" if "no RTKit" not in name else "nort")
+                        each = rounds if name in CONTENDERS[:2] else 1
+                        label = "%s-%d-%s-%d" % ("u" if "user" in name else "r", load, "rt" if "no RTKit" not in name else "nort", k)
                         if name == "cued, root":
                             p, sock = start_cued(stack, label, "pipewire", sounds)
-                            c = Client(sock)
+                            c, watcher = Client(sock), MissWatch(Client(sock))
                         else:
                             p, sock, client = start_user_cued(stack, label, "pipewire", sounds, bins,
                                                               None if "no RTKit" in name else rtkit)
-                            c = client()
+                            c, watcher = client(), MissWatch(client())
                         time.sleep(0.3)  # cued's ask of RTKit, after READY=1, has been answered
-                        row["mid"], row["stopped"] = cued_rows(rec, c, n_mid, n_stopped)
+                        row["mid"], row["stopped"] = cued_rows(rec, c, -(-n_mid // each), -(-n_stopped // each))
                         s = json.loads(c.request("status")[3:])
+                        missed, mach = attribute(watcher.close(), watch)
                         row["status"] = {"audio_thread": s.get("audio_thread"), "missed_cycles": s.get("missed_cycles"),
                                          "margin_frames": s["sink"].get("margin_frames"),
-                                         "margin_growths": s["sink"].get("margin_growths"), "xruns": s.get("xruns")}
+                                         "margin_growths": s["sink"].get("margin_growths"), "xruns": s.get("xruns"),
+                                         "seen_missed": missed, "machine_missed": mach}
                         c.s.close()
                         stop(p)
                     row["stalls"] = watch.since(t0)
                     row["seconds"] = (time.monotonic_ns() - t0) / 1e9
-                    rows[name] = row
+                    rows.setdefault(name, []).append(row)
                     rec.wait_quiet(0.3)
             finally:
                 for s in spins:
@@ -238,10 +301,12 @@ def run(quick=False):
             res["soak"]["stalls"] = [x for x in watch.since(t0) if x >= 2.2]
         # Each pop heard whole? (loud frames, span) of every onset (a sound's E line comes when the next begins).
         for rows in res["loads"].values():
-            for r in rows.values():
-                for part in ("mid", "stopped"):
-                    if part in r:
-                        r[part]["sounds"] = [rec.ends.get(ns) for ns in r[part]["onsets"]]
+            for name, parts in rows.items():
+                for r in parts:
+                    for part in ("mid", "stopped"):
+                        if part in r:
+                            r[part]["sounds"] = [rec.ends.get(ns) for ns in r[part]["onsets"]]
+                rows[name] = merged(parts)
         rec.close()
     finally:
         watch.close()
@@ -250,6 +315,25 @@ def run(quick=False):
         shutil.rmtree(tmp, ignore_errors=True)
     res["seconds"] = time.monotonic() - started
     return res
+
+
+def merged(parts):
+    """One row of a contender's rounds: latencies and sounds pooled, counters summed, the margin
+    after each round (a fresh cued a round) listed."""
+    row = dict(parts[-1])
+    for part in ("mid", "stopped"):
+        if part in row:
+            row[part] = {k: sum((p[part][k] for p in parts), []) for k in ("lat", "onsets", "sounds")}
+            row[part]["misses"] = sum(p[part]["misses"] for p in parts)
+    row["stalls"] = sum((p["stalls"] for p in parts), [])
+    if "status" in row:
+        st = row["status"] = dict(row["status"])
+        for k in ("missed_cycles", "seen_missed", "machine_missed"):
+            st[k] = sum(p["status"].get(k) or 0 for p in parts)
+        st["margins"] = [p["status"].get("margin_frames") for p in parts]
+        st["threads"] = sorted({p["status"].get("audio_thread") for p in parts})
+    row["rounds"] = len(parts)
+    return row
 
 
 def make_probes(path):
@@ -284,11 +368,13 @@ def report(res):
           "(module-rt gets its data thread RTKit's real time). Mid-stream: a quiet bed plays, a loud 20 ms pop is mixed in",
           "(%d a row); from stopped: %d cues 3.5 s apart (cued's stream inactive again; pw-play: a process a cue). Latency:" % (
               res["n_mid"], res["n_stopped"]),
-          "trigger → the sink consuming the first loud frame, ms. Missed cycles and the margin: cued's status at the row's",
-          "end (one fresh cued a row: the margin starts at 128 frames). The machine: late wakes of a SCHED_FIFO 99 thread",
-          "per CPU (bench/stallwatch.c) during the row, ≥ 2.2 ms (a 128-frame cycle less the watch's look): a cycle any",
-          "client misses. pw-play's mid-stream row is a 10 s stream of 40 probes, no trigger: its holes.", "",
-          "| busy loops | contender | audio thread | mid-stream n | p50 ms | p99 ms | max ms | from stopped p50 / max ms | holes / cut | missed cycles | margin after | machine stalls ≥ 2.2 ms (worst) |",
+          "trigger → the sink consuming the first loud frame, ms. The user's and root's cued run in %d rounds, in turn, a" % res.get("rounds", 1),
+          "fresh cued a round (its margin starts at 128 frames) with its share of the cues, pooled in the row: a machine",
+          "stall that lands in one round says where it landed, not whose thread is better. Missed cycles: cued's status;",
+          "the machine's: seen (status every 50 ms) within a 1,024-frame cycle of a late wake ≥ 2.2 ms (a 128-frame cycle",
+          "less the watch's look) of a SCHED_FIFO 99 thread on either CPU (bench/stallwatch.c), a cycle any client misses.",
+          "Margin after: each round's. pw-play's mid-stream row is a 10 s stream of 40 probes, no trigger: its holes.", "",
+          "| busy loops | contender | audio thread | mid-stream n | p50 ms | p99 ms | max ms | from stopped p50 / max ms | holes / cut | missed cycles (the machine's) | margin after | machine stalls ≥ 2.2 ms (worst) |",
           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for load, rows in res["loads"].items():
         for name in CONTENDERS:
@@ -309,9 +395,10 @@ def report(res):
                 sounds, frames = [x for x in r.get("probes", []) if x], round(0.1 * RATE)
             holes = "%d / %d of %d" % (sum(1 for loud, span in sounds if span > loud), sum(1 for loud, span in sounds if loud < frames),
                                        len(sounds)) if sounds else "-"
+            missed = "%d (%d)" % (st["missed_cycles"], st["machine_missed"]) if "missed_cycles" in st else "-"
             md.append("| %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
-                load, name, st.get("audio_thread", "RTKit (module-rt)" if "pw-play" in name else "-"), mid, stopped, holes,
-                st.get("missed_cycles", "-"), st.get("margin_frames", "-"), mach))
+                load, name, ", ".join(st["threads"]) if "threads" in st else "RTKit (module-rt)" if "pw-play" in name else "-",
+                mid, stopped, holes, missed, ", ".join(str(m) for m in st.get("margins", [])) or "-", mach))
     k = res.get("soak")
     if k:
         md += ["", "The thread never spins (RTKit's condition: a real-time thread has a budget, RLIMIT_RTTIME, past which it is",
@@ -335,19 +422,22 @@ def targets(res):
         u, root = r.get(CONTENDERS[0]), r.get(CONTENDERS[1])
         if not u or not root:
             continue
-        st = u.get("status", {})
-        rows.append(("as a user with RTKit, status says `realtime (rtkit)` (%d busy loops)" % load, st.get("audio_thread"),
-                     st.get("audio_thread") == "realtime (rtkit)"))
+        st, rst = u.get("status", {}), root.get("status", {})
+        rows.append(("as a user with RTKit, status says `realtime (rtkit)` (%d busy loops)" % load, ", ".join(st.get("threads", [])),
+                     st.get("threads") == ["realtime (rtkit)"]))
         if load and u["mid"]["lat"] and root["mid"]["lat"]:
             a, b = pct(u["mid"]["lat"], .99), pct(root["mid"]["lat"], .99)
             rows.append(("native mid-stream p99 as a user ≤ 1.25 × root's (%d busy loops)" % load, "%.1f vs %.1f ms (%.2f×)" % (
                 a / 1000, b / 1000, a / b if b else float("nan")), a <= 1.25 * b))
         if load:
-            rows.append(("margin stays at 128 frames as a user (%d busy loops)" % load, str(st.get("margin_frames")), st.get("margin_frames") == 128))
-            mach = [s for s in u["stalls"] if s >= 2.2]
-            missed = st.get("missed_cycles") or 0
+            at = lambda x: sum(1 for m in x.get("margins", []) if m == 128)  # noqa: E731
+            rows.append(("margin stays at 128 frames as a user (%d busy loops)" % load,
+                         "user: %d of %d rounds (root: %d of %d)" % (at(st), len(st.get("margins", [])), at(rst), len(rst.get("margins", []))),
+                         at(st) == len(st.get("margins", []))))
+            missed, mach = st.get("missed_cycles") or 0, st.get("machine_missed") or 0
             rows.append(("no missed cycle as a user the stall watch does not put on the machine (%d busy loops)" % load,
-                         "%d missed, %d machine stalls ≥ 2.2 ms" % (missed, len(mach)), missed == 0 or len(mach) > 0))
+                         "%d missed, %d of them the machine's (root: %d, %d)" % (missed, mach, rst.get("missed_cycles") or 0,
+                                                                                  rst.get("machine_missed") or 0), missed == mach))
     k = res.get("soak")
     if k:
         rows.append(("the audio thread never spins: real time (RTKit) all through a %.0f s soak with a 10 ms RT budget" % k["seconds"],
