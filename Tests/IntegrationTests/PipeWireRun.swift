@@ -7,20 +7,23 @@ import TestSupport
 /// runs it (`DesktopUser`: no privilege, where the tests run as root), the desktop's RTKit on a
 /// private system bus for its real time (`RealtimeKitStack`; none when `CUED_TEST_RTKIT=off`,
 /// make test's second run, so that the fallback is tested too), and a `StallWatch` that tells the
-/// machine's stalls from cued's holes. Everything is stopped when it is released.
+/// machine's stalls from cued's holes (and, without RTKit, what the machine gives a normal thread). Everything is stopped when it is released.
 final class PipeWireRun: @unchecked Sendable {
     /// RTKit for cued's audio thread (make test runs the suite once more without).
     static var withRTKit: Bool { ProcessInfo.processInfo.environment["CUED_TEST_RTKIT"] != "off" }
 
-    let watch = StallWatch()
+    let watch: StallWatch
     let stack: PipeWireStack
     let rtkit: RealtimeKitStack?
     /// cued runs as the desktop user (else, not root, as the tester).
     let asUser = DesktopUser.unavailableReason == nil
+    /// cued's audio thread runs at normal scheduling: a user's without RTKit.
+    var normalThread: Bool { asUser && rtkit == nil }
 
     init() throws {
         stack = try PipeWireStack(forUser: asUser)
         rtkit = asUser && Self.withRTKit && RealtimeKitStack.unavailableReason == nil ? try RealtimeKitStack() : nil
+        watch = StallWatch(normalThread: asUser && rtkit == nil)
     }
 
     deinit { watch.stop() }
@@ -67,18 +70,24 @@ final class PipeWireRun: @unchecked Sendable {
 
     /// Judges a hole heard (`what`) on a graph whose shortest cycle was `cycle` frames: the
     /// machine's, as decision 0006 says, if the watch saw it stop for a cycle (less the half
-    /// millisecond it looks every) or lose a cycle in stalls within four, recorded as that known
-    /// issue; else a failure, cued's. (Whether cued's margin answered a stall is `MarginTuner`'s
+    /// millisecond it looks every) or lose a cycle in stalls within four, or, where cued's thread
+    /// is a normal one (no RTKit), if a normal thread could not run for a cycle, recorded as that
+    /// known issue; else a failure, cued's. (Whether cued's margin answered a stall is `MarginTuner`'s
     /// and `GraphSlot`'s to show, on a fake clock.)
     func judgeHole(_ what: String, cycle frames: Int, sourceLocation: SourceLocation = #_sourceLocation) {
-        Self.judgeHole(what, cycle: frames, watch: watch, sourceLocation: sourceLocation)
+        Self.judgeHole(what, cycle: frames, watch: watch, normalThread: normalThread, sourceLocation: sourceLocation)
     }
 
-    static func judgeHole(_ what: String, cycle frames: Int, watch: StallWatch, sourceLocation: SourceLocation = #_sourceLocation) {
+    /// `normalThread`: cued's audio thread ran at normal scheduling, so that what the machine gave
+    /// such a thread (the watch's normal thread) is the machine's too: its other work, not only its stalls.
+    static func judgeHole(_ what: String, cycle frames: Int, watch: StallWatch, normalThread: Bool = false,
+                          sourceLocation: SourceLocation = #_sourceLocation) {
         let cycle = Double(frames) * 1000 / 48_000
         let burst = watch.worstBurstMs(windowMs: 4 * cycle)
-        if watch.available && (watch.stalled(atLeastMs: cycle - 0.5) || burst >= cycle) {
-            withKnownIssue("the machine stopped running threads for a graph cycle of \(frames) frames (\(String(format: "%.1f", cycle)) ms) or more (\(watch.summary); at most \(String(format: "%.1f", burst)) ms lost on one CPU within 4 cycles): \(what)") {
+        let stopped = watch.stalled(atLeastMs: cycle - 0.5) || burst >= cycle
+        let normal = !stopped && normalThread && watch.normalStalled(atLeastMs: cycle - 0.5)
+        if watch.available && (stopped || normal) {
+            withKnownIssue("the machine stopped running \(normal ? "a normal thread" : "threads") for a graph cycle of \(frames) frames (\(String(format: "%.1f", cycle)) ms) or more (\(watch.summary); at most \(String(format: "%.1f", burst)) ms lost on one CPU within 4 cycles): \(what)") {
                 Issue.record("\(what)", sourceLocation: sourceLocation)
             }
         } else {

@@ -15,6 +15,10 @@ import Glibc
 ///
 /// `available` is false where real-time scheduling is not allowed (then nothing can be
 /// told apart and every hole counts as cued's).
+///
+/// With `normalThread`, one more thread watches at normal scheduling (SCHED_OTHER, nice 0, on
+/// no CPU in particular: cued's audio thread as a user without RTKit runs so): how late such a
+/// thread woke, the machine's other work included, which the real-time watchers do not see.
 final class StallWatch: @unchecked Sendable {
     struct Stall: CustomStringConvertible {
         /// When the thread should have woken (monotonic ns), on which CPU, how late.
@@ -36,13 +40,14 @@ final class StallWatch: @unchecked Sendable {
         let started = Atomic<Int>(0)
         let realtime = Atomic<Int>(0)
         let stalls = Mutex<[Stall]>([])
+        let normalStalls = Mutex<[Stall]>([])
     }
 
     private let state = State()
     private let cpus: Int
     private let begin = StallWatch.now()
 
-    init() {
+    init(normalThread: Bool = false) {
         cpus = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         for cpu in 0..<cpus {
             let state = self.state
@@ -50,7 +55,14 @@ final class StallWatch: @unchecked Sendable {
             t.name = "stall-watch-\(cpu)"
             t.start()
         }
-        for _ in 0..<500 where state.started.load(ordering: .acquiring) < cpus { usleep(2_000) }
+        if normalThread {
+            let state = self.state
+            let t = Thread { StallWatch.watch(cpu: nil, state) }
+            t.name = "stall-watch-normal"
+            t.start()
+        }
+        let threads = cpus + (normalThread ? 1 : 0)
+        for _ in 0..<500 where state.started.load(ordering: .acquiring) < threads { usleep(2_000) }
     }
 
     deinit { stop() }
@@ -73,6 +85,15 @@ final class StallWatch: @unchecked Sendable {
     func stalled(atLeastMs ms: Double) -> Bool {
         let bound = UInt64(max(0, ms * 1e6 - Double(Self.periodNs)))
         return noted.contains { $0.lateNs >= max(bound, Self.noteNs) }
+    }
+
+    /// The normal thread's late wakes (none without `normalThread`).
+    var normalNoted: [Stall] { state.normalStalls.withLock { $0 } }
+
+    /// Whether a thread at normal scheduling could not run for at least `ms` (less the watch's period).
+    func normalStalled(atLeastMs ms: Double) -> Bool {
+        let bound = UInt64(max(0, ms * 1e6 - Double(Self.periodNs)))
+        return normalNoted.contains { $0.lateNs >= max(bound, Self.noteNs) }
     }
 
     /// The most time one CPU lost to stalls within any `windowMs` (their lateness summed): a
@@ -99,10 +120,17 @@ final class StallWatch: @unchecked Sendable {
         guard available else { return "stall watch unavailable (no real-time scheduling)" }
         guard !all.isEmpty else { return String(format: "no stall ≥ 1 ms in %.1f s", seconds) }
         let worst = all.sorted { $0.lateNs > $1.lateNs }.prefix(3).map(\.description).joined(separator: ", ")
-        return String(format: "%d stalls ≥ 1 ms in %.1f s (worst: %@)", all.count, seconds, worst)
+        let normal = normalNoted.max { $0.lateNs < $1.lateNs }.map { String(format: "; a normal thread woke up to %.1f ms late", $0.lateMs) } ?? ""
+        return String(format: "%d stalls ≥ 1 ms in %.1f s (worst: %@)%@", all.count, seconds, worst, normal)
     }
 
-    private static func watch(cpu: Int, _ state: State) {
+    /// One watching thread: on `cpu` at SCHED_FIFO 99, or (nil) at normal scheduling anywhere.
+    private static func watch(cpu: Int?, _ state: State) {
+        guard let cpu else {
+            state.started.add(1, ordering: .releasing)
+            tick(state, every: periodNs) { late, next in state.normalStalls.withLock { $0.append(Stall(at: next, cpu: -1, lateNs: late)) } }
+            return
+        }
         var set = cpu_set_t()
         withUnsafeMutableBytes(of: &set) { $0[cpu / 8] |= UInt8(1 << (cpu % 8)) }
         // sched_setaffinity is a GNU extension Glibc's module does not declare: looked up instead.
@@ -111,15 +139,19 @@ final class StallWatch: @unchecked Sendable {
         var param = sched_param(sched_priority: 99)
         if pinned && sched_setscheduler(0, SCHED_FIFO, &param) == 0 { state.realtime.add(1, ordering: .releasing) }
         state.started.add(1, ordering: .releasing)
+        tick(state, every: periodNs) { late, next in state.stalls.withLock { $0.append(Stall(at: next, cpu: cpu, lateNs: late)) } }
+    }
+
+    /// Wakes every `period` until stopped; `note(late, when)` for each wake `noteNs` or more late.
+    private static func tick(_ state: State, every period: UInt64, note: (UInt64, UInt64) -> Void) {
         var next = now()
         while state.running.load(ordering: .acquiring) {
-            next += periodNs
+            next += period
             var ts = timespec(tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
             while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
             let woke = now()
             if woke > next + noteNs {
-                let stall = Stall(at: next, cpu: cpu, lateNs: woke - next)
-                state.stalls.withLock { $0.append(stall) }
+                note(woke - next, next)
                 next = woke
             }
         }
