@@ -125,8 +125,9 @@ public enum Doctor {
         if let f = canberra { canberraLines(f, ok: ok, info: info, problem: problem) }
         if let why {
             // The output itself (null, a failing device) is said above, with more of its detail.
-            let reasons = WhyRender.reasons(why, canberra: canberra).filter { $0.name != "no-output" && $0.name != "device-failing" }
-            if reasons.isEmpty { ok("why \(why.cue): nothing holds it back") }
+            let all = WhyRender.reasons(why, canberra: canberra)
+            let reasons = all.filter { $0.name != "no-output" && $0.name != "device-failing" }
+            if reasons.isEmpty { ok("why \(why.cue): nothing \(all.isEmpty ? "" : "else ")holds it back\(all.isEmpty ? "" : " (the output, above)")") }
             for reason in reasons { problem("why \(why.cue): \(reason.says) [\(reason.name)]", fix: reason.fix) }
             if !reasons.isEmpty { heard = false }
         }

@@ -24,6 +24,20 @@ import Testing
                       environment: env, soundCard: card, exists: { files.contains($0) })
     }
 
+    /// `why pop` ends the report; the output's own reason is said above it, not again, and the
+    /// last line does not read as if nothing held the cue back.
+    @Test func whyLeavesTheOutputToTheLinesAboveIt() {
+        var why = WhyReport(cue: "pop", app: "bash")
+        let clear = Doctor.report(status: status("alsa:default"), noDaemon: nil, socket: "/s", environment: env, soundCard: true,
+                                  exists: { _ in false }, why: why)
+        #expect(clear.lines.last { $0.contains("why pop") } == "ok  why pop: nothing holds it back")
+        why.reasons = [WhyReport.Reason("no-output", says: "cued plays to nothing", fix: "start a sound server")]
+        let null = Doctor.report(status: status("null"), noDaemon: nil, socket: "/s", environment: env, soundCard: false,
+                                 exists: { _ in false }, why: why)
+        #expect(null.lines.last { $0.contains("why pop") } == "ok  why pop: nothing else holds it back (the output, above)", "\(null.lines)")
+        #expect(null.lines.contains { $0.hasPrefix("!!  output null") } && null.exitCode != 0, "\(null.lines)")
+    }
+
     @Test func heardOrRecordedIsZero() {
         let pw = doctor(status("alsa:default", state: "idle"), files: ["/run/user/1/pipewire-0"])
         #expect(pw.exitCode == 0, "\(pw.lines)")
