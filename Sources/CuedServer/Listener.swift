@@ -101,8 +101,33 @@ enum DescriptorLimit {
         return lim.rlim_cur > rlim_t(Int32.max) ? Int(Int32.max) : Int(lim.rlim_cur)
     }
 
-    /// Descriptors open now (the listing's own excluded).
-    static func inUse() -> Int { max(0, FileSystem.list("/proc/self/fd").count - 1) }
+    /// Descriptors cued holds for good now: every one but a file or directory being read on
+    /// another thread (a theme looked up, a sound decoded, a state file saved: it closes again;
+    /// counted, it made the cap one lower at random, `make test` saw open=15 for 14 under load) and
+    /// this listing's own. Files cued keeps (its log's stderr, PipeWire's memfd buffers) count.
+    static func inUse() -> Int {
+        let log = LogWriter.destination
+        return FileSystem.list("/proc/self/fd").reduce(0) { n, name in
+            guard let fd = Int32(name) else { return n }
+            var st = stat()
+            guard fd <= 2 || fstat(fd, &st) == 0 else { return n }  // closed since the listing: its own
+            return heldForGood(fd: fd, mode: st.st_mode, kept: fd == log, target: { target(of: fd) }) ? n + 1 : n
+        }
+    }
+
+    /// Whether descriptor `fd` of type `mode` counts (see `inUse`): `kept`, a file cued keeps open;
+    /// `target`, where /proc says it points (asked only of files).
+    static func heldForGood(fd: Int32, mode: mode_t, kept: Bool, target: () -> String) -> Bool {
+        let type = mode & S_IFMT
+        guard fd > 2, !kept, type == S_IFREG || type == S_IFDIR else { return true }
+        return type == S_IFREG && target().hasPrefix("/memfd:")
+    }
+
+    private static func target(of fd: Int32) -> String {
+        var buf = [CChar](repeating: 0, count: 256)
+        let n = readlink("/proc/self/fd/\(fd)", &buf, buf.count - 1)
+        return n > 0 ? String(decoding: buf[..<n].map { UInt8(bitPattern: $0) }, as: UTF8.self) : ""
+    }
 
     /// The most connections `limit` descriptors allow when `inUse` are open.
     static func maxClients(for limit: Int, inUse: Int, extra: Int = 0) -> Int { max(1, limit - inUse - reserve - extra) }
