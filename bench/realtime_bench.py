@@ -61,13 +61,7 @@ class Watch:
 
     def since(self, t0_ns):
         """(late ms) of each stall noted after t0_ns."""
-        out = []
-        with open(self.log) as f:
-            for line in f:
-                p = line.split()
-                if len(p) == 3 and int(p[1]) >= t0_ns:
-                    out.append(int(p[2]) / 1e6)
-        return out
+        return [late for at, late in self.stalls() if at >= t0_ns]
 
     def close(self):
         stop(self.p)
