@@ -82,19 +82,19 @@ final class StallWatch: @unchecked Sendable {
 
     /// Whether the machine stopped for at least `ms` (less the watch's period, the
     /// uncertainty of a late wake) while watched.
-    func stalled(atLeastMs ms: Double) -> Bool {
-        let bound = UInt64(max(0, ms * 1e6 - Double(Self.periodNs)))
-        return noted.contains { $0.lateNs >= max(bound, Self.noteNs) }
+    func stalled(atLeastMs ms: Double) -> Bool { Self.any(noted, atLeastMs: ms) }
+
+    /// Whether one of `stalls` was at least `ms` late, less the watch's period (the uncertainty of a late wake).
+    private static func any(_ stalls: [Stall], atLeastMs ms: Double) -> Bool {
+        let bound = UInt64(max(0, ms * 1e6 - Double(periodNs)))
+        return stalls.contains { $0.lateNs >= max(bound, noteNs) }
     }
 
     /// The normal thread's late wakes (none without `normalThread`).
     var normalNoted: [Stall] { state.normalStalls.withLock { $0 } }
 
     /// Whether a thread at normal scheduling could not run for at least `ms` (less the watch's period).
-    func normalStalled(atLeastMs ms: Double) -> Bool {
-        let bound = UInt64(max(0, ms * 1e6 - Double(Self.periodNs)))
-        return normalNoted.contains { $0.lateNs >= max(bound, Self.noteNs) }
-    }
+    func normalStalled(atLeastMs ms: Double) -> Bool { Self.any(normalNoted, atLeastMs: ms) }
 
     /// The most time one CPU lost to stalls within any `windowMs` (their lateness summed): a
     /// storm of short stalls starves a thread of a cycle as one long stall does.
@@ -128,7 +128,7 @@ final class StallWatch: @unchecked Sendable {
     private static func watch(cpu: Int?, _ state: State) {
         guard let cpu else {
             state.started.add(1, ordering: .releasing)
-            tick(state, every: periodNs) { late, next in state.normalStalls.withLock { $0.append(Stall(at: next, cpu: -1, lateNs: late)) } }
+            tick(state) { late, next in state.normalStalls.withLock { $0.append(Stall(at: next, cpu: -1, lateNs: late)) } }
             return
         }
         var set = cpu_set_t()
@@ -139,14 +139,14 @@ final class StallWatch: @unchecked Sendable {
         var param = sched_param(sched_priority: 99)
         if pinned && sched_setscheduler(0, SCHED_FIFO, &param) == 0 { state.realtime.add(1, ordering: .releasing) }
         state.started.add(1, ordering: .releasing)
-        tick(state, every: periodNs) { late, next in state.stalls.withLock { $0.append(Stall(at: next, cpu: cpu, lateNs: late)) } }
+        tick(state) { late, next in state.stalls.withLock { $0.append(Stall(at: next, cpu: cpu, lateNs: late)) } }
     }
 
-    /// Wakes every `period` until stopped; `note(late, when)` for each wake `noteNs` or more late.
-    private static func tick(_ state: State, every period: UInt64, note: (UInt64, UInt64) -> Void) {
+    /// Wakes every `periodNs` until stopped; `note(late, when)` for each wake `noteNs` or more late.
+    private static func tick(_ state: State, note: (UInt64, UInt64) -> Void) {
         var next = now()
         while state.running.load(ordering: .acquiring) {
-            next += period
+            next += periodNs
             var ts = timespec(tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
             while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
             let woke = now()
