@@ -7,7 +7,8 @@ import TestSupport
 /// runs it (`DesktopUser`: no privilege, where the tests run as root), the desktop's RTKit on a
 /// private system bus for its real time (`RealtimeKitStack`; none when `CUED_TEST_RTKIT=off`,
 /// make test's second run, so that the fallback is tested too), and a `StallWatch` that tells the
-/// machine's stalls from cued's holes (and, without RTKit, what the machine gives a normal thread). Everything is stopped when it is released.
+/// machine's stalls from cued's holes (and, without RTKit, how long the kernel kept cued's audio
+/// threads waiting to run). Everything is stopped when it is released.
 final class PipeWireRun: @unchecked Sendable {
     /// RTKit for cued's audio thread (make test runs the suite once more without).
     static var withRTKit: Bool { ProcessInfo.processInfo.environment["CUED_TEST_RTKIT"] != "off" }
@@ -23,7 +24,7 @@ final class PipeWireRun: @unchecked Sendable {
     init() throws {
         stack = try PipeWireStack(forUser: asUser)
         rtkit = asUser && Self.withRTKit && RealtimeKitStack.unavailableReason == nil ? try RealtimeKitStack() : nil
-        watch = StallWatch(normalThread: asUser && rtkit == nil)
+        watch = StallWatch()
     }
 
     deinit { watch.stop() }
@@ -39,8 +40,10 @@ final class PipeWireRun: @unchecked Sendable {
     func cued(_ sink: String, cues: [String: [Int16]] = Fixture.standard, args: [String] = [], config: String? = nil,
               extraEnv: [String: String] = [:]) throws -> DaemonHarness {
         let configArgs = config == nil ? [] : ["--config", "%DIR%/config/cued/cued.toml"]
-        return try DaemonHarness(cues: cues, args: ["--sink", sink, "--log-level", "debug"] + configArgs + args,
-                                 extraEnv: environment.merging(extraEnv) { $1 }, config: config, asUser: asUser)
+        let d = try DaemonHarness(cues: cues, args: ["--sink", sink, "--log-level", "debug"] + configArgs + args,
+                                  extraEnv: environment.merging(extraEnv) { $1 }, config: config, asUser: asUser)
+        watch.follow(pid: d.pid)
+        return d
     }
 
     /// The audio thread's scheduling cued must report here: real time from RTKit, or (no RTKit)
@@ -71,23 +74,23 @@ final class PipeWireRun: @unchecked Sendable {
     /// Judges a hole heard (`what`) on a graph whose shortest cycle was `cycle` frames: the
     /// machine's, as decision 0006 says, if the watch saw it stop for a cycle (less the half
     /// millisecond it looks every) or lose a cycle in stalls within four, or, where cued's thread
-    /// is a normal one (no RTKit), if a normal thread could not run for a cycle, recorded as that
-    /// known issue; else a failure, cued's. (Whether cued's margin answered a stall is `MarginTuner`'s
+    /// is a normal one (no RTKit), if the kernel kept one of its audio threads waiting to run for a cycle,
+    /// recorded as that known issue; else a failure, cued's. (Whether cued's margin answered a stall is `MarginTuner`'s
     /// and `GraphSlot`'s to show, on a fake clock.)
     func judgeHole(_ what: String, cycle frames: Int, sourceLocation: SourceLocation = #_sourceLocation) {
         Self.judgeHole(what, cycle: frames, watch: watch, normalThread: normalThread, sourceLocation: sourceLocation)
     }
 
-    /// `normalThread`: cued's audio thread ran at normal scheduling, so that what the machine gave
-    /// such a thread (the watch's normal thread) is the machine's too: its other work, not only its stalls.
+    /// `normalThread`: cued's audio threads ran at normal scheduling, so that the time the scheduler
+    /// kept one waiting (the watch's `waits`) is the machine's too: its other work, not only its stalls.
     static func judgeHole(_ what: String, cycle frames: Int, watch: StallWatch, normalThread: Bool = false,
                           sourceLocation: SourceLocation = #_sourceLocation) {
         let cycle = Double(frames) * 1000 / 48_000
         let burst = watch.worstBurstMs(windowMs: 4 * cycle)
         let stopped = watch.stalled(atLeastMs: cycle - 0.5) || burst >= cycle
-        let normal = !stopped && normalThread && watch.normalStalled(atLeastMs: cycle - 0.5)
+        let normal = !stopped && normalThread && watch.waited(atLeastMs: cycle - 0.5)
         if watch.available && (stopped || normal) {
-            withKnownIssue("the machine stopped running \(normal ? "a normal thread" : "threads") for a graph cycle of \(frames) frames (\(String(format: "%.1f", cycle)) ms) or more (\(watch.summary); at most \(String(format: "%.1f", burst)) ms lost on one CPU within 4 cycles): \(what)") {
+            withKnownIssue("the machine stopped running \(normal ? "a normal audio thread of cued's" : "threads") for a graph cycle of \(frames) frames (\(String(format: "%.1f", cycle)) ms) or more (\(watch.summary); at most \(String(format: "%.1f", burst)) ms lost on one CPU within 4 cycles): \(what)") {
                 Issue.record("\(what)", sourceLocation: sourceLocation)
             }
         } else {

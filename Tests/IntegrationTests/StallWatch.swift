@@ -16,9 +16,12 @@ import Glibc
 /// `available` is false where real-time scheduling is not allowed (then nothing can be
 /// told apart and every hole counts as cued's).
 ///
-/// With `normalThread`, one more thread watches at normal scheduling (SCHED_OTHER, nice 0, on
-/// no CPU in particular: cued's audio thread as a user without RTKit runs so): how late such a
-/// thread woke, the machine's other work included, which the real-time watchers do not see.
+/// `follow(pid:)` watches cued's audio threads (its own "cued-audio", and an ALSA plugin's data
+/// thread) from the kernel's account of them (`/proc/PID/task/TID/schedstat`'s run delay): how
+/// long each waited to run, runnable but given no CPU. Where they run at normal scheduling (a
+/// user's cued without RTKit) the machine's other work keeps them waiting, which the real-time
+/// watchers do not see; a wait the kernel counts is the scheduler's, and a thread slow of its own
+/// (a lock, a page fault, a long mix) adds none.
 final class StallWatch: @unchecked Sendable {
     struct Stall: CustomStringConvertible {
         /// When the thread should have woken (monotonic ns), on which CPU, how late.
@@ -32,6 +35,8 @@ final class StallWatch: @unchecked Sendable {
     static let periodNs: UInt64 = 500_000
     /// Late wakes below this are not noted (a healthy machine wakes a FIFO 99 thread within tens of µs).
     static let noteNs: UInt64 = 1_000_000
+    /// A followed thread's waits below this are not noted.
+    static let waitNoteNs: UInt64 = 250_000
 
     /// What the watching threads share; they hold it, not the watch, so that releasing
     /// the watch stops them.
@@ -40,14 +45,19 @@ final class StallWatch: @unchecked Sendable {
         let started = Atomic<Int>(0)
         let realtime = Atomic<Int>(0)
         let stalls = Mutex<[Stall]>([])
-        let normalStalls = Mutex<[Stall]>([])
+        /// cued's audio threads' waits to run: `cpu` -1, `lateNs` how long (`follow`).
+        let waits = Mutex<[Stall]>([])
+        /// The processes whose audio threads are followed (`follow`), read by the follower.
+        let followed = Mutex<[pid_t]>([])
+        /// How many audio threads the follower has found and reads.
+        let following = Atomic<Int>(0)
     }
 
     private let state = State()
     private let cpus: Int
     private let begin = StallWatch.now()
 
-    init(normalThread: Bool = false) {
+    init() {
         cpus = max(1, sysconf(Int32(_SC_NPROCESSORS_ONLN)))
         for cpu in 0..<cpus {
             let state = self.state
@@ -55,14 +65,11 @@ final class StallWatch: @unchecked Sendable {
             t.name = "stall-watch-\(cpu)"
             t.start()
         }
-        if normalThread {
-            let state = self.state
-            let t = Thread { StallWatch.watch(cpu: nil, state) }
-            t.name = "stall-watch-normal"
-            t.start()
-        }
-        let threads = cpus + (normalThread ? 1 : 0)
-        for _ in 0..<500 where state.started.load(ordering: .acquiring) < threads { usleep(2_000) }
+        let state = self.state
+        let t = Thread { StallWatch.follow(state) }
+        t.name = "stall-watch-run"
+        t.start()
+        for _ in 0..<500 where state.started.load(ordering: .acquiring) < cpus + 1 { usleep(2_000) }
     }
 
     deinit { stop() }
@@ -90,11 +97,17 @@ final class StallWatch: @unchecked Sendable {
         return stalls.contains { $0.lateNs >= max(bound, noteNs) }
     }
 
-    /// The normal thread's late wakes (none without `normalThread`).
-    var normalNoted: [Stall] { state.normalStalls.withLock { $0 } }
+    /// Follows the audio threads (`audioThreads`) of the process `pid` (cued) until it is gone.
+    func follow(pid: pid_t) { state.followed.withLock { $0.append(pid) } }
 
-    /// Whether a thread at normal scheduling could not run for at least `ms` (less the watch's period).
-    func normalStalled(atLeastMs ms: Double) -> Bool { Self.any(normalNoted, atLeastMs: ms) }
+    /// How many audio threads the follower has found and reads.
+    var following: Int { state.following.load(ordering: .acquiring) }
+
+    /// The followed threads' waits to run, a quarter millisecond or more each.
+    var waits: [Stall] { state.waits.withLock { $0 } }
+
+    /// Whether a followed thread waited at least `ms` to run, at once (less the watch's period).
+    func waited(atLeastMs ms: Double) -> Bool { Self.any(waits, atLeastMs: ms) }
 
     /// The most time one CPU lost to stalls within any `windowMs` (their lateness summed): a
     /// storm of short stalls starves a thread of a cycle as one long stall does.
@@ -118,38 +131,96 @@ final class StallWatch: @unchecked Sendable {
         let all = noted
         let seconds = Double(Self.now() - begin) / 1e9
         guard available else { return "stall watch unavailable (no real-time scheduling)" }
-        guard !all.isEmpty else { return String(format: "no stall ≥ 1 ms in %.1f s", seconds) }
         let worst = all.sorted { $0.lateNs > $1.lateNs }.prefix(3).map(\.description).joined(separator: ", ")
-        let normal = normalNoted.max { $0.lateNs < $1.lateNs }.map { String(format: "; a normal thread woke up to %.1f ms late", $0.lateMs) } ?? ""
-        return String(format: "%d stalls ≥ 1 ms in %.1f s (worst: %@)%@", all.count, seconds, worst, normal)
+        let long = waits.filter { $0.lateNs >= Self.noteNs }.sorted { $0.lateNs > $1.lateNs }
+        let normal = long.isEmpty ? "" : String(format: "; cued's audio threads waited to run %d times ≥ 1 ms (worst: %@)", long.count,
+                                                 long.prefix(3).map { String(format: "%.1f ms", $0.lateMs) }.joined(separator: ", "))
+        let machine = all.isEmpty ? String(format: "no stall ≥ 1 ms in %.1f s", seconds)
+                                  : String(format: "%d stalls ≥ 1 ms in %.1f s (worst: %@)", all.count, seconds, worst)
+        return machine + normal
     }
 
-    /// One watching thread: on `cpu` at SCHED_FIFO 99, or (nil) at normal scheduling anywhere.
-    private static func watch(cpu: Int?, _ state: State) {
-        guard let cpu else {
-            state.started.add(1, ordering: .releasing)
-            tick(state) { late, next in state.normalStalls.withLock { $0.append(Stall(at: next, cpu: -1, lateNs: late)) } }
-            return
-        }
+    /// One watching thread: on `cpu` at SCHED_FIFO 99.
+    private static func watch(cpu: Int, _ state: State) {
+        let pinned = pin(to: cpu)
+        var param = sched_param(sched_priority: 99)
+        if pinned && sched_setscheduler(0, SCHED_FIFO, &param) == 0 { state.realtime.add(1, ordering: .releasing) }
+        state.started.add(1, ordering: .releasing)
+        tick(state, note: { late, next in state.stalls.withLock { $0.append(Stall(at: next, cpu: cpu, lateNs: late)) } })
+    }
+
+    /// Pins the calling thread to `cpu`; false where it may not.
+    static func pin(to cpu: Int) -> Bool {
         var set = cpu_set_t()
         withUnsafeMutableBytes(of: &set) { $0[cpu / 8] |= UInt8(1 << (cpu % 8)) }
         // sched_setaffinity is a GNU extension Glibc's module does not declare: looked up instead.
         typealias SetAffinity = @convention(c) (pid_t, Int, UnsafeRawPointer) -> Int32
-        let pinned = dlsym(nil, "sched_setaffinity").map { unsafeBitCast($0, to: SetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, &set) == 0 } ?? false
-        var param = sched_param(sched_priority: 99)
-        if pinned && sched_setscheduler(0, SCHED_FIFO, &param) == 0 { state.realtime.add(1, ordering: .releasing) }
-        state.started.add(1, ordering: .releasing)
-        tick(state) { late, next in state.stalls.withLock { $0.append(Stall(at: next, cpu: cpu, lateNs: late)) } }
+        return dlsym(nil, "sched_setaffinity").map { unsafeBitCast($0, to: SetAffinity.self)(0, MemoryLayout<cpu_set_t>.size, &set) == 0 } ?? false
     }
 
-    /// Wakes every `periodNs` until stopped; `note(late, when)` for each wake `noteNs` or more late.
-    private static func tick(_ state: State, note: (UInt64, UInt64) -> Void) {
+    /// The threads cued's audio passes through: its own, and the data thread of the ALSA plugin it
+    /// writes to (pipewire's, pulse's).
+    static let audioThreads: Set<String> = ["cued-audio", "alsa-pipewire", "threaded-ml"]
+
+    /// The follower: every period, each followed process's audio threads' run delay, the
+    /// kernel's sum of a thread's waits to run (schedstat's second field, ns). A rise of
+    /// `waitNoteNs` or more between two looks is one wait (a thread woken once a graph cycle waits
+    /// at most once a period), counted whole when it ends. FIFO 99 so that it looks every period;
+    /// the account is the kernel's either way.
+    private static func follow(_ state: State) {
+        var param = sched_param(sched_priority: 99)
+        _ = sched_setscheduler(0, SCHED_FIFO, &param)
+        state.started.add(1, ordering: .releasing)
+        var threads: [String: (fd: Int32, delay: UInt64)] = [:]  // by "pid/tid"
+        var looks = 0
+        tick(state, each: {
+            // Threads are looked for every 10 ms (cued starts its own after its socket, a plugin's
+            // at each device open).
+            looks += 1
+            if looks % 20 == 0 {
+                for pid in state.followed.withLock({ $0 }) {
+                    guard let tids = try? FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task") else {
+                        state.followed.withLock { $0.removeAll { $0 == pid } }
+                        continue
+                    }
+                    for tid in tids where threads["\(pid)/\(tid)"] == nil {
+                        let task = "/proc/\(pid)/task/\(tid)/"
+                        let comm = (try? String(contentsOfFile: task + "comm", encoding: .utf8)) ?? ""
+                        guard audioThreads.contains(comm.trimmingCharacters(in: .whitespacesAndNewlines)) else { continue }
+                        let fd = open(task + "schedstat", O_RDONLY | O_CLOEXEC)
+                        if fd >= 0 { threads["\(pid)/\(tid)"] = (fd, runDelay(fd) ?? 0) }
+                    }
+                }
+            }
+            for (key, t) in threads {
+                guard let delay = runDelay(t.fd) else { close(t.fd); threads[key] = nil; continue }
+                if delay >= t.delay + waitNoteNs { state.waits.withLock { $0.append(Stall(at: now(), cpu: -1, lateNs: delay - t.delay)) } }
+                threads[key]?.delay = delay
+            }
+            state.following.store(threads.count, ordering: .releasing)
+        })
+        for t in threads.values { close(t.fd) }
+    }
+
+    /// schedstat's run delay (ns) read again from its start; nil once the thread is gone.
+    private static func runDelay(_ fd: Int32) -> UInt64? {
+        var buf = [UInt8](repeating: 0, count: 96)
+        let n = buf.withUnsafeMutableBytes { pread(fd, $0.baseAddress, $0.count - 1, 0) }
+        guard n > 0 else { return nil }
+        let fields = String(decoding: buf[0..<n], as: UTF8.self).split(separator: " ")
+        return fields.count >= 2 ? UInt64(fields[1]) : nil
+    }
+
+    /// Wakes every `periodNs` until stopped; `note(late, when)` for each wake `noteNs` or more
+    /// late, `each()` at every wake.
+    private static func tick(_ state: State, note: (UInt64, UInt64) -> Void = { _, _ in }, each: () -> Void = {}) {
         var next = now()
         while state.running.load(ordering: .acquiring) {
             next += periodNs
             var ts = timespec(tv_sec: Int(next / 1_000_000_000), tv_nsec: Int(next % 1_000_000_000))
             while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, nil) == EINTR {}
             let woke = now()
+            each()
             if woke > next + noteNs {
                 note(woke - next, next)
                 next = woke
