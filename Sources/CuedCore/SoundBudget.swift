@@ -13,7 +13,7 @@ import Glibc
 /// (the sound cache) to give up what it can. Why it exists: without it, 300 cues
 /// naming one 10 s file held 1.1 GB, and 4,000 `play-file`s of distinct files 1.5 GB.
 public final class SoundBudget: Sendable {
-    /// 64 MiB: the whole freedesktop theme decoded (35 sounds, 16.2 MB) and the shipped
+    /// 64 MiB: the whole freedesktop theme decoded (35 sounds, 10.8 MiB) and the shipped
     /// cues (0.3 MB), with room beside them for 12 sounds of the 10 s maximum (3.84 MB
     /// each, 46 MB) decoding or playing at once — every decoding worker busy.
     public static let defaultLimitBytes = 64 << 20

@@ -6,7 +6,8 @@
 /// is playing it keeps it alive until it ends.
 ///
 /// The default byte limit, 16 MiB, holds about 44 s of 48 kHz stereo float —
-/// the whole of Debian's freedesktop theme (35 sounds, 42 s, 16.2 MB decoded)
+/// the whole of Debian's freedesktop theme (35 sounds, 42 s, 10.8 MiB decoded:
+/// its mono sounds stay mono)
 /// or four sounds of the 10 s maximum — while the daemon's own RSS stays in
 /// the tens of MB. Bytes alone did not bound it: each entry also costs about
 /// 500 bytes of bookkeeping (key, node, cue), and a million played files of
