@@ -127,7 +127,9 @@ public enum Doctor {
             // The output itself (null, a failing device) is said above, with more of its detail.
             let all = WhyRender.reasons(why, canberra: canberra)
             let reasons = all.filter { $0.name != "no-output" && $0.name != "device-failing" }
-            if reasons.isEmpty { ok("why \(why.cue): nothing \(all.isEmpty ? "" : "else ")holds it back\(all.isEmpty ? "" : " (the output, above)")") }
+            if reasons.isEmpty {
+                ok("why \(why.cue): " + (all.isEmpty ? "nothing holds it back" : "nothing else holds it back (the output, above)"))
+            }
             for reason in reasons { problem("why \(why.cue): \(reason.says) [\(reason.name)]", fix: reason.fix) }
             if !reasons.isEmpty { heard = false }
         }
