@@ -300,8 +300,16 @@ static inline void cued_pw_buffer_seal(struct pw_buffer *b, int frames, int stri
     b->size = (uint64_t)frames;
 }
 
+/* The buffers cued's stream needs: two at least, one the graph plays in its cycle and one
+   cued fills for the next (GraphSlot holds at most one). A stream that says nothing gets what
+   the converter offers: 2 on PipeWire 0.3.65, 1 since 0.3.83 (commit 11320cf20, "tweak number
+   of buffers"), and with one buffer the stream can never have the next cycle's ready: it took no
+   frame at all (`no free buffers`). More than two would only sit in the stream's queue. */
+#define CUED_PW_BUFFERS_MIN 2
+#define CUED_PW_BUFFERS_MAX 8
+
 /* Connects a playback stream offering one format: interleaved S16LE (f32 = 0) or
-   F32LE (f32 = 1), `channels` at `rate` (FL FR for stereo). */
+   F32LE (f32 = 1), `channels` at `rate` (FL FR for stereo), and asking for its buffers. */
 static inline int cued_pw_stream_connect(struct pw_stream *stream, int f32, uint32_t rate, uint32_t channels,
                                          enum pw_stream_flags flags) {
     uint8_t buffer[1024];
@@ -314,7 +322,10 @@ static inline int cued_pw_stream_connect(struct pw_stream *stream, int f32, uint
         info.position[0] = SPA_AUDIO_CHANNEL_FL;
         info.position[1] = SPA_AUDIO_CHANNEL_FR;
     }
-    const struct spa_pod *params[1];
+    const struct spa_pod *params[2];
     params[0] = spa_format_audio_raw_build(&b, SPA_PARAM_EnumFormat, &info);
-    return cued_pw()->pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY, flags, params, 1);
+    params[1] = spa_pod_builder_add_object(&b, SPA_TYPE_OBJECT_ParamBuffers, SPA_PARAM_Buffers,
+        SPA_PARAM_BUFFERS_buffers, SPA_POD_CHOICE_RANGE_Int(CUED_PW_BUFFERS_MIN, CUED_PW_BUFFERS_MIN, CUED_PW_BUFFERS_MAX),
+        SPA_PARAM_BUFFERS_blocks, SPA_POD_Int(1));
+    return cued_pw()->pw_stream_connect(stream, PW_DIRECTION_OUTPUT, PW_ID_ANY, flags, params, 2);
 }
