@@ -81,6 +81,11 @@ public enum Doctor {
             } else if s.spec.hasPrefix("alsa:") && s.state == "closed" && !pipewire && !pulse && !soundCard {
                 problem("output \(where_): no sound server answers and there is no sound card: nothing would be heard",
                         fix: "systemctl --user start pipewire pipewire-pulse (a desktop), or restart cued with --sink wav:FILE to record")
+            } else if let words = s.failingWords {
+                // It opens and takes cues, and they are not heard: never an "ok".
+                problem("output \(s.spec) (\(s.state)) takes cues and plays nothing: it \(words)",
+                        fix: s.why != nil ? "auto takes its next output after two failures in a row (play a cue, then cuectl doctor again); to choose one: cued --sink alsa:default"
+                                          : "restart cued with --sink auto (the default) or another output; cuectl status shows what cued sees")
             } else {
                 ok("output \(where_)" + (s.state == "closed" ? " (opened on the first cue)" : ""))
                 heard = true

@@ -24,6 +24,7 @@ public enum StatusTable {
         rows.append(("sink", sink))
         if let why = s.sink.why { rows.append(("", why)) }
         if let e = s.sink.error { rows.append(("sink error", e)) }
+        if let words = s.sink.failingWords { rows.append(("sink health", "failing: it \(words)")) }
         rows.append(("margin", marginLine(s.sink)))
         if let stream = volumeLine(s.sink.stream) { rows.append(("stream", stream)) }
         if let o = s.sink.outputVolume.flatMap(volumeLine) { rows.append(("output volume", o)) }

@@ -22,12 +22,20 @@ public final class FollowingSink: Sink {
     private let make: (String) -> any Sink
     private var sinks: [String: any Sink] = [:]
     private var current: (any Sink)?
+    /// How each candidate did since a cue was last heard through it: one that failed twice with
+    /// none heard is benched for a while (the pick takes the next), then tried again.
+    private var health: [String: OutputHealth] = [:]
+    private var currentSpec: String?
+    /// The clock `open` reads the benches with (the engine's; a fake one in tests).
+    private let clock: @Sendable () -> UInt64
     private let shown = Mutex<(spec: String, why: String)>(("auto", "auto: not opened yet"))
 
     /// `make`: the sink of a spec the pick tries or returns (`pipewire`, `alsa:PCM`, `null`).
-    public init(pick: @escaping Pick, make: @escaping (String) -> any Sink) {
+    public init(pick: @escaping Pick, make: @escaping (String) -> any Sink,
+                clock: @escaping @Sendable () -> UInt64 = { MonotonicClock.now() }) {
         self.pick = pick
         self.make = make
+        self.clock = clock
     }
 
     public var spec: String { shown.withLock { $0.spec } }
@@ -37,6 +45,7 @@ public final class FollowingSink: Sink {
         if let s = sinks[spec] { return s }
         let s = make(spec)
         sinks[spec] = s
+        health[spec] = OutputHealth()  // here, not on the audio thread's `note`: made once, with the sink
         return s
     }
 
@@ -52,20 +61,26 @@ public final class FollowingSink: Sink {
 
     public func open() throws(SinkError) -> OpenedDevice {
         var opened: (sink: any Sink, device: OpenedDevice)?
+        let now = clock()
         let choice = pick { spec in
             let s = sink(spec)
             if let opened { opened.sink.close() }  // a candidate that opened is not the pick (another was asked after it)
             opened = nil
+            if health[spec]?.benched(now: now) == true, let h = health[spec], let until = h.retryAt {
+                return "it opened but played nothing: \(h.summary ?? "it failed"); tried again in \((until - now + 999_999_999) / 1_000_000_000) s"
+            }
             do throws(SinkError) { opened = (s, try s.open()); return nil } catch { return error.message }
         }
         shown.withLock { $0 = choice }
         if let opened, choice.spec != "null" {
             current = opened.sink
+            currentSpec = choice.spec
             return opened.device
         }
         // Playing to nothing: closed as soon as it is idle, so that the next cue picks again.
         let null = sink("null")
         current = null
+        currentSpec = nil
         var device = try null.open()
         device.pacing.idleCloseLimitNs = 0
         return device
@@ -81,6 +96,10 @@ public final class FollowingSink: Sink {
     public func rewind(frames: Int) -> Int { current!.rewind(frames: frames) }
     public func setMargin(frames: Int, canGiveBack: Int) -> Int { current?.setMargin(frames: frames, canGiveBack: canGiveBack) ?? 0 }
     public func stop() { current?.stop() }
+    public func note(_ outcome: OutputHealth.Outcome, now: UInt64) {
+        guard let spec = currentSpec else { return }
+        health[spec]?.note(outcome, now: now)
+    }
     public func close() {
         current?.close()
         current = nil

@@ -69,7 +69,7 @@ final class Playback {
         case .shutdown(let deadline):
             feed(.shutdown(deadline: deadline), now: now)
         }
-        reportEnds()
+        reportEnds(now: now)
     }
 
     // MARK: - One turn of the loop
@@ -150,7 +150,7 @@ final class Playback {
             next = followUps.isEmpty ? nil : followUps.removeFirst()
         }
         publishState()
-        reportEnds()
+        reportEnds(now: now)
     }
 
     private func perform(_ action: Machine.Action, now: UInt64) {
@@ -190,9 +190,11 @@ final class Playback {
             stats.voicesActive.store(0, ordering: .relaxed)
         case .reportStall:
             stats.stalls.add(1, ordering: .relaxed)
+            sink.note(.failed("stalled: it took no frames"), now: now)
             onEvent(.stalled)
         case .reportLost:
             stats.lost.add(1, ordering: .relaxed)
+            sink.note(.failed("lost: recovering made no progress"), now: now)
             onEvent(.lost)
         case .exit:
             exited = true
@@ -257,13 +259,18 @@ final class Playback {
     private func heard(now: UInt64) {
         guard ledger.soundingCount > 0, let writer else { return }
         ledger.sounded(through: writer.stream.heard(now: now))
-        reportEnds()
+        reportEnds(now: now)
     }
 
     /// Hands the ledger's ends to the server (those it needs), and counts them.
-    private func reportEnds() {
+    /// Hands over the voices' ends; each tells the sink how its output did (`OutputHealth`).
+    private func reportEnds(now: UInt64) {
         ledger.takeEnds { end in
-            if end.reason == .late || end.reason == .cut { stats.dropped.add(1, ordering: .relaxed) }
+            if end.reason == .played { sink.note(.heard, now: now) }
+            if end.reason == .late || end.reason == .cut {
+                stats.dropped.add(1, ordering: .relaxed)
+                if machine.shutdownDeadline == nil { sink.note(.lost, now: now) }
+            }
             if end.isReported { onEvent(.voiceEnded(end)) }
         }
     }
@@ -287,6 +294,7 @@ final class Playback {
     }
 
     private func deviceFailed(_ error: SinkError, now: UInt64) {
+        sink.note(.failed(error.message), now: now)
         onEvent(.writeFailed(error.message))
         stats.setSink(.failed, error: error.message)
         feed(.writeFailed, now: now)

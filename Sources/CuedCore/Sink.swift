@@ -203,6 +203,9 @@ public protocol Sink: AnyObject {
     func stop()
     /// Closes the device. `open` may be called again later.
     func close()
+    /// How the output did (a cue heard whole, one lost, a failure): for a sink that picks among
+    /// outputs (`FollowingSink`), which benches one that keeps failing. Most ignore it.
+    func note(_ outcome: OutputHealth.Outcome, now: UInt64)
 }
 
 extension Sink {
@@ -215,4 +218,5 @@ extension Sink {
     public func rewindableFrames() -> Int { 0 }
     public func rewind(frames: Int) -> Int { 0 }
     public func setMargin(frames: Int, canGiveBack: Int) -> Int { 0 }
+    public func note(_ outcome: OutputHealth.Outcome, now: UInt64) {}
 }

@@ -32,6 +32,22 @@ public struct Status: Sendable, Equatable {
         public var stream = StreamVolume()
         /// The volume the sound server keeps for the sink cued plays to, where cued can read it.
         public var outputVolume: StreamVolume?
+        /// Since a cue was last heard whole through this output: its failures (stalls, lost
+        /// devices, failed writes and opens), the cues it cut off or dropped, and the last
+        /// failure in words. Any of them: the output is failing, whatever its `state` says.
+        public var faultsSinceHeard = 0
+        public var lostSinceHeard = 0
+        public var lastFault: String?
+        public var failing: Bool { faultsSinceHeard > 0 || lostSinceHeard > 0 }
+        /// "failed twice and lost 3 cues since a cue was last heard whole (last: …)"; nil: not failing.
+        public var failingWords: String? { Self.failingWords(faults: faultsSinceHeard, lost: lostSinceHeard, last: lastFault) }
+        public static func failingWords(faults: Int, lost: Int, last: String?) -> String? {
+            guard faults > 0 || lost > 0 else { return nil }
+            var parts: [String] = []
+            if faults > 0 { parts.append("failed " + (faults == 1 ? "once" : faults == 2 ? "twice" : "\(faults) times")) }
+            if lost > 0 { parts.append("lost \(lost) cue\(lost == 1 ? "" : "s")") }
+            return parts.joined(separator: " and ") + " since a cue was last heard whole" + (last.map { " (last: \($0))" } ?? "")
+        }
         public init() {}
     }
 
@@ -202,6 +218,7 @@ public struct Status: Sendable, Equatable {
         case delayUs = "device_delay_us", error, why
         case marginFrames = "margin_frames", marginGrowths = "margin_growths", marginShrinks = "margin_shrinks", marginMisses = "margin_misses"
         case stream, outputVolume = "output_volume"
+        case faultsSinceHeard = "faults_since_heard", lostSinceHeard = "lost_since_heard", lastFault = "last_fault"
         // cue, app
         case frames, via, variants, order
         // latency
@@ -227,7 +244,9 @@ public struct Status: Sendable, Equatable {
                             (.delayUs, n(sink.delayUs)), (.error, s(sink.error)), (.why, s(sink.why)),
                             (.marginFrames, n(sink.marginFrames)), (.marginGrowths, n(sink.marginGrowths)),
                             (.marginShrinks, n(sink.marginShrinks)), (.marginMisses, n(sink.marginMisses)), (.stream, sink.stream.json),
-                            (.outputVolume, sink.outputVolume?.keptJSON ?? .null)])
+                            (.outputVolume, sink.outputVolume?.keptJSON ?? .null),
+                            (.faultsSinceHeard, n(sink.faultsSinceHeard)), (.lostSinceHeard, n(sink.lostSinceHeard)),
+                            (.lastFault, s(sink.lastFault))])
         let cuesJSON = JSON.object(cues.keys.sorted().map { name in
             let c = cues[name]!
             return (name, obj([(.frames, n(c.frames)), (.played, n(c.played)), (.variants, n(c.variants)), (.order, s(c.order))]))
@@ -304,6 +323,9 @@ public struct Status: Sendable, Equatable {
         sink.marginMisses = int(v(sk, .marginMisses)) ?? 0
         sink.stream = StreamVolume(json: v(sk, .stream))
         if let o = v(sk, .outputVolume), o != .null { sink.outputVolume = StreamVolume(json: o) }
+        sink.faultsSinceHeard = int(v(sk, .faultsSinceHeard)) ?? 0
+        sink.lostSinceHeard = int(v(sk, .lostSinceHeard)) ?? 0
+        sink.lastFault = str(v(sk, .lastFault))
         for (name, c) in pairs(field(.cues)) {
             cues[name] = Cue(frames: int(v(c, .frames)) ?? 0, played: int(v(c, .played)) ?? 0, variants: int(v(c, .variants)) ?? 1,
                              order: str(v(c, .order)))

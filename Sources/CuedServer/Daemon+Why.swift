@@ -1,5 +1,8 @@
 import CuedCore
 import CuedProtocol
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `why CUE`: every reason the next play of CUE by the asking client's app would not be heard, in
 /// the order they apply. Admission's own rules first (the voice broker's ordered list, the same
@@ -55,8 +58,21 @@ extension Daemon {
         }
         if let (name, kept) = outputSink, kept.silenced, let o = outputVolumeStatus { out.append(WhyWording.outputMuted(o, name: name)) }
         // A recording (wav:) is an output chosen on purpose: cuectl doctor counts it as heard, and so does why.
-        if spec == "null" { out.append(WhyWording.noOutput(why: engine.sinkWhy)) }
-        if stats.sinkState == .failed || stats.sinkError != nil { out.append(WhyWording.deviceFailing(stats.sinkError)) }
+        // auto played to nothing, and a sound server answers now: the next cue picks it (doctor says so too).
+        if spec == "null" && !(engine.sinkWhy != nil && SoundServer.answersNow()) { out.append(WhyWording.noOutput(why: engine.sinkWhy)) }
+        if stats.sinkState == .failed || stats.sinkError != nil {
+            out.append(WhyWording.deviceFailing(stats.sinkError))
+        } else if spec != "null", let summary = broker.health.summary {
+            out.append(WhyWording.notHeard(spec, summary, auto: engine.sinkWhy != nil))
+        }
         return out
+    }
+}
+
+/// A sound server's socket in cued's runtime directory (what `--sink auto` looks for first).
+enum SoundServer {
+    static func answersNow() -> Bool {
+        guard let p = getenv("XDG_RUNTIME_DIR"), case let rt = String(cString: p), !rt.isEmpty else { return false }
+        return access(rt + "/pipewire-0", F_OK) == 0 || access(rt + "/pulse/native", F_OK) == 0
     }
 }

@@ -129,6 +129,6 @@ public final class Daemon {
                      unlistedPlays: broker.counts.otherPlayed, theme: fetch.sounds.status(),
                      memory: StatusReport.memory(budget, cues: current.bank.bytes, cache: fetch.sounds.cachedBytes),
                      bus: desktop?.busStatus ?? Status.Bus(), desktop: desktopStatus, stream: streamStatus,
-                     outputVolume: outputVolumeStatus).status
+                     outputVolume: outputVolumeStatus, health: broker.health).status
     }
 }

@@ -66,6 +66,7 @@ struct StatusReport {
     var desktop = Status.Desktop()
     var stream = Status.StreamVolume()
     var outputVolume: Status.StreamVolume?
+    var health = OutputHealth()
 
     /// One line for systemd's STATUS=: cues, sink state, mute, and the profile unless it is `full`.
     static func line(cues: Int, engine: AudioEngine, muted: Bool, profile: Profile = .full) -> String {
@@ -144,6 +145,9 @@ struct StatusReport {
         out.sink.marginGrowths = s.marginGrowths.load(ordering: .relaxed)
         out.sink.marginShrinks = s.marginShrinks.load(ordering: .relaxed)
         out.sink.marginMisses = s.marginMisses.load(ordering: .relaxed)
+        out.sink.faultsSinceHeard = health.faults
+        out.sink.lostSinceHeard = health.lost
+        out.sink.lastFault = health.lastFault
         for name in runtime.bank.names {
             let variants = runtime.bank.variants[name] ?? []
             out.cues[name] = Status.Cue(frames: variants.first?.frames ?? 0,

@@ -30,6 +30,10 @@ final class VoiceBroker {
     private(set) var playedByCue: [String: Int] = [:]
     private(set) var counts = AppCounts()
     private var nextVoiceID: UInt64 = 1
+    /// How the output cued plays to now has done since a cue was last heard whole through it:
+    /// `status`, `doctor` and `why` say it fails while it accepts cues and plays nothing.
+    private(set) var health = OutputHealth()
+    private var healthSpec: String?
 
     init(loop: any EventLoop, engine: AudioEngine, clients: ClientTable, stopping: StopFlag, logger: Logger) {
         self.loop = loop
@@ -135,9 +139,20 @@ final class VoiceBroker {
         switch event {
         case .voiceEnded(let end): ended(end)
         case .stopped, .synced: tickets.handle(event)
-        case .opened, .openFailed, .writeFailed, .stalled, .lost, .streamStopped, .closed, .threadStarted:
+        case .opened:
+            // Another output (auto's next pick) starts with a clean record.
+            if engine.sinkSpec != healthSpec { health = OutputHealth(); healthSpec = engine.sinkSpec }
+        case .openFailed(let e), .writeFailed(let e): noteHealth(.failed(e))
+        case .stalled: noteHealth(.failed("stalled: it took no frames"))
+        case .lost: noteHealth(.failed("lost: recovering made no progress"))
+        case .streamStopped, .closed, .threadStarted:
             break  // the device's own news: DeviceLog's
         }
+    }
+
+    private func noteHealth(_ outcome: OutputHealth.Outcome) {
+        if isStopping { return }
+        health.note(outcome, now: MonotonicClock.now())
     }
 
     /// A voice's one end, mapped in this one place to all it means: a log line and
@@ -145,6 +160,7 @@ final class VoiceBroker {
     /// client's end report.
     func ended(_ end: VoiceEnd) {
         let neverPlayed = end.reason == .late || end.reason == .cut || (end.reason == .shutdown && !end.started)
+        if end.reason == .played { noteHealth(.heard) } else if end.reason == .late || end.reason == .cut { noteHealth(.lost) }
         if neverPlayed {
             if isStopping {
                 logger.info("cue not played: cued is stopping", metadata: ["cue.name": "\(end.cue)"])

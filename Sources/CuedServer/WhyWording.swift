@@ -74,13 +74,22 @@ enum WhyWording {
                       fix: "pactl set-sink-mute \(name) 0 && pactl set-sink-volume \(name) 100% (or the desktop's output volume)")
     }
 
+    /// `why`: auto's reason for null (auto picks again at the next cue: no restart); nil: null was named.
     static func noOutput(why: String?) -> Reason {
         Reason("no-output", says: "cued plays to nothing: its output is null" + (why.map { " (\($0))" } ?? ""),
-               fix: "start a sound server (PipeWire) and restart cued (--sink auto picks it), or --sink alsa:PCM for a card")
+               fix: why != nil ? "start a sound server (systemctl --user start pipewire wireplumber pipewire-pulse) or plug a card: auto picks it at the next cue, no restart needed"
+                               : "restart cued with --sink auto (the default), or --sink alsa:PCM for a card")
     }
 
     static func deviceFailing(_ error: String?) -> Reason {
         Reason("device-failing", says: "the output fails" + (error.map { ": \($0)" } ?? ""), fix: "cuectl doctor (is the sound server running?)")
+    }
+
+    /// The output opens and takes cues, and they are not heard (`OutputHealth`). `auto`: cued picks its output.
+    static func notHeard(_ spec: String, _ summary: String, auto: Bool) -> Reason {
+        Reason("device-failing", says: "the output \(spec) takes cues and plays nothing: it \(summary)",
+               fix: auto ? "auto takes its next output after two failures in a row (cuectl doctor says which and why); to choose one: cued --sink alsa:default"
+                         : "restart cued with --sink auto, or another output (cuectl doctor says more)")
     }
 }
 

@@ -76,6 +76,35 @@ import TestSupport
         #expect(s.dropped == 1)
     }
 
+    /// An output that opens and takes cues and plays none of them is never "ok": `status`,
+    /// `why` and `doctor` say it fails, with the fix, until a cue is heard whole through it.
+    @Test func anOutputThatStallsIsFailingUntilACueIsHeard() throws {
+        var cues = Fixture.standard
+        cues["long"] = Fixture.constant(100, frames: 24_000)  // 500 ms
+        let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-3=once"])
+        let r = try d.request("play long wait")
+        #expect(r.hasPrefix("err not-played cut"), "\(r)")
+        #expect(eventually { (try? d.status()).map { $0.stalls == 1 && $0.sink.state == "idle" } ?? false })
+        var s = try d.status()
+        #expect(s.sink.failing)
+        #expect(s.sink.faultsSinceHeard == 1 && s.sink.lostSinceHeard == 1, "\(s.sink)")
+        #expect(s.sink.lastFault == "stalled: it took no frames")
+        let why = try d.request("why pop")
+        #expect(why.contains("device-failing"), "\(why)")
+        #expect(why.contains("takes cues and plays nothing: it failed once and lost 1 cue since a cue was last heard whole"), "\(why)")
+        let doctor = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "doctor"], env: d.environment)
+        #expect(doctor.status == 1, "\(doctor)")
+        #expect(doctor.out.contains("!!  output fault:stall-3=once (idle) takes cues and plays nothing: it failed once and lost 1 cue"), "\(doctor.out)")
+        let table = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "status"], env: d.environment)
+        #expect(table.out.contains("sink health   failing: it failed once and lost 1 cue"), "\(table.out)")
+        // The reopened device plays: heard whole, the output is healthy again.
+        #expect(try d.request("play pop wait") == "ok")
+        s = try d.status()
+        #expect(!s.sink.failing && s.sink.lastFault == nil, "\(s.sink)")
+        let again = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "doctor"], env: d.environment)
+        #expect(!again.out.contains("plays nothing"), "\(again.out)")
+    }
+
     /// A device that never takes another frame does not hold the stop: the audio
     /// thread gives up on the cue at the end of the grace and ends, so cued stops
     /// by itself (not by its exit deadline, nor leaving the thread behind).
