@@ -109,7 +109,8 @@ public enum StatusTable {
 
     /// A volume as people read it: `50% (0.125 linear), muted (from …)`; nil when nothing is known.
     static func volumeLine(_ v: Status.StreamVolume) -> String? {
-        let linear = v.channelVolumes.max() ?? v.volume
+        // The gain heard: the master volume times the loudest channel's (PipeWire's Props carry both).
+        let linear = v.volume == nil && v.channelVolumes.isEmpty ? nil : (v.volume ?? 1) * (v.channelVolumes.max() ?? 1)
         guard linear != nil || v.mute != nil || v.from != nil else { return nil }
         var parts: [String] = []
         if let l = linear {

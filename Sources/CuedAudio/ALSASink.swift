@@ -65,7 +65,11 @@ public final class ALSASink: Sink {
         }
         let pairs = props.keys.sorted().map { ($0, quoted(props[$0]!)) }
         if getenv("PIPEWIRE_ALSA") == nil {
-            setenv("PIPEWIRE_ALSA", "{ " + pairs.map { "\($0.0) = \($0.1)" }.joined(separator: " ") + " }", 1)
+            // PipeWire's own word for pulse's `event` role (pipewire-pulse's remap.c maps one to the
+            // other), so that the session manager files the plugin's stream with the native one under
+            // the Notification role: the desktop's System Sounds volume governs it.
+            let native = pairs.map { $0.0 == "media.role" && props[$0.0] == "event" ? ($0.0, quoted("Notification")) : $0 }
+            setenv("PIPEWIRE_ALSA", "{ " + native.map { "\($0.0) = \($0.1)" }.joined(separator: " ") + " }", 1)
         }
         if getenv("PULSE_PROP") == nil {
             setenv("PULSE_PROP", pairs.map { "\($0.0)=\($0.1)" }.joined(separator: " "), 1)

@@ -47,14 +47,15 @@ extension Daemon {
         let p = streamProps.snapshot, role = wirePlumber?.notificationRole
         if spec.hasPrefix("pipewire") {
             if p.open && p.changes > 0 && p.silenced {
-                out.append(StreamOrigin.matches(p, role) ? WhyWording.systemSounds(p.mute == true, live: true, wirePlumber!.directory)
+                out.append(StreamOrigin.matches(p, role) ? WhyWording.systemSounds(p.mute == true, live: true, wirePlumber!.notificationWhere)
                                                           : WhyWording.streamMuted(p))
             } else if !p.open, let role, role.silenced {
-                out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.directory))
+                out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.notificationWhere))
             }
-        } else if spec == "alsa:pulse", let role, role.silenced {
-            // Through pipewire-pulse, the plugin's `event` role is the Notification role.
-            out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.directory))
+        } else if spec == "alsa:pulse" || spec == "alsa:default" || spec.hasPrefix("alsa:pipewire"), let role, role.silenced {
+            // Through pipewire-pulse, the plugin's `event` role is the Notification role; through
+            // pipewire-alsa the stream says Notification itself (ALSASink.exportStreamProperties).
+            out.append(WhyWording.systemSounds(role.mute == true, live: false, wirePlumber!.notificationWhere))
         }
         if let (name, kept) = outputSink, kept.silenced, let o = outputVolumeStatus { out.append(WhyWording.outputMuted(o, name: name)) }
         // A recording (wav:) is an output chosen on purpose: cuectl doctor counts it as heard, and so does why.

@@ -59,7 +59,7 @@ extension Daemon {
         s.inputFeedbackSounds = .init(r.inputFeedbackSounds.value, from: r.inputFeedbackSounds.from)
         s.doNotDisturb = .init(r.doNotDisturb.value, from: r.doNotDisturb.from)
         if let role = wirePlumber?.notificationRole {
-            s.systemSounds = Self.kept(role, from: "WirePlumber's restore-stream key \(WirePlumberState.notificationKey) (\(wirePlumber!.directory))")
+            s.systemSounds = Self.kept(role, from: "WirePlumber's \(wirePlumber!.notificationFile) key \(WirePlumberState.notificationKey) (\(wirePlumber!.directory))")
         }
         return s
     }
@@ -85,7 +85,7 @@ extension Daemon {
     /// `status`'s `sink.output_volume`: the volume WirePlumber keeps for the sink cued plays to, if any.
     var outputVolumeStatus: Status.StreamVolume? {
         guard let (name, v) = outputSink, let wp = wirePlumber else { return nil }
-        return Self.kept(v, from: "WirePlumber's saved volume of the sink \(name) (\(wp.directory)/restore-stream)")
+        return Self.kept(v, from: "WirePlumber's saved volume of the sink \(name) (\(wp.directory))")
     }
 
     /// The sink cued plays to and the volume WirePlumber keeps for it, where cued can tell (a
@@ -99,7 +99,7 @@ extension Daemon {
 
 /// Where cued's stream's volume comes from, in words, when cued can tell.
 enum StreamOrigin {
-    static let restored = "WirePlumber's restore-stream key \(WirePlumberState.notificationKey): the desktop's System Sounds volume"
+    static let restored = "WirePlumber's kept volume for the role (\(WirePlumberState.notificationKey)): the desktop's System Sounds volume"
     static let graph = "the graph: set on cued's stream (wpctl, a mixer)"
     static let unset = "the graph's default: nothing set for cued's stream or its role"
 

@@ -53,9 +53,8 @@ enum WhyWording {
         """
 
     /// The Notification role's kept volume silences cued's stream (`live`: the open stream has it now).
-    static func systemSounds(_ muted: Bool, live: Bool, _ directory: String) -> Reason {
+    static func systemSounds(_ muted: Bool, live: Bool, _ key: String) -> Reason {
         let what = muted ? "muted" : "at 0"
-        let key = "WirePlumber's restore-stream key \(WirePlumberState.notificationKey), \(directory)/restore-stream"
         return Reason("system-sounds", says: live
                       ? "cued's stream is \(what) on the sound server, as the desktop's System Sounds volume says (\(key))"
                       : "the desktop's System Sounds volume is \(what) (\(key)): the sound server puts it on cued's stream when it opens",

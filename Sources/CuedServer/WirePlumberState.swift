@@ -1,3 +1,4 @@
+import CuedProtocol
 import CuedSystem
 
 /// A volume the sound server keeps and restores (WirePlumber's state): linear gains, nil
@@ -16,8 +17,13 @@ public struct KeptVolume: Sendable, Equatable {
     }
 }
 
-/// What WirePlumber 0.4 keeps that decides whether cued is heard, read from its state files
+/// What WirePlumber keeps that decides whether cued is heard, read from its state files
 /// (`$XDG_STATE_HOME/wireplumber`, key files): a pure parse, tested without WirePlumber.
+/// WirePlumber 0.4 keeps stream volumes in `restore-stream`, one field a key
+/// (`Output/Audio:media.role:Notification:volume=1.0`); 0.5 in `stream-properties`, one JSON
+/// object a key (`Output/Audio:media.role:Notification={"mute":true, "volume":0.2,
+/// "channelVolumes":[…], "channelMap":[…]}`), with no migration from 0.4's file: where 0.5's
+/// file says something of an entry, it is the one in force (a 0.4 file beside it is a leftover).
 ///
 /// - The desktop's "System Sounds" volume: restore-stream's entry for the Notification role
 ///   (`Output/Audio:media.role:Notification`, scripts/restore-stream.lua's `findSuitableKey`),
@@ -33,18 +39,25 @@ public struct WirePlumberState: Sendable, Equatable {
     public static let notificationKey = "Output/Audio:media.role:Notification"
     static let sinkPrefix = "Audio/Sink:node.name:"
     /// The files read, in its state directory.
-    static let files = ["restore-stream", "default-nodes"]
+    static let files = ["restore-stream", "default-nodes", "stream-properties"]
     /// Each file is small (an entry per stream and sink it ever saw); bigger is not read.
     static let maxBytes = 1 << 20
     /// Sinks kept at most.
     static let maxSinks = 64
 
     public var notificationRole: KeptVolume?
+    /// The file the role's entry was read from: `restore-stream` (0.4) or `stream-properties` (0.5).
+    public var notificationFile = "restore-stream"
     public var sinks: [String: KeptVolume] = [:]
     public var defaultSink: String?
     /// Where they were read.
     public var directory = ""
     public init() {}
+
+    /// Where the role's entry was read, in words.
+    public var notificationWhere: String {
+        "WirePlumber's \(notificationFile) key \(Self.notificationKey), \(directory)/\(notificationFile)"
+    }
 
     /// Its state directory (its `wp_get_xdg_state_dir`).
     static func directory(environment env: [String: String]) -> String {
@@ -60,8 +73,8 @@ public struct WirePlumberState: Sendable, Equatable {
         return (name, v)
     }
 
-    /// The state in the two files' text (nil: a file that is not there).
-    static func parse(restoreStream: String?, defaultNodes: String?, directory: String) -> WirePlumberState {
+    /// The state in the files' text (nil: a file that is not there).
+    static func parse(restoreStream: String?, defaultNodes: String?, streamProperties: String? = nil, directory: String) -> WirePlumberState {
         var s = WirePlumberState()
         s.directory = directory
         var role = KeptVolume(), roleSaid = false
@@ -79,7 +92,41 @@ public struct WirePlumberState: Sendable, Equatable {
         for (section, name, value) in entries(defaultNodes ?? "") where section == "default-nodes" && name == "default.configured.audio.sink" {
             s.defaultSink = value.isEmpty ? nil : value
         }
+        s.readStreamProperties(streamProperties ?? "")
         return s
+    }
+
+    /// WirePlumber 0.5's entries, over 0.4's: an entry a key, its value a JSON object.
+    private mutating func readStreamProperties(_ text: String) {
+        for (section, name, value) in Self.entries(text) where section == "stream-properties" {
+            let isRole = name == Self.notificationKey
+            let sink = name.hasPrefix(Self.sinkPrefix) ? String(name.dropFirst(Self.sinkPrefix.count)) : nil
+            guard isRole || sink.map({ !$0.isEmpty }) == true, let v = Self.keptVolume(json: value) else { continue }
+            if isRole {
+                notificationRole = v
+                notificationFile = "stream-properties"
+            } else if let sink, sinks[sink] != nil || sinks.count < Self.maxSinks {
+                sinks[sink] = v
+            }
+        }
+    }
+
+    /// `{"mute":true, "volume":0.2, "channelVolumes":[0.5,0.5], …}`; nil: not such an object.
+    static func keptVolume(json text: String) -> KeptVolume? {
+        guard text.utf8.count <= 4096, case .object(let pairs)? = try? JSON.parse(text, maxDepth: 4) else { return nil }
+        func gain(_ j: JSON?) -> Double? { if case .number(let d)? = j, d.isFinite, d >= 0 { d } else { nil } }
+        var v = KeptVolume(), said = false
+        for (key, value) in pairs {
+            switch key {
+            case "volume": v.volume = gain(value); said = true
+            case "mute": if case .bool(let b) = value { v.mute = b }; said = true
+            case "channelVolumes":
+                if case .array(let a) = value { v.channelVolumes = a.prefix(64).compactMap { gain($0) } }
+                said = true
+            default: break
+            }
+        }
+        return said ? v : nil
     }
 
     /// One field of an entry (`volume`, `mute`, `channelVolumes`); whether it was one.

@@ -26,9 +26,9 @@ extension DesktopBus {
         guard let restore = stateFiles.path else { return }
         let dir = Path.directory(restore)
         func read(_ name: String) -> String? { try? UntrustedFile.readText(dir + "/" + name, maxBytes: WirePlumberState.maxBytes) }
-        let restoreText = read("restore-stream"), nodes = read("default-nodes")
-        let state = restoreText == nil && nodes == nil ? nil
-            : WirePlumberState.parse(restoreStream: restoreText, defaultNodes: nodes, directory: dir)
+        let restoreText = read("restore-stream"), nodes = read("default-nodes"), properties = read("stream-properties")
+        let state = restoreText == nil && nodes == nil && properties == nil ? nil
+            : WirePlumberState.parse(restoreStream: restoreText, defaultNodes: nodes, streamProperties: properties, directory: dir)
         guard state != portal.wirePlumber else { return }
         portal.wirePlumber = state
         sendDesktop()

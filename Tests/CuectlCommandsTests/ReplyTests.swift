@@ -1,5 +1,5 @@
 import CuedProtocol
-import CuectlCommands
+@testable import CuectlCommands
 import Testing
 
 @Suite struct ReplyTests {
@@ -129,5 +129,19 @@ import Testing
         #expect(late.message.hasPrefix("cued is still reloading after 300 s; the reload goes on"))
         #expect(late.exitCode == ExitCode.stillRunning && ExitCode.stillRunning == 75)
         #expect(ReplyTimeout.outcome(for: .status) == ("cued did not reply in time (5 s)", ExitCode.noDaemon))
+    }
+}
+
+/// A volume as the table shows it is what is heard: the master volume times the loudest channel's
+/// (WirePlumber 0.5 keeps `"volume":0.2` beside channel volumes of 1).
+@Suite struct VolumeLineTests {
+    @Test func theMasterVolumeCountsBesideChannelVolumes() {
+        var v = Status.StreamVolume()
+        (v.volume, v.mute, v.channelVolumes) = (0.2, true, [1, 1])
+        #expect(StatusTable.volumeLine(v) == "58% (0.2 linear), muted")
+        (v.volume, v.channelVolumes) = (1, [0.125, 0.125])
+        #expect(StatusTable.volumeLine(v)?.hasPrefix("50% (0.125 linear)") == true)
+        (v.volume, v.channelVolumes, v.mute) = (nil, [], nil)
+        #expect(StatusTable.volumeLine(v) == nil)
     }
 }

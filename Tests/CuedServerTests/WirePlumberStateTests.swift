@@ -31,6 +31,32 @@ import Testing
         #expect(chosen.defaultSink == "nul" && chosen.sink(target: nil)?.volume.mute == true)
     }
 
+    /// WirePlumber 0.5 keeps the role in `stream-properties`, one JSON object a key, and wins over a
+    /// 0.4 file left beside it (0.5 does not migrate it).
+    @Test func wirePlumber05sStreamPropertiesAreReadAndWin() {
+        let props = """
+            [stream-properties]
+            Output/Audio:media.role:Notification={"mute":true, "volume":0.2, "channelVolumes":[1.0, 1.0], "channelMap":["FL", "FR"]}
+            Output/Audio:media.role:Music={"mute":false}
+            Audio/Sink:node.name:nul={"volume":0.5}
+            Audio/Sink:node.name:bad={"volume":[[[[[[1]]]]]]}
+            """
+        let s = WirePlumberState.parse(restoreStream: Self.restore, defaultNodes: nil, streamProperties: props, directory: "/s/wireplumber")
+        #expect(s.notificationRole == KeptVolume(volume: 0.2, mute: true, channelVolumes: [1, 1]))
+        #expect(s.notificationFile == "stream-properties")
+        #expect(s.notificationWhere == "WirePlumber's stream-properties key Output/Audio:media.role:Notification, /s/wireplumber/stream-properties")
+        #expect(s.sinks["nul"] == KeptVolume(volume: 0.5))
+        #expect(s.sinks["bad"] == nil, "nested deeper than such an entry can be: not read")
+        // Only 0.5's file: the role from it alone; only 0.4's: from restore-stream, as before.
+        let only05 = WirePlumberState.parse(restoreStream: nil, defaultNodes: nil, streamProperties: props, directory: "/s")
+        #expect(only05.notificationRole?.mute == true)
+        let only04 = WirePlumberState.parse(restoreStream: Self.restore, defaultNodes: nil, directory: "/s")
+        #expect(only04.notificationFile == "restore-stream" && only04.notificationRole?.mute == false)
+        for bad in ["{", "[1]", "{\"mute\":\"yes\"}", "null", String(repeating: "[", count: 10_000)] {
+            #expect(WirePlumberState.keptVolume(json: bad)?.mute == nil, "\(bad.prefix(20))")
+        }
+    }
+
     @Test func nothingKeptIsNothingSaidAndBadValuesAreDropped() {
         let none = WirePlumberState.parse(restoreStream: "[restore-stream]\nOutput/Audio:media.role:Music:mute=true\n", defaultNodes: nil, directory: "/s")
         #expect(none.notificationRole == nil && none.sinks.isEmpty)

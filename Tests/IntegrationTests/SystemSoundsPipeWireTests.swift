@@ -65,7 +65,7 @@ struct SystemSoundsPipeWireTests {
         // The next stream gets it: the pop is played and not heard.
         #expect(try d.request("play pop wait") == "ok")
         st = try d.status()
-        #expect(st.sink.stream.mute == true && st.sink.stream.from?.hasPrefix("WirePlumber's restore-stream key") == true, "\(st.sink.stream)")
+        #expect(st.sink.stream.mute == true && st.sink.stream.from?.hasPrefix("WirePlumber's kept volume for the role") == true, "\(st.sink.stream)")
         why = try Self.why(d)
         #expect(WhyTests.names(why.out) == ["system-sounds"] && why.out.contains("cued's stream is muted on the sound server"), "\(why.out)")
         // The fix on the role applies to the next stream, not this one: its own fix then.
