@@ -21,7 +21,8 @@ APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpip
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
              fuse3 python3-fusepy dpkg-dev lintian \
              libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin \
-             gcc libcanberra-dev libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0 rtkit polkitd
+             gcc libcanberra-dev libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0 rtkit polkitd \
+             xdg-desktop-portal xdg-desktop-portal-gtk
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.

@@ -13,7 +13,9 @@ the tests and the bench: it behaves as xdg-desktop-portal does towards a client.
   Unset(namespace, key), and SetInhibited(b).
 
 Arguments: a JSON object of initial values {namespace: {key: value}} (strings and booleans), then
---notifications. Prints "ready" once it owns its names; runs until killed."""
+--notifications, and --without-settings N: the first N calls of ReadAll are answered as
+xdg-desktop-portal 1.20 answers when it was started without a backend that has Settings
+(UnknownMethod: No such interface). Prints "ready" once it owns its names; runs until killed."""
 import json
 import sys
 from gi.repository import Gio, GLib
@@ -47,7 +49,8 @@ for ns, keys in (json.loads(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].st
     for key, value in keys.items():
         values.setdefault(ns, {})[key] = GLib.Variant("b" if isinstance(value, bool) else "s", value)
 with_notifications = "--notifications" in sys.argv
-state = {"inhibited": False, "conn": None, "owned": 0}
+without = int(sys.argv[sys.argv.index("--without-settings") + 1]) if "--without-settings" in sys.argv else 0
+state = {"inhibited": False, "conn": None, "owned": 0, "unanswered": without}
 
 
 def matches(ns, patterns):
@@ -63,6 +66,10 @@ def not_found(invocation):
 def portal_call(conn, sender, path, iface, method, params, invocation):
     if iface == "org.cued.test.Desktop":
         return control(conn, method, params, invocation)
+    if method == "ReadAll" and state["unanswered"] > 0:
+        state["unanswered"] -= 1
+        return invocation.return_dbus_error("org.freedesktop.DBus.Error.UnknownMethod",
+                                            "No such interface \u201corg.freedesktop.portal.Settings\u201d on object at path " + PATH)
     if method == "ReadAll":
         (patterns,) = params.unpack()
         out = {ns: keys for ns, keys in values.items() if matches(ns, patterns)}

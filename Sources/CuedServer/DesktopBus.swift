@@ -73,6 +73,9 @@ public final class DesktopBus: @unchecked Sendable {
     /// The desktop's settings as read (SettingsPortal.swift), the read under way, and what the host was last told.
     var portal: PortalSettings
     var portalCall = PortalCall.idle
+    /// A portal that answered without Settings (started without its backend, say) is asked
+    /// again: when, and how many times it was (`PortalRetry`).
+    var portalRetry = PortalRetry()
     var sentDesktop: DesktopSound?
     /// WirePlumber's state files, and its directory's parent while the directory does not exist (WirePlumberWatch.swift).
     var stateFiles: NameWatch
@@ -237,6 +240,7 @@ public final class DesktopBus: @unchecked Sendable {
         var fds = [pollfd](repeating: pollfd(), count: 5)
         while phase.load(ordering: .acquiring) == Phase.running.rawValue {
             if let d = machine.deadline, MonotonicClock.now() >= d { handle(.timer) }
+            if let at = portalRetry.at, MonotonicClock.now() >= at { portalRetry.at = nil; readPortal() }
             drainInbox()
             pump()
             // Wait: the eventfd, the bus (or the socket's watch), the monitor; until sd-bus's timeout or the next attempt.
@@ -247,6 +251,10 @@ public final class DesktopBus: @unchecked Sendable {
             if let c = link {
                 fds[n] = c.pollFD(); n += 1
                 if let usec = c.timeoutMicroseconds { timeout = usec > nowUs ? Int64((usec - nowUs + 999) / 1000) : 0 }
+                if let at = portalRetry.at {
+                    let ms = at / 1000 > nowUs ? Int64((at / 1000 - nowUs + 999) / 1000) : 0
+                    timeout = timeout < 0 ? ms : min(timeout, ms)
+                }
                 if let m = c.monitorPollFD() { fds[n] = m; n += 1 }
             } else {
                 if let d = machine.deadline { timeout = d / 1000 > nowUs ? Int64((d / 1000 - nowUs + 999) / 1000) : 0 }
@@ -302,8 +310,9 @@ public final class DesktopBus: @unchecked Sendable {
             case .endClientFeedbacks: host.left("*")
             case .unwatchSocket: watch.disarm()
             case .publish(let s):
-                if s.connection == .absent, published.connection != .absent || published.error != s.error {
-                    logger.info("D-Bus: no session bus; trying again when it appears", metadata: ["error": "\(s.error ?? "")"])
+                // Not connected yet is no news: only a failure to connect is said (with its error).
+                if s.connection == .absent, let error = s.error, published.connection != .absent || published.error != error {
+                    logger.info("D-Bus: no session bus; trying again when it appears", metadata: ["error": "\(error)"])
                 }
                 published = s
                 host.statusChanged(s)

@@ -1,4 +1,5 @@
 import CSDBus
+import CuedCore
 import CuedSystem
 import Logging
 #if canImport(Glibc)
@@ -25,6 +26,7 @@ extension DesktopBus {
             ("\(owner),arg0='\(CUED_PORTAL_NAME)'", { bus, m in
                 var name: UnsafePointer<CChar>?, old: UnsafePointer<CChar>?, new: UnsafePointer<CChar>?
                 guard cued_read_sss(m, &name, &old, &new) >= 0, let new else { return }
+                bus.portalRetry = PortalRetry()  // a new portal (or none): asked afresh
                 if new.pointee != 0 { bus.readPortal() } else { bus.portalGone("absent: the portal left the bus; the last values read stay") }
             }),
             // KDE's portal signals no change of kdeglobals' Sounds group: KConfig's own signal says one may have changed.
@@ -50,6 +52,7 @@ extension DesktopBus {
     /// The bus went away: the values read stay (the desktop did not change them), the portal's status says so.
     func desktopLost() {
         portalCall = .idle
+        portalRetry = PortalRetry()
         portalGone("absent: no session bus; the last values read stay")
     }
 
@@ -91,10 +94,14 @@ extension DesktopBus {
             case "org.freedesktop.DBus.Error.ServiceUnknown", "org.freedesktop.DBus.Error.NameHasNoOwner":
                 portalGone("absent: no \(CUED_PORTAL_NAME) on the session bus; cued's own settings apply (read again when it appears)")
             default:
-                portalGone("error: \(name): \(why)")
+                // It answers, and not with Settings (a portal started without its backend: UnknownMethod;
+                // or no reply in time): asked again a few times, each later than the last.
+                let again = portalRetry.next(now: MonotonicClock.now())
+                portalGone("error: \(name): \(why)" + (again.map { "; asked again in \($0) s" } ?? "; asked again when the portal restarts"))
             }
             return
         }
+        portalRetry = PortalRetry()
         let collected = SettingsCollector()
         let r = cued_portal_settings(m, { ud, s in
             guard let ud, let s else { return }
@@ -157,6 +164,26 @@ extension DesktopBus {
 }
 
 /// Where a read of the portal stands: at most one ReadAll is under way.
+/// When a portal that answered without its Settings is asked again: 1, 2, 4 … 32 s after each
+/// answer (about a minute in all: long enough for a backend that starts late), then only when the
+/// portal's owner changes. Bounded, so that an idle cued does not keep waking for a portal that
+/// will never have them.
+struct PortalRetry: Equatable {
+    static let tries = 6
+    private(set) var count = 0
+    /// The next ask (monotonic ns), nil: none due.
+    var at: UInt64?
+
+    /// Schedules the next ask after a failed one; its delay in seconds, nil once the tries are spent.
+    mutating func next(now: UInt64) -> Int? {
+        guard count < Self.tries else { at = nil; return nil }
+        let seconds = 1 << count
+        count += 1
+        at = now + UInt64(seconds) * 1_000_000_000
+        return seconds
+    }
+}
+
 enum PortalCall: Equatable {
     case idle
     case reading

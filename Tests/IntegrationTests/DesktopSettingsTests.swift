@@ -29,9 +29,10 @@ struct DesktopSettingsTests {
 
     /// The stand-in portal on `bus`, with `values` ({namespace: {key: value}}), and KDE's notification server.
     @discardableResult
-    static func portal(_ bus: PrivateBus, _ values: [String: [String: Any]]) throws -> Subprocess {
+    static func portal(_ bus: PrivateBus, _ values: [String: [String: Any]], withoutSettings: Int = 0) throws -> Subprocess {
         let json = String(decoding: try JSONSerialization.data(withJSONObject: values), as: UTF8.self)
-        let p = try bus.spawn("/usr/bin/python3", [standIn, json, "--notifications"], stdout: bus.dir.file("portal.out"))
+        let p = try bus.spawn("/usr/bin/python3", [standIn, json, "--notifications", "--without-settings", "\(withoutSettings)"],
+                              stdout: bus.dir.file("portal.out"))
         #expect(eventually { bus.owner("org.freedesktop.portal.Desktop") != nil && bus.owner("org.freedesktop.Notifications") != nil },
                 "the stand-in portal did not start")
         return p
@@ -228,5 +229,101 @@ struct DesktopSettingsTests {
                                     config: "[dbus]\nfeedback = false\n[desktop]\nfollow = false\n")
         #expect(try off.status().desktop.portal == "off ([desktop] follow = false)")
         #expect(try off.status().desktop.theme.value == "freedesktop")
+    }
+
+    /// A portal that answers without its Settings interface (xdg-desktop-portal 1.20 started by D-Bus
+    /// activation before its backend: UnknownMethod) is asked again, 1 s, then 2 s later, and
+    /// `status` says so each time; once it has them they are followed, without the portal's owner
+    /// changing.
+    @Test func aPortalThatAnswersWithoutSettingsIsAskedAgain() throws {
+        let bus = try PrivateBus()
+        try Self.portal(bus, ["org.gnome.desktop.sound": ["theme-name": "theme-b", "event-sounds": true]], withoutSettings: 2)
+        let d = try Self.cued(on: bus)
+        let first = Self.untilStatus(d) { $0.desktop.portal.hasSuffix("asked again in 1 s") }
+        #expect(first != nil, "\((try? d.status().desktop.portal) ?? "")")
+        #expect(try d.status().desktop.portal.hasPrefix("error: org.freedesktop.DBus.Error.UnknownMethod: No such interface"))
+        #expect(Self.untilStatus(d) { $0.desktop.portal.hasSuffix("asked again in 2 s") } != nil, "\((try? d.status().desktop.portal) ?? "")")
+        #expect(eventually(timeout: 6) { (try? d.status()).map { $0.desktop.portal == "following" && $0.desktop.theme.value == "theme-b" } ?? false },
+                "\((try? d.status().desktop.portal) ?? "")")
+        #expect(!d.readStderr().contains("no session bus"), "a false alarm at start: \(d.readStderr())")
+    }
+}
+
+/// The real xdg-desktop-portal with its GTK backend on a private session bus (the backend needs a
+/// display: Xvfb), GSettings on a keyfile: `gsettings set` changes the theme as GNOME Settings
+/// does, and cued's next bell is the new theme's, within a second.
+@Suite(.serialized, .timeLimit(.minutes(2)), .disabled(if: RealPortal.unavailableReason != nil, "\(RealPortal.unavailableReason ?? "")"))
+struct RealPortalTests {
+    @Test func gsettingsThroughTheRealPortalChangesTheNextBellWithinASecond() throws {
+        let bus = try PrivateBus()
+        let portal = try RealPortal(bus)
+        try portal.gsettings(["set", "org.gnome.desktop.sound", "theme-name", "theme-a"])
+        try portal.start()
+        let d = try DesktopSettingsTests.cued(on: bus)
+        #expect(DesktopSettingsTests.untilStatus(d) { $0.desktop.portal == "following" && $0.desktop.theme.value == "theme-a" } != nil,
+                "\((try? d.status().desktop) ?? Status.Desktop()) \(portal.logs)")
+        #expect(try d.request("play bell wait") == "ok")
+        #expect(DesktopSettingsTests.count(DesktopSettingsTests.bellA, d) == 1)
+        let start = Date()
+        try portal.gsettings(["set", "org.gnome.desktop.sound", "theme-name", "theme-b"])
+        #expect(eventually(timeout: 1, interval: 0.005) { (try? d.status().desktop.theme.value) == "theme-b" }, "\(portal.logs)")
+        print("RealPortalTests: gsettings set -> cued's theme in \(Int(Date().timeIntervalSince(start) * 1000)) ms")
+        #expect(try d.request("play bell wait") == "ok")
+        #expect(DesktopSettingsTests.count(DesktopSettingsTests.bellB, d) == 1, "the new theme's bell is not in the capture")
+        try portal.gsettings(["set", "org.gnome.desktop.sound", "event-sounds", "false"])
+        #expect(eventually(timeout: 1, interval: 0.005) { (try? d.status().desktop.eventSounds.value) == false })
+    }
+}
+
+/// xdg-desktop-portal and xdg-desktop-portal-gtk as a GNOME session runs them, on `bus`.
+final class RealPortal: @unchecked Sendable {
+    static let portal = "/usr/libexec/xdg-desktop-portal", gtk = "/usr/libexec/xdg-desktop-portal-gtk"
+    static var unavailableReason: String? {
+        if let why = PrivateBus.unavailableReason { return why }
+        let missing = [portal, gtk, "/usr/bin/Xvfb", "/usr/bin/gsettings"].filter { !FileManager.default.isExecutableFile(atPath: $0) }
+        return missing.isEmpty ? nil : "the real portal's tests skipped: \(missing.joined(separator: ", ")) missing (make test installs xdg-desktop-portal, xdg-desktop-portal-gtk, xvfb, libglib2.0-bin)"
+    }
+
+    let bus: PrivateBus
+    let display: Int
+    private var xvfb: Subprocess?
+    init(_ bus: PrivateBus) throws {
+        self.bus = bus
+        // A display no other X server holds (its lock file), from one the pid picks.
+        let first = 200 + Int(getpid() % 500)
+        display = (first..<(first + 100)).first { !FileManager.default.fileExists(atPath: "/tmp/.X\($0)-lock") } ?? first
+        for d in ["cfg", "rt"] { try FileManager.default.createDirectory(atPath: bus.dir.file(d), withIntermediateDirectories: true) }
+        chmod(bus.dir.file("rt"), 0o700)
+    }
+
+    /// GSettings on a keyfile of the test's own (the backend and gsettings both read it, and a
+    /// change by one reaches the other), the GNOME desktop, the test's display.
+    var environment: [String: String] {
+        ["GSETTINGS_BACKEND": "keyfile", "XDG_CONFIG_HOME": bus.dir.file("cfg"), "XDG_RUNTIME_DIR": bus.dir.file("rt"),
+         "XDG_CURRENT_DESKTOP": "GNOME", "DISPLAY": ":\(display)"]
+    }
+
+    func gsettings(_ args: [String]) throws {
+        let r = try bus.run("/usr/bin/gsettings", args, env: environment)
+        guard r.status == 0 else { throw HarnessError.timeout("gsettings \(args): \(r.err)") }
+    }
+
+    func start() throws {
+        xvfb = try bus.spawn("/usr/bin/Xvfb", [":\(display)", "-nolisten", "tcp"], env: environment)
+        guard eventually({ FileManager.default.fileExists(atPath: "/tmp/.X11-unix/X\(self.display)") }) else {
+            throw HarnessError.timeout("Xvfb :\(display) did not start")
+        }
+        try bus.spawn(Self.gtk, ["-r"], stdout: bus.dir.file("gtk.out"), env: environment)
+        guard eventually({ self.bus.owner("org.freedesktop.impl.portal.desktop.gtk") != nil }) else {
+            throw HarnessError.timeout("xdg-desktop-portal-gtk did not start: \(logs)")
+        }
+        try bus.spawn(Self.portal, ["-r"], stdout: bus.dir.file("portal.out"), env: environment)
+        guard eventually({ self.bus.owner("org.freedesktop.portal.Desktop") != nil }) else {
+            throw HarnessError.timeout("xdg-desktop-portal did not start: \(logs)")
+        }
+    }
+
+    var logs: String {
+        (0..<8).compactMap { try? String(contentsOfFile: bus.dir.file("spawn-\($0).log"), encoding: .utf8) }.joined(separator: "\n").suffix(2000).description
     }
 }
