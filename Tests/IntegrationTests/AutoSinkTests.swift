@@ -30,6 +30,31 @@ import TestSupport
         #expect(table.out.contains(s.sink.why ?? "-"), "\(table.out)")
     }
 
+    /// auto played to nothing, and a sound server answers now (its socket appeared): doctor and why
+    /// tell one truth, that the next cue picks it, and neither asks for a restart auto does not need.
+    @Test func doctorAndWhyAgreeWhenAutoWillPickAgain() throws {
+        let dir = TempDir()
+        // No ALSA default that opens, whatever the machine has: auto takes null.
+        try "pcm.!default { type hw card 99 }\n".write(toFile: dir.file("asound.conf"), atomically: true, encoding: .utf8)
+        let d = try DaemonHarness(args: ["--sink", "auto"], extraEnv: ["ALSA_CONFIG_PATH": "/usr/share/alsa/alsa.conf:" + dir.file("asound.conf")])
+        #expect(try d.status().sink.spec == "null")
+        let env = d.environment
+        func cuectl(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
+            try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath] + args, env: env)
+        }
+        var why = try cuectl(["why", "pop"]), doctor = try cuectl(["doctor"])
+        #expect(why.status == 1 && why.out.contains("[no-output]"), "\(why)")
+        #expect(why.out.contains("auto picks it at the next cue, no restart needed") && !why.out.contains("restart cued"), "\(why.out)")
+        #expect(doctor.status == 1, "\(doctor.out)")
+        // A sound server's socket appears (a server started after cued).
+        try FileManager.default.createDirectory(atPath: env["XDG_RUNTIME_DIR"]! + "/pulse", withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: env["XDG_RUNTIME_DIR"]! + "/pulse/native", contents: nil)
+        why = try cuectl(["why", "pop"]); doctor = try cuectl(["doctor"])
+        #expect(doctor.out.contains("ok  output null until the next cue"), "\(doctor.out)")
+        #expect(why.status == doctor.status, "why: \(why.out)\ndoctor: \(doctor.out)")
+        #expect(why.status == 0 && !why.out.contains("restart"), "\(why.out)")
+    }
+
     /// A named sink has no why.
     @Test func namedSinkHasNoWhy() throws {
         let d = try DaemonHarness(args: ["--sink", "null"])
