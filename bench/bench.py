@@ -5,8 +5,8 @@ one module per concern (see bench/README.md); this file picks the sections and w
 
 Environment: BENCH_TRIALS (default 200), BENCH_IDLE_S (60), BENCH_QUICK=1 (small runs).
 BENCH_ONLY=SECTION runs one section: alsa, alsa-cued (printed); idle, throughput, eventloop,
-footprint, memory, mixer, pipewire (printed); desktop, follow, canberra, voices (printed, and
-their section of BENCHMARKS.md replaced). BENCH_DESKTOP_TRIALS (default 100),
+footprint, memory, mixer, pipewire (printed); desktop, follow, canberra, voices, realtime, stacks
+(printed, and their section of BENCHMARKS.md replaced). BENCH_DESKTOP_TRIALS (default 100),
 BENCH_FOLLOW_TRIALS (10), BENCH_CANBERRA_TRIALS (100 a row) size theirs.
 """
 import json
@@ -25,6 +25,7 @@ import follow_bench  # noqa: E402
 import latency_bench  # noqa: E402
 import pipewire_bench  # noqa: E402
 import realtime_bench  # noqa: E402
+import stacks_bench  # noqa: E402
 import voices_bench  # noqa: E402
 from benchlib import DECISIONS_MD, log, pct, replace_section  # noqa: E402
 from harness import CUED, IDLE_S, QUICK, ROOT, TMP, TRIALS, cleanup, machine, make_fixtures  # noqa: E402
@@ -110,6 +111,7 @@ SECTIONS = {
     "canberra": (lambda sounds: canberra_bench.run(trials=trials("BENCH_CANBERRA_TRIALS"), quick=QUICK), canberra_bench),
     "voices": (lambda sounds: voices_bench.run(sounds, quick=QUICK), voices_bench),
     "realtime": (lambda sounds: realtime_bench.run(quick=QUICK), realtime_bench),
+    "stacks": (lambda sounds: stacks_bench.run(), stacks_bench),
 }
 
 # BENCH_ONLY sections that only print their figures (for working on the harness).
@@ -161,6 +163,7 @@ def main():
     fp = daemon_bench.footprint(sounds)
     rt = realtime_bench.run(quick=QUICK)
     pw = pipewire_bench.run(quick=QUICK)
+    sk = stacks_bench.run()
     vo = voices_bench.run(sounds, quick=QUICK)
     fo = follow_bench.run(trials=trials("BENCH_FOLLOW_TRIALS"), quick=QUICK)
     dk = desktop_bench.run(trials=trials("BENCH_DESKTOP_TRIALS"), quick=QUICK)
@@ -170,6 +173,7 @@ def main():
     md, targets = report(lat, idle, hz, thr, mem, mix, plotted, daemon_bench.targets(ev, fp))
     md += daemon_bench.report(ev, fp, theme)
     md += [""] + realtime_bench.report(rt)
+    md += [""] + stacks_bench.report(sk)
     md += [""] + pipewire_bench.report(pw)
     md += [""] + follow_bench.report(fo)
     md += [""] + desktop_bench.report(dk)

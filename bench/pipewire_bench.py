@@ -119,7 +119,7 @@ def env_int(name, default):
 
 def run(trials=None, idle_s=None, quick=False, cued_only=None):
     """idle_s: the no-cued baseline of server wakeups (s)."""
-    missing = [t for t in TOOLS if not shutil.which(t)]
+    missing = pwstack.missing_tools()
     if missing:
         log("PipeWire section skipped: missing", " ".join(missing))
         return {"skipped": "missing " + " ".join(missing)}

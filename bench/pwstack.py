@@ -6,6 +6,7 @@ frame of the sink's monitor on the graph's clock (Recorder), the trigger -> onse
 import collections
 import os
 import random
+import shutil
 import subprocess
 import tempfile
 import threading
@@ -20,6 +21,13 @@ CUED, CUECTL = os.path.join(REL, "cued"), os.path.join(REL, "cuectl")
 HEADING = "## Through PipeWire"
 TOOLS = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "pw-dump", "pw-cat", "pw-play", "paplay",
          "aplay", "cc", "pkg-config"]
+
+
+def missing_tools(tools=TOOLS):
+    """What of `tools` is not on PATH; the compiler is not needed where the recorder is built already
+    (a run in the Debian 13 root, which has none, after the host's run built it)."""
+    built = os.path.exists(os.path.join(ROOT, ".build", "bench", "pw_onset"))
+    return [t for t in tools if not shutil.which(t) and not (built and t in ("cc", "pkg-config"))]
 BUILD = os.path.join(ROOT, ".build", "bench")
 RATE = 48000
 ONE_1024 = 1024 / RATE  # the trigger's random phase: 0 .. one 1024-frame quantum
