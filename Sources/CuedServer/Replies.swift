@@ -90,6 +90,14 @@ enum Replies {
         }
     }
 
+    /// `why`'s answer: the report as JSON, or what a play of the cue fails with.
+    static func reply(_ outcome: WhyOutcome) -> Reply {
+        switch outcome {
+        case .report(let report): return .ok(report.json.encoded)
+        case .failed(let failure): return reply(failure)
+        }
+    }
+
     /// A state change over the client's limit.
     static func changeRefused(perSecond n: Double) -> Reply {
         .err(.rateLimited, "more than \(Request.number(n)) state changes a second on this connection")

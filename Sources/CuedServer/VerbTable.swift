@@ -86,7 +86,7 @@ final class VerbTable: ConnectionHost {
         case .statusWait:
             guard let synced = d.broker.tickets.afterQueued() else { return .now(.ok(d.status().json.encoded)) }
             return .whenReady(synced, cost: VerbCost.status, render: NIOLoopBound({ .ok(d.status().json.encoded) }, eventLoop: d.loop))
-        case .why(let cue): return .now(.ok(d.why(cue, c).json.encoded))
+        case .why(let cue): return .later(d.why(named: cue, c).map(Replies.reply))
         }
     }
 

@@ -227,6 +227,17 @@ final class Locked<T: Sendable>: Sendable {
         #expect(h.loads.value == 1)
     }
 
+    /// A name that is neither a cue nor a theme sound: `why` answers what `play` does, not a
+    /// report that it would be heard (issue 47).
+    @Test func whyOfAnUnknownNameIsAnsweredAsPlayIs() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = try h.connect()
+        let unknown = try h.reply("play nosuchcue", &conn)
+        #expect(unknown == .err(.unknownCue, "no cue or theme sound named 'nosuchcue' (cues: pop psst1 psst2; theme sounds: `cues theme`, or cuectl cues --theme)"))
+        #expect(try h.reply("why nosuchcue", &conn) == unknown)
+    }
+
     @Test func stateChangesShareTheirOwnRateLimitAndAreCounted() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
