@@ -314,6 +314,25 @@ final class Locked<T: Sendable>: Sendable {
         #expect(try DaemonHarness.reply(second) == .ok("0"))
     }
 
+    /// `stop` of a name that is neither a cue nor a theme sound is refused, with what `stop`
+    /// takes, instead of a count of nothing (issue 47: `stop everything`, a misspelt `all`).
+    @Test func stopRefusesANameThatIsNoCueNorThemeSound() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = try h.connect()
+        var stops: [Reply] = []
+        for line in ["stop everything", "stop 7", "stop pop"] {
+            let response = try h.respond(line, &conn)
+            // A stop the daemon takes waits for the audio thread's count, which the test gives.
+            for ticket: UInt64 in 1...3 { try h.handle(.stopped(ticket: ticket, count: 0)) }
+            stops.append(try DaemonHarness.reply(response))
+        }
+        #expect(stops == [.err(.unknownCue, "no cue or theme sound named 'everything' to stop (cues: pop psst1 psst2); "
+                               + "stop alone stops this app's voices, stop all every voice, stop id ID one voice"),
+                          .err(.unknownCue, "no cue or theme sound named '7' to stop (cues: pop psst1 psst2); a voice by its id: stop id 7"),
+                          .ok("0")])
+    }
+
     @Test func onceStoppingNoCueStarts() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
