@@ -64,7 +64,7 @@ public final class Server: Sendable {
 
         let notifier = SystemdNotifier(environment: env)
         let activated = SocketActivation.inheritedSocket(environment: env)
-        if activated == nil { try SocketFile.prepare(options.socketPath) }
+        if activated == nil { try SocketFile.prepare(options.socketPath, cuedsOwn: SocketLocation.ownDirectory(environment: env)) }
         let limits = options.limits
         let fdLimit = DescriptorLimit.raise()
 
