@@ -363,6 +363,38 @@ final class Locked<T: Sendable>: Sendable {
         #expect(h.loads.value == 2)
     }
 
+    /// A reload names each key only a start applies that it changed since the start, first in
+    /// status's warnings (cuectl reload prints them), until the start's value is back;
+    /// `[desktop] follow` only turned on (turned off, the reload applies it: the rules stop following).
+    @Test func aReloadNamesTheKeysThatWaitForTheNextStart() throws {
+        var start = Config()
+        start.desktop.follow = false
+        let h = try DaemonHarness(config: start)
+        defer { h.shutdown() }
+        var conn = try h.connect()
+        var next = start
+        next.notifications.enabled = true
+        next.desktop.follow = true
+        next.dbus.feedbackTheme = "other"  // a reload applies it
+        h.nextConfig.withLock { $0 = next }
+        #expect(try h.reply("reload", &conn) == .ok("reloaded"))
+        #expect(try h.onLoop { $0.status().warnings } == [
+            "changed since cued started, but read only at start: [notifications] enabled, [desktop] follow "
+                + "(a restart applies them: systemctl --user restart cued, or stop cued and start it again)"])
+        h.nextConfig.withLock { $0 = start }
+        #expect(try h.reply("reload", &conn) == .ok("reloaded"))
+        #expect(try h.onLoop { $0.status().warnings } == [])
+
+        let following = try DaemonHarness()
+        defer { following.shutdown() }
+        var other = try following.connect()
+        var off = Config()
+        off.desktop.follow = false
+        following.nextConfig.withLock { $0 = off }
+        #expect(try following.reply("reload", &other) == .ok("reloaded"))
+        #expect(try following.onLoop { $0.status().warnings } == [])
+    }
+
     @Test func aLineTooLongClosesTheConnectionAndABadOneIsAnswered() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
