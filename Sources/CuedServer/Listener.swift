@@ -74,7 +74,7 @@ enum SocketFile {
     }
 
     /// The advice for a directory that is not cued's to change.
-    static let elsewhere = "choose a --socket in a directory of your own (e.g. --socket ~/.cued.sock; "
+    static let elsewhere = "Choose a --socket in a directory of your own (e.g. --socket ~/.cued.sock; "
         + "without --socket: $XDG_RUNTIME_DIR/cued/cued.sock, which cued makes)"
 
     /// A live daemon accepts a connection; a stale socket file refuses it.

@@ -323,7 +323,7 @@ import TestSupport
         let err = d.readStderr()
         #expect(err.contains("socket directory /tmp "), "\(err)")
         #expect(!err.contains("Remove") && !err.contains("remove") && !err.contains("chmod"), "\(err)")
-        #expect(err.contains("choose a --socket in a directory of your own"), "\(err)")
+        #expect(err.contains("Choose a --socket in a directory of your own"), "\(err)")
     }
 
     @Test(.enabled(if: getuid() == 0, "needs root to give a directory to another user"))
@@ -337,7 +337,7 @@ import TestSupport
         let err = d.readStderr()
         #expect(err.contains("socket directory \(dir.file("theirs")) belongs to uid 65534"), "\(err)")
         #expect(!err.contains("Remove") && !err.contains("remove"), "\(err)")
-        #expect(err.contains("choose a --socket in a directory of your own"), "\(err)")
+        #expect(err.contains("Choose a --socket in a directory of your own"), "\(err)")
         // cued's own directory, which it makes again: removing it is the fix.
         mkdir(dir.file("run/cued"), 0o700)
         chown(dir.file("run/cued"), 65534, 65534)
