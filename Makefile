@@ -15,14 +15,15 @@ SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 # gcc and libcanberra-dev (canberra.h): the libcanberra plug-in; its real clients: canberra-gtk-play
 # (gnome-session-canberra) under Xvfb, GSound (gir1.2-gsound-1.0), and libcanberra's pulse driver
 # (libcanberra-pulse), which the plug-in falls back to. rtkit and polkitd: the desktop's real time,
-# which cued run as a user asks for (on a private system bus in the tests).
+# which cued run as a user asks for (on a private system bus in the tests). lame and sox's MP3
+# handler (libsox-fmt-mp3) make the MP3s whose estimated length the decoder's tests read.
 APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpipewire-0.3-dev alsa-utils socat netcat-openbsd sox \
              systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
              pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
              fuse3 python3-fusepy dpkg-dev lintian \
              libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin \
              gcc libcanberra-dev libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0 rtkit polkitd \
-             xdg-desktop-portal xdg-desktop-portal-gtk
+             xdg-desktop-portal xdg-desktop-portal-gtk lame libsox-fmt-mp3
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.

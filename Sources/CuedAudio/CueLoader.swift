@@ -159,7 +159,7 @@ public struct CueLoader: Sendable {
         // libsndfile says SF_COUNT_MAX (or nonsense) when it cannot know the length.
         let known: Int? = info.frames >= 0 && info.frames < sf_count_t.max ? Int(info.frames) : nil
         if let frames = known {
-            guard frames <= limit else {
+            guard Self.fewestFrames(claimed: frames, format: info.format) <= limit else {
                 throw fail("is \(Self.seconds(frames, rate: srcRate, over: maxSeconds)) s long; at most \(Self.number(maxSeconds)) s")
             }
             guard frames > 0 else { throw fail("has no audio frames") }
@@ -215,8 +215,10 @@ public struct CueLoader: Sendable {
         }
         if let e = reader.failure { throw fail("cannot read it: \(errnoString(e))") }
         if sf.sf_error!(sndfile) != 0 { throw fail(sfText(sf.sf_strerror!(sndfile))) }
-        if let frames = known, decoded < frames {
-            throw fail("is truncated: \(decoded) of the \(frames) frames its header claims could be read")
+        if let frames = known, decoded < Self.fewestFrames(claimed: frames, format: info.format) {
+            let estimate = Self.isMPEG(info.format)
+                ? " (an MP3's count is an estimate: at least \(Self.fewestFrames(claimed: frames, format: info.format)) were due)" : ""
+            throw fail("is truncated: \(decoded) of the \(frames) frames its header claims could be read" + estimate)
         }
         guard decoded > 0 else { throw fail("has no audio frames") }
         if let resampler {
@@ -261,6 +263,26 @@ public struct CueLoader: Sendable {
             dst[2 * f] = l
             dst[2 * f + 1] = channels > 1 ? src[f * channels + 1] : l
         }
+    }
+
+    /// The fewest frames a file whose header claims `frames` decodes to whole. Exactly those
+    /// but for MPEG audio (MP3), whose count is an estimate: without a LAME or Xing tag,
+    /// libmpg123 reckons it from the file's size and its first frame's, which at 44.1, 22.05
+    /// and 11.025 kHz can be a byte short of the average (up to 0.47 % too many frames, as
+    /// sox's and `lame -t`'s files show), and a last partial frame or a tag may be counted
+    /// as audio. So an MP3 is whole within 1/128 of its count and two MPEG frames (2 × 1,152)
+    /// more; shorter, it is truncated (cued.toml(5), SOUND FILES). (libsndfile never reads past
+    /// the count, so none decodes to more.)
+    static func fewestFrames(claimed frames: Int, format: Int32) -> Int {
+        guard isMPEG(format) else { return frames }
+        return max(0, frames - frames / 128 - 2 * 1_152)
+    }
+
+    /// MPEG audio: an MP3 (or MP2) file, or such a stream inside another container.
+    static func isMPEG(_ format: Int32) -> Bool {
+        let major = Int(format) & Int(SF_FORMAT_TYPEMASK), sub = Int(format) & Int(SF_FORMAT_SUBMASK)
+        return major == Int(SF_FORMAT_MPEG)
+            || [SF_FORMAT_MPEG_LAYER_I, SF_FORMAT_MPEG_LAYER_II, SF_FORMAT_MPEG_LAYER_III].map { Int($0) }.contains(sub)
     }
 
     /// Uncompressed, the header cannot claim more frames than the file's

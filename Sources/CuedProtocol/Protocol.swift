@@ -266,7 +266,7 @@ public enum RequestParser {
     /// A voice id: 1 to 2^53 in plain digits.
     /// Any whole number a voice id can be (ids count from 1; one no voice has is
     /// answered `ok 0` by `stop id`, as for a voice that ended).
-    static func voiceID(_ s: Substring) -> UInt64? {
+    public static func voiceID(_ s: Substring) -> UInt64? {
         guard !s.isEmpty, s.utf8.count <= 20, s.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               let v = UInt64(s), v >= 1 else { return nil }
         return v

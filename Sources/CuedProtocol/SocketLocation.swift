@@ -5,11 +5,18 @@ public enum SocketLocation {
     /// refuses paths over 103 bytes; one limit for cued and its clients.
     public static let maxPathBytes = 103
 
+    /// The default socket's directory, `$XDG_RUNTIME_DIR/cued`: the one directory cued makes
+    /// (and may tell a user to remove); nil without XDG_RUNTIME_DIR.
+    public static func ownDirectory(environment: [String: String]) -> String? {
+        guard let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty else { return nil }
+        return runtime + "/cued"
+    }
+
     public static func resolve(explicit: String?, environment: [String: String]) -> Result<String, SocketLocationError> {
         let path: String
         if let explicit, !explicit.isEmpty { path = explicit }
         else if let env = environment["CUED_SOCKET"], !env.isEmpty { path = env }
-        else if let runtime = environment["XDG_RUNTIME_DIR"], !runtime.isEmpty { path = runtime + "/cued/cued.sock" }
+        else if let own = ownDirectory(environment: environment) { path = own + "/cued.sock" }
         else {
             return .failure(SocketLocationError(message:
                 "XDG_RUNTIME_DIR is not set, so there is no default socket path; pass --socket PATH (or set CUED_SOCKET)"))

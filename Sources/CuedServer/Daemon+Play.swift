@@ -95,9 +95,28 @@ extension Daemon {
         { [self] request, cue, app in current.gainDB(request: request, cue: cue, app: app) }
     }
 
-    /// Fades out what `target` names, of `client`'s app (or its own): how many voices stopped.
-    func stop(_ target: StopTarget, _ client: inout Client) -> EventLoopFuture<Int> {
-        broker.stop(target, owner: client.owner)
+    /// What a `stop` made of its target.
+    enum StopOutcome: Equatable, Sendable {
+        /// How many voices faded out.
+        case stopped(Int)
+        /// `stop CUE` of a name neither the bank nor the theme has (with the bank's names).
+        case unknownCue(String, bank: [String])
+    }
+
+    /// Fades out what `target` names, of `client`'s app (or its own). A cue is first known
+    /// to be one (the bank's, else looked up in the theme as `why` does): a name nothing
+    /// plays, a misspelt `all`, is refused rather than counted as stopping nothing. One the
+    /// decoding lane could not look up is stopped as asked (stopping is never the harm).
+    func stop(_ target: StopTarget, _ client: inout Client) -> EventLoopFuture<StopOutcome> {
+        let owner = client.owner
+        guard case .cue(let name) = target, current.bank.variants[name] == nil else {
+            return broker.stop(target, owner: owner).map { .stopped($0) }
+        }
+        return fetch.known(name, theme: desktopTheme, owner: owner, bankNames: current.bank.names).assumeIsolated()
+            .flatMap { failure -> EventLoopFuture<StopOutcome> in
+                if case .unknownSound(_, let bank)? = failure { return self.loop.makeSucceededFuture(.unknownCue(name, bank: bank)) }
+                return self.broker.stop(target, owner: owner).map { .stopped($0) }
+            }.nonisolated()
     }
 
     /// Fades out one voice, whoever started it (the D-Bus face's EndFeedback).

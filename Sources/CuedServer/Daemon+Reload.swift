@@ -1,5 +1,6 @@
 import CuedAudio
 import CuedCore
+import CuedProtocol
 import NIOCore
 import NIOPosix
 
@@ -47,8 +48,13 @@ extension Daemon {
         var old = new
         swap(&old, &current)
         switches.reloaded(old: old.config, new: new.config)
-        if new.settings.restartOnly() != old.settings.restartOnly() {
-            logger.warning("sink, latency_ms, voices, idle_close_s and [stream] take effect at the next start")
+        // Keys changed since the start that only a start applies: said at each reload until a
+        // restart (or the old value) settles them, first among status's warnings.
+        let waiting = startOnly.waiting(StartOnly(new))
+        if !waiting.isEmpty {
+            let line = StartOnly.warning(waiting)
+            logger.warning("\(line)")
+            current.warnings = Array(([line] + current.warnings).prefix(Status.maxWarnings))
         }
         fetch.sounds.reconfigure(theme: new.theme, cacheLimitBytes: new.settings.themeCacheBytes)
         picker.bankReplaced()

@@ -1,8 +1,16 @@
 import CuedCore
 import CuedProtocol
+import NIOCore
 #if canImport(Glibc)
 import Glibc
 #endif
+
+/// What `why CUE` answers: the report, or what a play of CUE fails with before any reason can
+/// apply (no cue or theme sound of that name).
+enum WhyOutcome: Sendable {
+    case report(WhyReport)
+    case failed(PlayFailure)
+}
 
 /// `why CUE`: every reason the next play of CUE by the asking client's app would not be heard, in
 /// the order they apply. Admission's own rules first (the voice broker's ordered list, the same
@@ -11,6 +19,17 @@ import Glibc
 /// the sound server, the desktop's System Sounds volume, the output's own volume, no real output,
 /// a failing device). Worded at the edge (`WhyWording`); libcanberra's routing is cuectl's to add.
 extension Daemon {
+    /// `why CUE` of any name: a bank cue's report at once; a theme sound's once the theme is
+    /// known to have it (looked up as a play looks it up, not decoded); else what `play` fails
+    /// with, so that a name nothing plays is never said to be heard.
+    func why(named cue: String, _ asking: Client) -> EventLoopFuture<WhyOutcome> {
+        if current.bank.variants[cue] != nil { return loop.makeSucceededFuture(.report(why(cue, asking))) }
+        return fetch.known(cue, theme: desktopTheme, owner: asking.owner, bankNames: current.bank.names).assumeIsolated().map { failure in
+            failure.map(WhyOutcome.failed) ?? .report(self.why(cue, asking))
+        }.nonisolated()
+    }
+
+    /// The reasons for a cue known to exist.
     func why(_ cue: String, _ asking: Client) -> WhyReport {
         var report = WhyReport(cue: cue, app: asking.app)
         var client = asking

@@ -55,6 +55,8 @@ public final class Daemon {
     var desktop: FeedbackCenter?
     /// cued's own stream as the sound server's graph sets it (`status`'s `sink.stream`, `why`).
     let streamProps: StreamProps
+    /// What only a start applies, as this one did: a reload names each key changed since.
+    let startOnly: StartOnly
 
     /// Limits that keep one client from drowning the others.
     public struct Limits: Sendable {
@@ -76,6 +78,7 @@ public final class Daemon {
         (self.loop, self.engine, self.logger, self.limits, self.stopping) = (loop, engine, logger, limits, stopping)
         (current, self.saver, self.reloads, self.loadRuntime, self.budget, self.notify) = (runtime, saver, reloads, loadRuntime, budget, notify)
         self.streamProps = streamProps
+        startOnly = StartOnly(runtime)
         switches = Switches(muted: muted, saved: saved, config: runtime.config, saver: saver, logger: logger)
         desk = RefreshDesk(sessions: sessions)
         clients = ClientTable(capacity: limits.maxClients)

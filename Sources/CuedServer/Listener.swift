@@ -13,7 +13,9 @@ enum SocketFile {
     /// socket file. The directory must be cued's user's own and closed to
     /// others: anyone who can write there could replace the socket. Refuses
     /// if a live daemon answers there, or if the path is not a socket.
-    static func prepare(_ path: String) throws(StartupError) {
+    /// `cuedsOwn`: the default socket's directory (`SocketLocation.ownDirectory`),
+    /// the only one the advice may tell to remove: any other is someone's (/tmp).
+    static func prepare(_ path: String, cuedsOwn: String?) throws(StartupError) {
         let dir = Path.directory(path)
         switch FileSystem.entry(dir) {
         case .none:
@@ -34,7 +36,7 @@ enum SocketFile {
         default:
             throw StartupError("\(dir) exists and is not a directory; remove it or choose another --socket", exitCode: 1)
         }
-        try checkPrivate(dir)
+        try checkPrivate(dir, cuedMakesIt: dir == cuedsOwn)
         var st = stat()
         guard lstat(path, &st) == 0 else { return }
         guard (st.st_mode & S_IFMT) == S_IFSOCK else {
@@ -46,8 +48,11 @@ enum SocketFile {
         unlink(path)  // stale: nobody listens
     }
 
-    /// The directory must be owned by us and not writable by group or others.
-    static func checkPrivate(_ dir: String) throws(StartupError) {
+    /// The directory must be owned by us and not writable by group or others. The fix
+    /// offered touches only what is cued's or the user's: a directory cued makes may be
+    /// removed (it is made again), one of the user's own closed; any other (another
+    /// user's, a shared one such as /tmp) is left alone for a socket elsewhere.
+    static func checkPrivate(_ dir: String, cuedMakesIt: Bool) throws(StartupError) {
         var st = stat()
         guard lstat(dir, &st) == 0 else {
             let e = errno
@@ -55,14 +60,22 @@ enum SocketFile {
         }
         if st.st_uid != getuid() {
             throw StartupError("socket directory \(dir) belongs to uid \(st.st_uid), not to this user (uid \(getuid())); "
-                               + "another user could replace the socket. Remove it (it is recreated), or choose another --socket", exitCode: 1)
+                               + "another user could replace the socket. "
+                               + (cuedMakesIt ? "Remove it (cued makes it again, 0700), or choose another --socket" : elsewhere), exitCode: 1)
         }
         let mode = st.st_mode & 0o777
         if mode & 0o022 != 0 {
-            throw StartupError("socket directory \(dir) is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(mode, radix: 8))); "
-                               + "another user could replace the socket. Fix it with: chmod 700 \(dir)", exitCode: 1)
+            // Sticky and open to others: shared on purpose (/tmp), not the user's to close.
+            let shared = st.st_mode & S_ISVTX != 0 && !cuedMakesIt
+            throw StartupError("socket directory \(dir) is writable by \(mode & 0o002 != 0 ? "everyone" : "its group") (mode \(String(st.st_mode & 0o7777, radix: 8))"
+                               + (shared ? ", a shared directory" : "") + "); another user could replace the socket. "
+                               + (shared ? elsewhere : "Fix it with: chmod 700 \(dir), or choose another --socket"), exitCode: 1)
         }
     }
+
+    /// The advice for a directory that is not cued's to change.
+    static let elsewhere = "Choose a --socket in a directory of your own (e.g. --socket ~/.cued.sock; "
+        + "without --socket: $XDG_RUNTIME_DIR/cued/cued.sock, which cued makes)"
 
     /// A live daemon accepts a connection; a stale socket file refuses it.
     static func isAnswering(_ path: String) -> Bool {

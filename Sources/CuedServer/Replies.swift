@@ -51,6 +51,17 @@ enum Replies {
 
     static let queueFull = "audio queue is full; try again"
 
+    /// `stop`'s answer: how many voices faded out, or a name it cannot stop and what it takes.
+    static func reply(_ outcome: Daemon.StopOutcome) -> Reply {
+        switch outcome {
+        case .stopped(let n): return .ok("\(n)")
+        case .unknownCue(let name, let bank):
+            let instead = RequestParser.voiceID(Substring(name)) != nil ? "a voice by its id: stop id \(name)"
+                : "stop alone stops this app's voices, stop all every voice, stop id ID one voice"
+            return .err(.unknownCue, "no cue or theme sound named '\(name)' to stop (cues: \(bank.joined(separator: " "))); \(instead)")
+        }
+    }
+
     /// Why the decoding lane gave up on a client's sound.
     static func explain(_ refusal: DecodeLane.Refusal) -> String {
         switch refusal {
@@ -87,6 +98,14 @@ enum Replies {
         switch outcome {
         case .reloaded: return .ok("reloaded")
         case .failed(let why): return .err(.reloadFailed, why)
+        }
+    }
+
+    /// `why`'s answer: the report as JSON, or what a play of the cue fails with.
+    static func reply(_ outcome: WhyOutcome) -> Reply {
+        switch outcome {
+        case .report(let report): return .ok(report.json.encoded)
+        case .failed(let failure): return reply(failure)
         }
     }
 

@@ -64,7 +64,7 @@ public final class Server: Sendable {
 
         let notifier = SystemdNotifier(environment: env)
         let activated = SocketActivation.inheritedSocket(environment: env)
-        if activated == nil { try SocketFile.prepare(options.socketPath) }
+        if activated == nil { try SocketFile.prepare(options.socketPath, cuedsOwn: SocketLocation.ownDirectory(environment: env)) }
         let limits = options.limits
         let fdLimit = DescriptorLimit.raise()
 
@@ -188,9 +188,11 @@ public final class Server: Sendable {
         logger.info("cues loaded", metadata: ["cues": "\(cueNames)",
                                                 "dirs": "\(settings.sounds.joined(separator: ":"))",
                                                 "config": "\(config.path ?? "none")"])
+        // The switches as restored (the saved state, else the config): the mute and the global profile.
+        let profile = (try? loop.submit { daemon.value.switches.profile.rawValue }.wait()) ?? "?"
         logger.info("cued \(CuedVersion.string) listening", metadata: [
             "socket": "\(activated == nil ? options.socketPath : "fd 3 (socket activation)")",
-            "sink": "\(engine.sinkSpec)", "muted": "\(muted)"])
+            "sink": "\(engine.sinkSpec)", "muted": "\(muted)", "profile": "\(profile)"])
         if let desktop {
             if busRoom { desktop.start() } else {
                 logger.warning("D-Bus: off: the descriptor limit leaves no room for the bus's sockets", metadata: ["nofile": "\(fdLimit)", "open": "\(fdsInUse)"])

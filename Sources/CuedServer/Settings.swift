@@ -120,10 +120,45 @@ public struct Settings: Sendable, Equatable {
     public var stream: [String: String] = [:]
 
     public init() {}
+}
 
-    /// The settings that only a restart applies.
-    func restartOnly() -> [String] {
-        ["\(sink)", "\(latencyMs.map(String.init) ?? "auto")", "\(voices)", "\(idleCloseSeconds)", "\(stream.sorted { $0.key < $1.key })"]
+/// What only a start applies (cued.toml(5)): the settings of the device and the stream, and
+/// what the D-Bus face is started with, as cued started with them; a reload names each key
+/// of its config changed since, which waits for the next start.
+struct StartOnly: Sendable, Equatable {
+    struct Key: Sendable, Equatable {
+        /// As cued.toml(5) names it.
+        var name: String
+        var value: String
+    }
+    private(set) var keys: [Key]
+    /// `[desktop] follow`: turned off, a reload applies it (the desktop's settings are read no
+    /// more); turned on, it waits, as nothing watches the desktop that was not watched at start.
+    private(set) var follows: Bool
+
+    init(_ settings: Settings, _ config: Config) {
+        keys = [Key(name: "sink", value: "\(settings.sink)"), Key(name: "latency_ms", value: settings.latencyMs.map(String.init) ?? "auto"),
+                Key(name: "voices", value: "\(settings.voices)"), Key(name: "idle_close_s", value: "\(settings.idleCloseSeconds)"),
+                Key(name: "[stream]", value: "\(settings.stream.sorted { $0.key < $1.key })"),
+                Key(name: "[dbus] enabled", value: "\(config.dbus.enabled)"), Key(name: "[dbus] feedback", value: "\(config.dbus.feedback)"),
+                Key(name: "[dbus] replace", value: "\(config.dbus.replace)"),
+                Key(name: "[notifications] enabled", value: "\(config.notifications.enabled)")]
+        follows = config.desktop.follow
+    }
+
+    init(_ runtime: Runtime) { self.init(runtime.settings, runtime.config) }
+
+    /// The keys `reloaded` sets otherwise than these, which wait for the next start; in the config's order.
+    func waiting(_ reloaded: StartOnly) -> [String] {
+        var names = zip(keys, reloaded.keys).filter { $0.value != $1.value }.map(\.0.name)
+        if !follows && reloaded.follows { names.append("[desktop] follow") }
+        return names
+    }
+
+    /// The warning a reload gives for keys that wait (status's `warnings`, which `cuectl reload` prints).
+    static func warning(_ names: [String]) -> String {
+        "changed since cued started, but read only at start: \(names.joined(separator: ", ")) "
+            + "(a restart applies \(names.count == 1 ? "it" : "them"): systemctl --user restart cued, or stop cued and start it again)"
     }
 }
 

@@ -43,6 +43,22 @@ final class SoundFetch {
         }
     }
 
+    /// Whether a name the bank does not have is the theme's, for `owner` (looked up in the
+    /// decoding lane's express step, not decoded; a cached sound at once): nil if it is (a
+    /// sound, or one the theme disables), else what a play of it would fail with (unknown, or
+    /// the lane's refusal). What `why` and `stop` ask before they answer for a name.
+    func known(_ name: String, theme: ThemeChoice?, owner: String, bankNames: [String]) -> EventLoopFuture<PlayFailure?> {
+        if sounds.cachedThemeSound(name, theme: theme) != nil { return loop.makeSucceededFuture(nil) }
+        let sounds = self.sounds
+        return decoding.submit(owner: owner, on: loop, express: { _ in .done(sounds.presence(name, theme: theme)) }).map { result in
+            switch result {
+            case .success(.found), .success(.disabled): return nil
+            case .success(.notFound): return .unknownSound(name, bank: bankNames)
+            case .failure(let refusal): return .decoding(what: "theme sound '\(name)'", refusal)
+            }
+        }
+    }
+
     /// A sound file by absolute path, for `owner`.
     func file(_ path: String, owner: String) -> EventLoopFuture<Fetched> {
         let sounds = self.sounds

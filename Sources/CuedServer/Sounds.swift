@@ -141,11 +141,45 @@ public final class SoundLibrary: Sendable {
         themeSound(name, choice: choice, maxSamples: Self.expressSamples, cancelled: cancelled)
     }
 
+    /// What the theme has of a name, without decoding it (`why`, `stop`).
+    public enum Presence: Sendable, Equatable {
+        /// A sound (decoded already, or a file found).
+        case found
+        /// The theme says this event makes no sound.
+        case disabled
+        case notFound
+    }
+
+    /// Whether the theme (the config's, or the one a request names) has `name`, as a play
+    /// would find it but without decoding it (blocking: it may search the theme's
+    /// directories). A miss is remembered as a play's is.
+    public func presence(_ name: String, theme choice: ThemeChoice? = nil) -> Presence {
+        let (theme, themeKey, generation) = self.theme(for: choice)
+        let key = SoundKey.theme(theme: themeKey, sound: name, generation: generation)
+        let missKey = Self.missKey(name, theme: theme, key: themeKey)
+        let known = state.withLockedValue { s -> Presence? in
+            if s.cache.get(key) != nil { return .found }
+            return s.generation == generation && s.missSet.contains(missKey) ? .notFound : nil
+        }
+        if let known { return known }
+        switch theme.lookup(name) {
+        case .notFound:
+            state.withLockedValue { s in if s.generation == generation { s.noteMiss(missKey) } }
+            return .notFound
+        case .disabled: return .disabled
+        case .file: return .found
+        }
+    }
+
+    /// A named theme's misses apart from the config theme's ("/" is in no sound name).
+    private static func missKey(_ name: String, theme: SoundTheme, key: String) -> String {
+        key == theme.name ? name : key + "/" + name
+    }
+
     private func themeSound(_ name: String, choice: ThemeChoice?, maxSamples: Int?, cancelled: () -> Bool) -> Express {
         let (theme, themeKey, generation) = self.theme(for: choice)
         let key = SoundKey.theme(theme: themeKey, sound: name, generation: generation)
-        // A named theme's misses apart from the config theme's ("/" is in no sound name).
-        let missKey = themeKey == theme.name ? name : themeKey + "/" + name
+        let missKey = Self.missKey(name, theme: theme, key: themeKey)
         let known = state.withLockedValue { s -> SoundLookup? in
             if let cue = s.cache.get(key) { return .cue(cue) }
             return s.generation == generation && s.missSet.contains(missKey) ? .notFound : nil

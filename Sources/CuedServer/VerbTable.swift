@@ -49,7 +49,7 @@ final class VerbTable: ConnectionHost {
         case .ping: return .now(.ok("pong"))
         case .play(let name, let options): return Self.response(d.play(.named(name), options, &c, at: at), options)
         case .playFile(let path, let options): return Self.response(d.play(.file(path), options, &c, at: at), options)
-        case .stop(let target): return .later(d.stop(target, &c).map { .ok("\($0)") }.flatMapErrorThrowing { .err(.internal, "\($0)") })
+        case .stop(let target): return .later(d.stop(target, &c).map(Replies.reply).flatMapErrorThrowing { .err(.internal, "\($0)") })
         case .events(let on):
             c.events = on
             return .now(.ok(on ? "events on" : "events off"))
@@ -86,7 +86,7 @@ final class VerbTable: ConnectionHost {
         case .statusWait:
             guard let synced = d.broker.tickets.afterQueued() else { return .now(.ok(d.status().json.encoded)) }
             return .whenReady(synced, cost: VerbCost.status, render: NIOLoopBound({ .ok(d.status().json.encoded) }, eventLoop: d.loop))
-        case .why(let cue): return .now(.ok(d.why(cue, c).json.encoded))
+        case .why(let cue): return .later(d.why(named: cue, c).map(Replies.reply))
         }
     }
 

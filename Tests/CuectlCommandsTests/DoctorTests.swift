@@ -24,8 +24,8 @@ import Testing
                       environment: env, soundCard: card, exists: { files.contains($0) })
     }
 
-    /// `why pop` ends the report; the output's own reason is said above it, not again, and the
-    /// last line does not read as if nothing held the cue back.
+    /// `why pop` comes after the output's lines (only the units follow it); the output's own
+    /// reason is said above it, not again, and its line does not read as if nothing held the cue back.
     @Test func whyLeavesTheOutputToTheLinesAboveIt() {
         var why = WhyReport(cue: "pop", app: "bash")
         let clear = Doctor.report(status: status("alsa:default"), noDaemon: nil, socket: "/s", environment: env, soundCard: true,

@@ -227,6 +227,17 @@ final class Locked<T: Sendable>: Sendable {
         #expect(h.loads.value == 1)
     }
 
+    /// A name that is neither a cue nor a theme sound: `why` answers what `play` does, not a
+    /// report that it would be heard (issue 47).
+    @Test func whyOfAnUnknownNameIsAnsweredAsPlayIs() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = try h.connect()
+        let unknown = try h.reply("play nosuchcue", &conn)
+        #expect(unknown == .err(.unknownCue, "no cue or theme sound named 'nosuchcue' (cues: pop psst1 psst2; theme sounds: `cues theme`, or cuectl cues --theme)"))
+        #expect(try h.reply("why nosuchcue", &conn) == unknown)
+    }
+
     @Test func stateChangesShareTheirOwnRateLimitAndAreCounted() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
@@ -303,6 +314,25 @@ final class Locked<T: Sendable>: Sendable {
         #expect(try DaemonHarness.reply(second) == .ok("0"))
     }
 
+    /// `stop` of a name that is neither a cue nor a theme sound is refused, with what `stop`
+    /// takes, instead of a count of nothing (issue 47: `stop everything`, a misspelt `all`).
+    @Test func stopRefusesANameThatIsNoCueNorThemeSound() throws {
+        let h = try DaemonHarness()
+        defer { h.shutdown() }
+        var conn = try h.connect()
+        var stops: [Reply] = []
+        for line in ["stop everything", "stop 7", "stop pop"] {
+            let response = try h.respond(line, &conn)
+            // A stop the daemon takes waits for the audio thread's count, which the test gives.
+            for ticket: UInt64 in 1...3 { try h.handle(.stopped(ticket: ticket, count: 0)) }
+            stops.append(try DaemonHarness.reply(response))
+        }
+        #expect(stops == [.err(.unknownCue, "no cue or theme sound named 'everything' to stop (cues: pop psst1 psst2); "
+                               + "stop alone stops this app's voices, stop all every voice, stop id ID one voice"),
+                          .err(.unknownCue, "no cue or theme sound named '7' to stop (cues: pop psst1 psst2); a voice by its id: stop id 7"),
+                          .ok("0")])
+    }
+
     @Test func onceStoppingNoCueStarts() throws {
         let h = try DaemonHarness()
         defer { h.shutdown() }
@@ -331,6 +361,38 @@ final class Locked<T: Sendable>: Sendable {
         #expect(try h.onLoop { $0.switches.muted } == true)
         #expect(try h.onLoop { $0.current.config.muted } == true)
         #expect(h.loads.value == 2)
+    }
+
+    /// A reload names each key only a start applies that it changed since the start, first in
+    /// status's warnings (cuectl reload prints them), until the start's value is back;
+    /// `[desktop] follow` only turned on (turned off, the reload applies it: the rules stop following).
+    @Test func aReloadNamesTheKeysThatWaitForTheNextStart() throws {
+        var start = Config()
+        start.desktop.follow = false
+        let h = try DaemonHarness(config: start)
+        defer { h.shutdown() }
+        var conn = try h.connect()
+        var next = start
+        next.notifications.enabled = true
+        next.desktop.follow = true
+        next.dbus.feedbackTheme = "other"  // a reload applies it
+        h.nextConfig.withLock { $0 = next }
+        #expect(try h.reply("reload", &conn) == .ok("reloaded"))
+        #expect(try h.onLoop { $0.status().warnings } == [
+            "changed since cued started, but read only at start: [notifications] enabled, [desktop] follow "
+                + "(a restart applies them: systemctl --user restart cued, or stop cued and start it again)"])
+        h.nextConfig.withLock { $0 = start }
+        #expect(try h.reply("reload", &conn) == .ok("reloaded"))
+        #expect(try h.onLoop { $0.status().warnings } == [])
+
+        let following = try DaemonHarness()
+        defer { following.shutdown() }
+        var other = try following.connect()
+        var off = Config()
+        off.desktop.follow = false
+        following.nextConfig.withLock { $0 = off }
+        #expect(try following.reply("reload", &other) == .ok("reloaded"))
+        #expect(try following.onLoop { $0.status().warnings } == [])
     }
 
     @Test func aLineTooLongClosesTheConnectionAndABadOneIsAnswered() throws {

@@ -105,6 +105,29 @@ import TestSupport
         #expect(bad.err.contains("reload-failed") && bad.err.contains("voices"))
     }
 
+    /// A key read only at start, changed since: `cuectl reload` names each one that waits for a
+    /// restart (as long as it differs from what cued started with), and only those (issue 47:
+    /// `[notifications] enabled = true` was answered `reloaded` and nothing more).
+    @Test func aReloadNamesEachChangedKeyThatWaitsForARestart() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"], config: "voices = 16\n[notifications]\nenabled = false\n")
+        func reload() throws -> (status: Int32, out: String, err: String) {
+            try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "reload"])
+        }
+        try d.writeConfig("master_gain_db = -3\nvoices = 16\n[notifications]\nenabled = false\n")
+        #expect(try reload() == (0, "reloaded\n", ""))  // applied by the reload: nothing to say
+        try d.writeConfig("voices = 8\n[notifications]\nenabled = true\n[dbus]\nreplace = true\n[stream]\n\"media.role\" = \"music\"\n")
+        let r = try reload()
+        #expect(r.status == 0 && r.out == "reloaded\n", "\(r)")
+        let warning = "cuectl: warning: changed since cued started, but read only at start: voices, [stream], [dbus] replace, "
+            + "[notifications] enabled (a restart applies them: systemctl --user restart cued, or stop cued and start it again)\n"
+        #expect(r.err == warning, "\(r)")
+        #expect(try reload().err == warning)  // still waiting: the same again
+        #expect(try d.status().warnings.contains { $0.contains("[notifications] enabled") })
+        // Sink and voices given on the command line win over the config: a change of them waits for nothing.
+        try d.writeConfig("sink = \"alsa:default\"\n[notifications]\nenabled = false\n")
+        #expect(try reload() == (0, "reloaded\n", ""))
+    }
+
     @Test func appMuteVersusGlobalMute() throws {
         let d = try DaemonHarness(args: ["--sink", "null"], config: "[apps.dashboard]\nmuted = true\n")
         let dash = try d.client(), mail = try d.client()

@@ -49,6 +49,23 @@ import TestSupport
         #expect(try d.status().cues["pop"]?.played == 1)  // one voice, three plays
     }
 
+    /// `stop` takes `all`, `id ID` or a cue it knows; anything else is refused, not taken as a
+    /// cue name that stops nothing (issue 47: `cuectl stop everything` printed 0, exit 0).
+    @Test func stopRefusesWhatIsNeitherAllAVoiceNorAKnownCue() throws {
+        let d = try DaemonHarness(args: ["--sink", "null"])
+        let typo = try cuectl(d, ["stop", "everything"])
+        #expect(typo.status == 1 && typo.out.isEmpty, "\(typo)")
+        #expect(typo.err.hasPrefix("cuectl: unknown-cue: no cue or theme sound named 'everything' to stop"), "\(typo)")
+        #expect(typo.err.contains("stop all"), "\(typo)")
+        let number = try cuectl(d, ["stop", "7"])
+        #expect(number.status == 1 && number.err.contains("stop id 7"), "\(number)")
+        #expect(try cuectl(d, ["stop", "pop"]) == (0, "0\n", ""))
+        #expect(try cuectl(d, ["stop", "bell"]) == (0, "0\n", ""))  // a theme sound
+        #expect(try cuectl(d, ["stop", "all"]) == (0, "0\n", ""))
+        #expect(try cuectl(d, ["stop"]) == (0, "0\n", ""))
+        #expect(try d.request("stop everything").hasPrefix("err unknown-cue "))
+    }
+
     @Test func versionMatchesCued() throws {
         let mine = try cuectl(nil, ["--version"])
         #expect(mine.status == 0)

@@ -95,6 +95,47 @@ import TestSupport
         }
     }
 
+    /// A file outside the Markdown docs that points at a section, "(FILE.md: Section)", names a
+    /// heading that is there (issue 47: the D-Bus service file named a README section that is not).
+    @Test func everySectionAFileNamesIsThere() throws {
+        let files = try runProcess("/usr/bin/git", ["-C", Self.root, "ls-files", "dbus", "systemd", "packaging", "completions", "canberra", "Makefile"])
+        let pattern = try Regex(#"\((README|[A-Za-z0-9_./-]+\.md): ([^)]+)\)"#)
+        var named = 0
+        for file in files.out.split(separator: "\n").map(String.init) {
+            guard let text = try? text(file) else { continue }
+            for m in text.matches(of: pattern) {
+                let doc = m.output[1].substring.map(String.init) ?? ""
+                let section = m.output[2].substring.map(String.init) ?? ""
+                let path = doc == "README" ? "README.md" : doc
+                let headings = try self.text(path).split(separator: "\n").filter { $0.hasPrefix("#") }
+                    .map { $0.drop { $0 == "#" }.trimmingCharacters(in: .whitespaces) }
+                #expect(headings.contains(section), "\(file) points at \(path): \(section), which has no such heading")
+                named += 1
+            }
+        }
+        #expect(named > 0, "the service file names its section")
+    }
+
+    /// cuectl(1) tells doctor's findings in the order doctor prints them: what `why pop` finds,
+    /// then, last, the user units (issue 47: the page said `why pop` came last).
+    @Test func doctorsFindingsAreDocumentedInTheirOrder() throws {
+        var s = Status()
+        s.sink.spec = "alsa:default"
+        s.sink.state = "idle"
+        let units = "/home/u/.config/systemd/user"
+        let r = Doctor.report(status: s, noDaemon: nil, socket: "/s", environment: ["HOME": "/home/u", "XDG_RUNTIME_DIR": "/run/user/1"],
+                              soundCard: true, exists: { $0 == units + "/cued.socket" }, why: WhyReport(cue: "pop", app: "bash"))
+        let why = try #require(r.lines.firstIndex { $0.contains("why pop") })
+        #expect(r.lines.last?.hasPrefix("--  units installed in \(units)") == true && why < r.lines.count - 1, "\(r.lines)")
+        let page = try text("docs/man/cuectl.1.scd")
+        let doctor = try #require(page.range(of: "*doctor*\n"))
+        let paragraph = String(page[doctor.upperBound...]).components(separatedBy: "\n\n")[0]
+        let whyAt = try #require(paragraph.range(of: "*why pop*"), "\(paragraph)")
+        let unitsAt = try #require(paragraph.range(of: "user units"), "\(paragraph)")
+        #expect(whyAt.lowerBound < unitsAt.lowerBound, "cuectl(1) says the units before why pop: \(paragraph)")
+        #expect(paragraph.contains("and last whether the user units"), "\(paragraph)")
+    }
+
     // MARK: completions, for real
 
     static let cues: [String: [Int16]] = Fixture.standard.merging(["zzcue": Fixture.constant(100, frames: 480)]) { $1 }

@@ -62,6 +62,9 @@ import TestSupport
         let again = try DaemonHarness(args: ["--sink", "null", "--socket", d.socketPath],
                                       extraEnv: ["XDG_STATE_HOME": d.dir.file("state"), "XDG_CONFIG_HOME": d.dir.file("config")])
         #expect(try again.request("profile") == "ok quiet")
+        // The start-up line says the profile it restored, beside the mute (issue 47: only muted=false).
+        let listening = again.readStderr().split(separator: "\n").first { $0.contains(" listening") }
+        #expect(listening?.contains("muted=false profile=quiet ") == true, "\(again.readStderr())")
         #expect(try again.request("profile app mutt") == "ok mutt silent")
         #expect(try cuectl(again, ["profile", "app", "mutt", "default"]) == (0, "mutt quiet\n", ""))
         // A reload that changes the config's profile applies it (as `muted`).

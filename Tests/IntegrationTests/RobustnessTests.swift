@@ -312,6 +312,41 @@ import TestSupport
         #expect(d.readStderr().contains("belongs to uid 65534"), "\(d.readStderr())")
     }
 
+    /// Advice never says to remove (or open up) a directory cued did not make: only the default
+    /// socket's own directory (`$XDG_RUNTIME_DIR/cued`) is cued's (issue 47: `cued --socket
+    /// /tmp/nc2.sock` as a user was told to remove /tmp). /tmp is root's and everyone's: as root
+    /// the mode check speaks, as a user the owner check; as a user of /tmp, both.
+    @Test func aDirectoryCuedDidNotMakeIsNeverToBeRemovedOrChanged() throws {
+        let sock = "/tmp/cued-nc.\(getpid()).sock"
+        let d = try DaemonHarness(args: ["--sink", "null", "--socket", sock], waitReady: false)
+        #expect(d.waitForExit() == 1)
+        let err = d.readStderr()
+        #expect(err.contains("socket directory /tmp "), "\(err)")
+        #expect(!err.contains("Remove") && !err.contains("remove") && !err.contains("chmod"), "\(err)")
+        #expect(err.contains("Choose a --socket in a directory of your own"), "\(err)")
+    }
+
+    @Test(.enabled(if: getuid() == 0, "needs root to give a directory to another user"))
+    func aDirectoryOfAnotherUserThatCuedDidNotMakeIsNotToBeRemoved() throws {
+        let dir = TempDir()
+        mkdir(dir.file("run"), 0o700)
+        mkdir(dir.file("theirs"), 0o755)
+        chown(dir.file("theirs"), 65534, 65534)
+        let d = try DaemonHarness(args: ["--sink", "null", "--socket", dir.file("theirs/cued.sock")], waitReady: false)
+        #expect(d.waitForExit() == 1)
+        let err = d.readStderr()
+        #expect(err.contains("socket directory \(dir.file("theirs")) belongs to uid 65534"), "\(err)")
+        #expect(!err.contains("Remove") && !err.contains("remove"), "\(err)")
+        #expect(err.contains("Choose a --socket in a directory of your own"), "\(err)")
+        // cued's own directory, which it makes again: removing it is the fix.
+        mkdir(dir.file("run/cued"), 0o700)
+        chown(dir.file("run/cued"), 65534, 65534)
+        let own = try DaemonHarness(args: ["--sink", "null", "--socket", dir.file("run/cued/cued.sock")], extraEnv: ["XDG_RUNTIME_DIR": dir.file("run")],
+                                    waitReady: false)
+        #expect(own.waitForExit() == 1)
+        #expect(own.readStderr().contains("Remove it (cued makes it again, 0700)"), "\(own.readStderr())")
+    }
+
     @Test func aMissingRuntimeDirectoryIsNotCreated() throws {
         let dir = TempDir()
         let d = try DaemonHarness(args: ["--sink", "null", "--socket", dir.file("nope/cued/cued.sock")], waitReady: false)

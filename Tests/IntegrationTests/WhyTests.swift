@@ -61,6 +61,22 @@ struct WhyTests {
         #expect(try d.request("why no/such").hasPrefix("err bad-argument "))
     }
 
+    /// A name that is neither a cue nor a theme sound would never be heard, and `why` says so as
+    /// `play` does: `err unknown-cue`, cuectl's exit 1 (issue 47: "nosuchcue would be heard").
+    /// A theme sound, even one not decoded yet, gets its report.
+    @Test func anUnknownCueIsAnErrorAsForPlay() throws {
+        let d = try DaemonHarness(args: ["--sink", "wav:%DIR%/capture.wav"])
+        let play = try d.request("play nosuchcue")
+        #expect(play.hasPrefix("err unknown-cue no cue or theme sound named 'nosuchcue'"), "\(play)")
+        #expect(try d.request("why nosuchcue") == play)
+        let r = try Self.why(d, ["why", "nosuchcue"])
+        #expect(r.status == 1 && r.out.isEmpty, "\(r)")
+        #expect(r.err.hasPrefix("cuectl: unknown-cue: no cue or theme sound named 'nosuchcue'"), "\(r)")
+        let bell = try Self.why(d, ["why", "bell"])  // the freedesktop theme's, never played here
+        #expect(bell.status == 0 && bell.out.hasPrefix("bell by "), "\(bell)")
+        #expect(try Self.why(d, ["why", "pop"]).status == 0)
+    }
+
     @Test func aFailingDeviceIsNamed() throws {
         let d = try DaemonHarness(args: ["--sink", "fault:open-fail=1000000"])
         _ = try d.request("play pop")
