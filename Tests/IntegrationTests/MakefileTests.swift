@@ -55,12 +55,15 @@ import TestSupport
             guard r.status == 0 else { throw HarnessError.exited(r.status, r.err) }
         }
 
-        /// `make VARS TARGETS` in the scratch checkout; `deps` installs nothing (APT_PKGS empty).
+        /// Every package list empty: the deps targets install nothing.
+        static let noPackages = ["RUN_PKGS=", "TEST_PKGS=", "DEB_PKGS=", "BENCH_PKGS="]
+
+        /// `make VARS TARGETS` in the scratch checkout; the deps targets install nothing (`noPackages`).
         func make(_ args: [String], extraEnv: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
             var env = ProcessInfo.processInfo.environment.merging(extraEnv) { $1 }
             env["CALLS"] = log
             env.removeValue(forKey: "MAKEFLAGS")
-            return try runProcess("/usr/bin/make", ["-C", root, "SWIFT=" + dir.file("swift"), "STRIP=true", "APT_PKGS="] + args, env: env)
+            return try runProcess("/usr/bin/make", ["-C", root, "SWIFT=" + dir.file("swift"), "STRIP=true"] + Self.noPackages + args, env: env)
         }
 
         var calls: [Call] {
@@ -164,7 +167,7 @@ import TestSupport
         env["CALLS"] = s.log
         env.removeValue(forKey: "MAKEFLAGS")
         env.removeValue(forKey: "SINK")
-        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift"), "APT_PKGS="] + vars + ["run"], env: env)
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift")] + Scratch.noPackages + vars + ["run"], env: env)
         let argv = ((try? String(contentsOfFile: s.log + ".cued", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         return (r.status, r.out, r.err, argv)
     }
@@ -198,11 +201,9 @@ import TestSupport
         #expect(r.out == "")
     }
 
-    /// make deps installs what the tests need and dpkg says is missing: here
-    /// nothing is installed (a fake dpkg), so everything is asked of apt-get (a
-    /// fake that records it), including bash-completion (the bash completions load
-    /// through it), dpkg-dev and lintian (make deb and its test).
-    @Test func depsInstallsWhatTheTestsNeed() throws {
+    /// `make TARGET` with nothing installed (a fake dpkg), so that every package is asked of apt-get
+    /// (a fake that records it): the packages it asked for.
+    func packagesAsked(_ target: String) throws -> Set<String> {
         let s = try Scratch()
         let bin = s.dir.file("bin")
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
@@ -213,12 +214,35 @@ import TestSupport
         env["CALLS"] = s.log
         env["PATH"] = bin + ":" + (env["PATH"] ?? "/usr/bin:/bin")
         env.removeValue(forKey: "MAKEFLAGS")
-        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "deps"], env: env)
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, target], env: env)
         #expect(r.status == 0, "\(r.err)")
         let apt = (try? String(contentsOfFile: s.log + ".apt", encoding: .utf8)) ?? ""
-        let install = apt.split(separator: "\n").first { $0.hasPrefix("install ") }.map { Set($0.split(separator: " ").map(String.init)) } ?? []
-        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat"] {
-            #expect(install.contains(package), "\(apt)")
+        return Set(apt.split(separator: "\n").filter { $0.hasPrefix("install ") }.flatMap { $0.split(separator: " ").map(String.init) })
+    }
+
+    /// make test-deps installs what the tests need and dpkg says is missing, including bash-completion
+    /// (the bash completions load through it), dpkg-dev and lintian (make deb's test).
+    @Test func testDepsInstallWhatTheTestsNeed() throws {
+        let install = try packagesAsked("test-deps")
+        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat", "pipewire", "pkg-config"] {
+            #expect(install.contains(package), "\(install.sorted())")
+        }
+    }
+
+    /// make deps (what make build and make run install) is what building and running cued needs: the
+    /// compilers' inputs, no test tool, no sound server, no system service (feedbackd's D-Bus service
+    /// would race cued for its name; rtkit and polkitd are the machine's to run).
+    @Test func runInstallsOnlyWhatBuildingAndRunningNeeds() throws {
+        let install = try packagesAsked("deps")
+        for package in ["pkg-config", "libasound2-dev", "libsndfile1-dev", "libsamplerate0-dev", "libpipewire-0.3-dev",
+                        "libsystemd-dev", "gcc", "libcanberra-dev"] {
+            #expect(install.contains(package), "\(install.sorted())")
+        }
+        let services = ["feedbackd", "rtkit", "polkitd", "pipewire", "pipewire-pulse", "wireplumber", "dbus", "dbus-daemon",
+                        "systemd", "pulseaudio", "xdg-desktop-portal", "xdg-desktop-portal-gtk", "dconf-service"]
+        #expect(install.isDisjoint(with: services), "make deps installs \(install.intersection(services).sorted())")
+        for tool in ["socat", "sox", "lintian", "xvfb", "zsh", "fish", "fuse3", "gnome-session-canberra"] {
+            #expect(!install.contains(tool), "make deps installs \(tool), a test's tool")
         }
     }
 
