@@ -36,7 +36,7 @@ import TestSupport
                   printf 'ENV\\037'
                   printf 'SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=%s\\037' "${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH-}"
                   printf 'CUED_BIN_DIR=%s\\037CUED_TEST_PREFIX=%s\\037' "${CUED_BIN_DIR-}" "${CUED_TEST_PREFIX-}"
-                  printf 'CUED_TEST_RTKIT=%s\\037' "${CUED_TEST_RTKIT-}"
+                  printf 'CUED_TEST_RTKIT=%s\\037CUED_TEST_STACK=%s\\037CUED_TEST_ROOT=%s\\037' "${CUED_TEST_RTKIT-}" "${CUED_TEST_STACK-}" "${CUED_TEST_ROOT-}"
                   printf 'installed=%s\\037\\n' "$(ls "${CUED_TEST_PREFIX:-/nonexistent}/bin" 2>/dev/null | tr '\\n' ' ')"
                 } >> "$CALLS"
                 case " $* " in *" --show-bin-path "*) printf '%s/.build/debug\\n' "$PWD";; esac
@@ -142,6 +142,28 @@ import TestSupport
         #expect(unit.contains("\nExecStart=\"\(s.root)/.build/test-install/bin/cued\"\n"))
     }
 
+    /// TEST_DEBIAN13=1: the PipeWire phase once more, on the Debian 13 root `Tests/stacks/debian13.sh`
+    /// built before the tests start (here a fake that prints a directory): every PipeWire test, cued's
+    /// release build (it runs on the root's libraries), CUED_TEST_STACK and CUED_TEST_ROOT set.
+    @Test func debian13RunsThePipeWirePhaseInTheRoot() throws {
+        let s = try Scratch()
+        try FileManager.default.createDirectory(atPath: s.root + "/Tests/stacks", withIntermediateDirectories: true)
+        try s.script(s.root + "/Tests/stacks/debian13.sh", "echo \"$1\" >> \"$CALLS.root\"; echo /fake/debian13-root")
+        let r = try s.make(["test", "TEST_DEBIAN13=1"])
+        #expect(r.status == 0, "\(r.err)")
+        let tests = s.calls.filter { $0.args.first == "test" }
+        #expect(tests.count == 4, "\(tests.map(\.args))")
+        guard let last = tests.last, tests.count == 4 else { return }
+        #expect(last.args.suffix(2) == ["--filter", "PipeWireTests"], "\(last.args)")
+        #expect(last.env["CUED_TEST_STACK"] == "debian13" && last.env["CUED_TEST_ROOT"] == "/fake/debian13-root", "\(last.env)")
+        #expect(last.env["CUED_BIN_DIR"] == s.root + "/.build/release", "\(last.env)")
+        // Built (`root`) before the first test run, looked up (`path`) for its phase.
+        #expect((try? String(contentsOfFile: s.log + ".root", encoding: .utf8)) == "root\npath\n")
+        for call in tests.dropLast() { #expect(call.env["CUED_TEST_STACK"] == "", "\(call.env)") }
+        let off = try s.make(["test"])
+        #expect(off.out.contains("make test: the PipeWire phase on Debian 13's stack is off (make test TEST_DEBIAN13=1 runs it)"), "\(off.out)")
+    }
+
     /// A log that lost the runner's last lines says nothing of how it ended (seen: the summary
     /// and ~30 tests' ends missing, swift test's status 0): each run writes its results itself
     /// (--xunit-output), make test shows the runner's own count, and a run without results
@@ -221,10 +243,11 @@ import TestSupport
     }
 
     /// make test-deps installs what the tests need and dpkg says is missing, including bash-completion
-    /// (the bash completions load through it), dpkg-dev and lintian (make deb's test).
+    /// (the bash completions load through it), dpkg-dev and lintian (make deb's test), and debootstrap
+    /// (the Debian 13 root).
     @Test func testDepsInstallWhatTheTestsNeed() throws {
         let install = try packagesAsked("test-deps")
-        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat", "pipewire", "pkg-config"] {
+        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat", "pipewire", "debootstrap", "pkg-config"] {
             #expect(install.contains(package), "\(install.sorted())")
         }
     }
@@ -241,7 +264,7 @@ import TestSupport
         let services = ["feedbackd", "rtkit", "polkitd", "pipewire", "pipewire-pulse", "wireplumber", "dbus", "dbus-daemon",
                         "systemd", "pulseaudio", "xdg-desktop-portal", "xdg-desktop-portal-gtk", "dconf-service"]
         #expect(install.isDisjoint(with: services), "make deps installs \(install.intersection(services).sorted())")
-        for tool in ["socat", "sox", "lintian", "xvfb", "zsh", "fish", "fuse3", "gnome-session-canberra"] {
+        for tool in ["socat", "sox", "lintian", "xvfb", "zsh", "fish", "fuse3", "debootstrap", "gnome-session-canberra"] {
             #expect(!install.contains(tool), "make deps installs \(tool), a test's tool")
         }
     }
