@@ -95,7 +95,7 @@ root() {
         if [ "$(id -u)" = 0 ]; then build
         else
             say "the Debian 13 root $d is missing; building it needs root (debootstrap, apt-get): running it with sudo"
-            sudo CUED_TEST_CACHE="$cache" "$self" _build-as-root
+            sudo "$self" _build-as-root "$cache"
         fi
     fi
     built "$d" || die "no Debian 13 root at $d"
@@ -157,7 +157,7 @@ main() {
         path) local d; d=$(dir); built "$d" || exit 1; echo "$d" ;;
         run) shift; run "$@" ;;
         _build) shift; _build "$@" ;;
-        _build-as-root) build ;;
+        _build-as-root) cache=$2; build ;;
         _enter) shift; _enter "$@" ;;
         *) sed -n '2,/^set /{/^set /d;s/^# \{0,1\}//;p}' "$self" >&2; exit 2 ;;
     esac
