@@ -63,6 +63,7 @@ import TestSupport
             var env = ProcessInfo.processInfo.environment.merging(extraEnv) { $1 }
             env["CALLS"] = log
             env.removeValue(forKey: "MAKEFLAGS")
+            env.removeValue(forKey: "TEST_DEBIAN13")  // an outer make test TEST_DEBIAN13=1 exports it
             return try runProcess("/usr/bin/make", ["-C", root, "SWIFT=" + dir.file("swift"), "STRIP=true"] + Self.noPackages + args, env: env)
         }
 
@@ -188,6 +189,7 @@ import TestSupport
         for key in unset { env.removeValue(forKey: key) }
         env["CALLS"] = s.log
         env.removeValue(forKey: "MAKEFLAGS")
+        env.removeValue(forKey: "TEST_DEBIAN13")  // an outer make test TEST_DEBIAN13=1 exports it
         env.removeValue(forKey: "SINK")
         let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift")] + Scratch.noPackages + vars + ["run"], env: env)
         let argv = ((try? String(contentsOfFile: s.log + ".cued", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
@@ -236,6 +238,7 @@ import TestSupport
         env["CALLS"] = s.log
         env["PATH"] = bin + ":" + (env["PATH"] ?? "/usr/bin:/bin")
         env.removeValue(forKey: "MAKEFLAGS")
+        env.removeValue(forKey: "TEST_DEBIAN13")  // an outer make test TEST_DEBIAN13=1 exports it
         let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, target], env: env)
         #expect(r.status == 0, "\(r.err)")
         let apt = (try? String(contentsOfFile: s.log + ".apt", encoding: .utf8)) ?? ""
