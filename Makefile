@@ -1,29 +1,45 @@
-# cued — make deps | build | run | test | deb | sounds | man | install | uninstall | clean
+# cued — make deps | build | run | test (test-deps) | deb | sounds | man | install | uninstall | clean
 SWIFT     ?= swift
 SINK      ?=
 ARGS      ?=
 SUDO      := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
-# Build: the C libraries (libpipewire for --sink pipewire). Tests: ALSA tools, socat and netcat (the README's clients),
-# systemd's tools, a private PipeWire/PulseAudio stack, the freedesktop sound theme, man,
-# the shells `cuectl shell-init` and the completions are tested in. Install: strip
-# (binutils); a hung file system for the decoding lane's test (fuse3, python3-fusepy). scdoc
-# makes the man pages (make man; install uses the committed roff and make test checks it is
-# current); python3 runs the README's Python example; bash-completion loads the bash
-# completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb and its test. libpipewire-0.3-dev: the
-# native PipeWire sink. libsystemd-dev: sd-bus for
-# the D-Bus face; feedbackd (fbcli), libfeedback with python3-gi, notify-send and gdbus: its real clients.
-# gcc and libcanberra-dev (canberra.h): the libcanberra plug-in; its real clients: canberra-gtk-play
-# (gnome-session-canberra) under Xvfb, GSound (gir1.2-gsound-1.0), and libcanberra's pulse driver
-# (libcanberra-pulse), which the plug-in falls back to. rtkit and polkitd: the desktop's real time,
-# which cued run as a user asks for (on a private system bus in the tests). lame and sox's MP3
-# handler (libsox-fmt-mp3) make the MP3s whose estimated length the decoder's tests read.
-APT_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpipewire-0.3-dev alsa-utils socat netcat-openbsd sox \
-             systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse wireplumber \
-             pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion binutils scdoc python3 \
-             fuse3 python3-fusepy dpkg-dev lintian \
-             libsystemd-dev feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi libnotify-bin libglib2.0-bin \
-             gcc libcanberra-dev libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0 rtkit polkitd \
-             xdg-desktop-portal xdg-desktop-portal-gtk lame libsox-fmt-mp3
+# What each target installs: only the Debian packages dpkg says are missing (apt-get update first).
+# make build / make run (deps): building and running cued, nothing else: pkg-config and the headers
+# of the C libraries it uses (ALSA, libsndfile, libsamplerate; libpipewire-0.3-dev: the native
+# PipeWire sink; libsystemd-dev: sd-bus for the D-Bus face); gcc and libcanberra-dev (canberra.h):
+# the libcanberra plug-in make build builds; binutils: strip (make install). No sound server, no
+# system service: cued plays through whatever the desktop runs.
+RUN_PKGS  := pkg-config libasound2-dev libsndfile1-dev libsamplerate0-dev libpipewire-0.3-dev libsystemd-dev \
+             gcc libcanberra-dev binutils
+# make test (test-deps): ALSA tools, socat and netcat (the README's clients), systemd's tools, a
+# private PipeWire/PulseAudio stack, the freedesktop sound theme, man, the shells `cuectl
+# shell-init` and the completions are tested in; a hung file system for the decoding lane's test
+# (fuse3, python3-fusepy). scdoc makes the man pages (make man; install uses the committed roff and
+# make test checks it is current); python3 runs the README's Python example; bash-completion loads
+# the bash completions; dpkg-dev (dpkg-shlibdeps) and lintian: make deb's test. feedbackd (fbcli),
+# libfeedback with python3-gi, notify-send and gdbus: the D-Bus face's real clients. The plug-in's
+# real clients: canberra-gtk-play (gnome-session-canberra) under Xvfb, GSound (gir1.2-gsound-1.0), and
+# libcanberra's pulse driver (libcanberra-pulse), which the plug-in falls back to. rtkit and polkitd:
+# the desktop's real time, which cued run as a user asks for (on a private system bus in the tests).
+# debootstrap: the Debian 13 root of the second PipeWire phase (Tests/stacks/debian13.sh). The real
+# xdg-desktop-portal with its GTK backend (RealPortalTests). lame and sox's MP3 handler
+# (libsox-fmt-mp3) make the MP3s whose estimated length the decoder's tests read.
+TEST_PKGS := alsa-utils socat netcat-openbsd sox systemd util-linux dbus pipewire pipewire-bin pipewire-alsa pipewire-pulse \
+             wireplumber pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion scdoc \
+             python3 fuse3 python3-fusepy dpkg-dev lintian feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi \
+             libnotify-bin libglib2.0-bin libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0 rtkit polkitd \
+             debootstrap xdg-desktop-portal xdg-desktop-portal-gtk lame libsox-fmt-mp3
+# make deb (deb-deps): dpkg-shlibdeps (dpkg-dev); lintian checks the package in make test.
+DEB_PKGS  := dpkg-dev
+# Installs those of the packages $(1) that dpkg says are missing; $(2) names the target in what it says.
+define APT_INSTALL
+	@missing=$$(for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "make $(2): installing" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
+	fi
+endef
 # SwiftPM colours diagnostics only when its output is a terminal, and the colour
 # flag is part of every compile command: a release build after one whose output
 # went elsewhere (a pipe, a terminal) recompiled everything. Colour is fixed off.
@@ -45,16 +61,15 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps pkgconfig bench-deps build canberra canberra-stress canberra-fuzz canberra-fuzz-build wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
+.PHONY: deps test-deps deb-deps debian13-root pkgconfig bench-deps build canberra canberra-stress canberra-fuzz canberra-fuzz-build wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
 
-# Installs only the Debian packages that dpkg says are missing.
+# What building and running cued needs (RUN_PKGS); test-deps, bench-deps and deb-deps add theirs.
 deps:
-	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "make deps: installing" $$missing; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+	$(call APT_INSTALL,$(RUN_PKGS),deps)
+test-deps: deps
+	$(call APT_INSTALL,$(TEST_PKGS),test-deps)
+deb-deps: deps
+	$(call APT_INSTALL,$(DEB_PKGS),deb-deps)
 
 # SwiftPM refuses any -D in a pkg-config file's Cflags, with a warning on every build, and
 # libpipewire-0.3.pc has -D_REENTRANT (a no-op with glibc): make's builds read the same
@@ -79,13 +94,9 @@ pkgconfig: deps
 # Not `pulseaudio`: Debian's package conflicts with pipewire-alsa, which the tests need;
 # PipeWire's own PulseAudio server (pipewire-pulse) is what the bench measures.
 BENCH_PKGS := gcc gnome-session-canberra libcanberra-pulse xvfb pulseaudio-utils libasound2-plugins python3-matplotlib python3-numpy
-bench-deps: deps
-	@missing=$$(for p in $(BENCH_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "make bench-deps: installing" $$missing; \
-	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq $$missing; \
-	fi
+# The bench runs the tests' private stacks (test-deps) and its peers.
+bench-deps: test-deps
+	$(call APT_INSTALL,$(BENCH_PKGS),bench-deps)
 
 # Figures, not tests: writes BENCHMARKS.md and docs/latency.png (about 40 minutes;
 # `BENCH_ONLY=SECTION /usr/bin/python3 bench/bench.py` runs one section, e.g. voices or desktop,
@@ -193,7 +204,7 @@ fuzz: build
 # Every reliability scenario against the real daemon (release), with its figures:
 # writes RELIABILITY.md (about 15 minutes, most of it `make fuzz`). RELIABILITY_ONLY=CONCERN or
 # SECTION,… (e.g. devices, leaks) runs those alone and replaces their rows (bench/README.md).
-reliability: fuzz canberra-stress
+reliability: test-deps fuzz canberra-stress
 	PKG_CONFIG_PATH='$(SYSTEM_PKG_CONFIG_PATH)' /usr/bin/python3 bench/reliability.py
 
 # cued on PipeWire's ALSA plugin, every cue checked sample-exact at the null sink's monitor by two
@@ -238,7 +249,19 @@ RESULTS   = --xunit-output '$(TEST_XML)'
 RAN_WHOLE = { [ -s '$(TEST_XML)' ] || { echo "make test: the test runner ended without writing its results ($(TEST_XML)): the tests after the last one shown never ran" >&2; exit 1; }; \
 	echo "make test: the runner's own count: $$(grep -o 'tests="[0-9]*" failures="[0-9]*"' '$(TEST_XML)' | head -n 1)"; }
 PIPEWIRE_TIMING_TESTS := PipeWireTests/(fiftyCuesInARow|cuesMidStream|theNativeStreamAsksTheQuantum|aStreamStoppedMidCue|aGraphCycleLonger|aGraphQuantumBelow|playWaitOnTheNativeStream)
-test: deps build canberra-stress canberra-fuzz-build
+# The PipeWire phase once more on Debian 13's stack (PipeWire 1.4, WirePlumber 0.5, the portal and
+# feedbackd of today's desktops): every program those tests start, cued's release build (the Swift
+# runtime linked in) among them, runs inside a Debian 13 root on its libraries (Tests/stacks/debian13.sh:
+# built when missing, with sudo when not root, said once; cached in /var/cache/cued-test, rebuilt when
+# Tests/stacks/debian13.packages changes). TEST_DEBIAN13=1 runs it; off by default until cued's native
+# stream is heard on PipeWire >= 0.3.83 (issue 45: it is given one buffer there), so that make test
+# says what is true of the host's stack meanwhile.
+TEST_DEBIAN13 ?= 0
+DEBIAN13      := '$(CURDIR)/Tests/stacks/debian13.sh'
+# Built before the tests start, so that its sudo (a normal user's) is asked at the start, not midway.
+debian13-root: test-deps
+	@$(DEBIAN13) root >/dev/null
+test: test-deps build canberra-stress canberra-fuzz-build $(if $(filter 1,$(TEST_DEBIAN13)),debian13-root)
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
@@ -252,6 +275,11 @@ test: deps build canberra-stress canberra-fuzz-build
 	@# missed cycles counted), not those of restarts, targets and doctor (45 s, not 80).
 	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests && $(RAN_WHOLE)
 	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter '$(PIPEWIRE_TIMING_TESTS)' && $(RAN_WHOLE)
+ifeq ($(TEST_DEBIAN13),1)
+	rm -f '$(TEST_XML)'; root=$$($(DEBIAN13) path) && $(TEST_WIDTH) CUED_TEST_STACK=debian13 CUED_TEST_ROOT="$$root" CUED_BIN_DIR='$(CURDIR)/.build/release' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests && $(RAN_WHOLE)
+else
+	@echo "make test: the PipeWire phase on Debian 13's stack is off (make test TEST_DEBIAN13=1 runs it)"
+endif
 
 sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth
@@ -313,7 +341,7 @@ DEB        = $(DEB_DIR)/cued_$(VERSION)_$(DEB_ARCH).deb
 DEB_DIRS  := PREFIX=/usr BINDIR=/usr/bin DATADIR=/usr/share SOUNDDIR=/usr/share/cued/cues MANDIR=/usr/share/man \
              BASHCOMPDIR=/usr/share/bash-completion/completions ZSHCOMPDIR=/usr/share/zsh/vendor-completions \
              FISHCOMPDIR=/usr/share/fish/vendor_completions.d UNITDIR=/usr/lib/systemd/user
-deb: build
+deb: deb-deps build
 	$(MAKE) --no-print-directory deb-package
 	@echo "built $(DEB); install it with:  sudo apt install ./$(DEB)"
 

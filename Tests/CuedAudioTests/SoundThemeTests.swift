@@ -5,7 +5,7 @@ import Foundation
 import Testing
 import TestSupport
 
-/// Debian's sound-theme-freedesktop (`make deps` installs it), resolved and
+/// Debian's sound-theme-freedesktop (`make test-deps` installs it), resolved and
 /// decoded as cued would.
 @Suite struct FreedesktopThemeTests {
     static let stereo = "/usr/share/sounds/freedesktop/stereo"
@@ -15,7 +15,7 @@ import TestSupport
     var theme: SoundTheme { SoundTheme(environment: ["XDG_DATA_HOME": home.path, "HOME": home.path]) }
 
     @Test func chainAndDirectories() throws {
-        try #require(FileSystemCheck.isDirectory(Self.stereo), "sound-theme-freedesktop is not installed: run `make deps`")
+        try #require(FileSystemCheck.isDirectory(Self.stereo), "sound-theme-freedesktop is not installed: run `make test-deps`")
         let t = theme
         #expect(t.chain == ["freedesktop"])
         #expect(t.baseDirectories == [home.path + "/sounds", "/usr/local/share/sounds", "/usr/share/sounds"])
@@ -30,7 +30,7 @@ import TestSupport
         ("message-new-email", "message.oga"), ("dialog-error-serious", "dialog-error.oga"),
     ])
     func resolvesAndDecodes(name: String, file: String) throws {
-        try #require(FileSystemCheck.isDirectory(Self.stereo), "sound-theme-freedesktop is not installed: run `make deps`")
+        try #require(FileSystemCheck.isDirectory(Self.stereo), "sound-theme-freedesktop is not installed: run `make test-deps`")
         let found = theme.lookup(name)
         #expect(found == .file(Self.stereo + "/" + file))
         guard case .file(let path) = found else { return }
@@ -48,7 +48,7 @@ import TestSupport
     /// Every name the theme lists resolves and decodes; the whole theme fits
     /// the cache's default limit.
     @Test func everyNameDecodesWithinTheCacheLimit() throws {
-        try #require(FileSystemCheck.isDirectory(Self.stereo), "sound-theme-freedesktop is not installed: run `make deps`")
+        try #require(FileSystemCheck.isDirectory(Self.stereo), "sound-theme-freedesktop is not installed: run `make test-deps`")
         // One theme, as the daemon holds one per reload (a fresh one per name
         // would re-read index.theme each time and test the file system instead).
         let theme = self.theme

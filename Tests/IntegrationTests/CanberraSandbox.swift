@@ -17,7 +17,7 @@ final class CanberraSandbox: @unchecked Sendable {
     /// The directory libcanberra loads drivers from, read from the library itself.
     static let systemDirectory: String? = {
         for lib in CanberraRouting.libraryCandidates(machine: machine()) {
-            if let data = FileManager.default.contents(atPath: lib), let dir = CanberraRouting.pluginDirectory(inLibrary: [UInt8](data)) {
+            if let data = FileManager.default.contents(atPath: TestStack.hostPath(lib)), let dir = CanberraRouting.pluginDirectory(inLibrary: [UInt8](data)) {
                 return dir
             }
         }
@@ -54,17 +54,18 @@ final class CanberraSandbox: @unchecked Sendable {
         let fm = FileManager.default
         try fm.createDirectory(atPath: drivers, withIntermediateDirectories: true)
         if let system = Self.systemDirectory {
-            for name in try fm.contentsOfDirectory(atPath: system) where name != CanberraRouting.pluginFile {
-                try fm.copyItem(atPath: system + "/" + name, toPath: drivers + "/" + name)
+            let hostSystem = TestStack.hostPath(system)
+            for name in try fm.contentsOfDirectory(atPath: hostSystem) where name != CanberraRouting.pluginFile {
+                try fm.copyItem(atPath: hostSystem + "/" + name, toPath: drivers + "/" + name)
             }
             mounts.append((drivers, system))
         }
         if let plugin { try fm.copyItem(atPath: plugin, toPath: drivers + "/" + CanberraRouting.pluginFile) }
-        if hook, fm.fileExists(atPath: Self.generators), let system = Self.systemDirectory {
+        if hook, fm.fileExists(atPath: TestStack.hostPath(Self.generators)), let system = Self.systemDirectory {
             let hooks = dir.file("generators")
             try fm.createDirectory(atPath: hooks, withIntermediateDirectories: true)
-            for name in try fm.contentsOfDirectory(atPath: Self.generators) {
-                try fm.copyItem(atPath: Self.generators + "/" + name, toPath: hooks + "/" + name)
+            for name in try fm.contentsOfDirectory(atPath: TestStack.hostPath(Self.generators)) {
+                try fm.copyItem(atPath: TestStack.hostPath(Self.generators) + "/" + name, toPath: hooks + "/" + name)
             }
             let script = try String(contentsOfFile: TestPaths.repoRoot.path + "/canberra/60-cued-canberra.in", encoding: .utf8)
                 .replacingOccurrences(of: "@PLUGINDIR@", with: system)
@@ -79,6 +80,8 @@ final class CanberraSandbox: @unchecked Sendable {
 
     /// `argv` run with the drivers directory (and the hook) in place: the program and its arguments.
     func wrap(_ argv: [String]) -> (String, [String]) {
+        // On a Debian 13 test stack the root's own mount namespace holds the binds.
+        if TestStack.inRoot { return TestStack.command(argv[0], Array(argv.dropFirst()), binds: mounts) }
         let script = mounts.indices.map { "mount --bind \"$\($0 * 2 + 1)\" \"$\($0 * 2 + 2)\"" }.joined(separator: " && ")
             + " && shift \(mounts.count * 2) && exec \"$@\""
         return ("/usr/bin/unshare", Self.namespaceFlags + ["/bin/sh", "-c", script, "sh"] + mounts.flatMap { [$0.from, $0.to] } + argv)

@@ -85,11 +85,12 @@ final class DaemonHarness: @unchecked Sendable {
             chmod(dir.path, 0o755)
             // `launcher` runs first, as root (what sets up the user's world), then the user's.
             command = launcher + DesktopUser.launcher + [try DesktopUser.binary("cued")] + full
-            proxy = try Subprocess(DesktopUser.launcher[0], Array(DesktopUser.launcher.dropFirst())
+            proxy = try Subprocess(onStack: DesktopUser.launcher[0], Array(DesktopUser.launcher.dropFirst())
                                    + ["/usr/bin/socat", "UNIX-LISTEN:\(socketPath),fork,mode=600", "UNIX-CONNECT:\(cuedSocket)"],
                                    stderr: dir.file("proxy.log"))
         }
-        process = try Subprocess(command[0], Array(command.dropFirst()), env: environment.merging(extraEnv) { $1 },
+        // On a Debian 13 test stack, cued (and its launcher) runs inside the root, on its libraries.
+        process = try Subprocess(onStack: command[0], Array(command.dropFirst()), env: environment.merging(extraEnv) { $1 },
                                  stderr: stderrPath ?? dir.file("stderr.log"))
         if waitReady { try waitUntilAnswering() }
     }

@@ -22,7 +22,7 @@ enum DebTools {
 
     /// Why the suite cannot run here, or nil.
     static var missing: String? {
-        if let tool = tools.first(where: { which($0) == nil }) { return "needs \(tool) (make deps installs it)" }
+        if let tool = tools.first(where: { which($0) == nil }) { return "needs \(tool) (make test-deps installs it)" }
         let release = TestPaths.repoRoot.path + "/.build/release/"
         if !FileManager.default.isExecutableFile(atPath: release + "cued") || !FileManager.default.isExecutableFile(atPath: release + "cuectl") {
             return "needs the release build (make build, or make test)"

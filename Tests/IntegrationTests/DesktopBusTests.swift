@@ -10,9 +10,9 @@ final class PrivateBus: @unchecked Sendable {
     static let tools = ["/usr/bin/dbus-daemon", "/usr/bin/fbcli", "/usr/bin/gdbus", "/usr/bin/notify-send", "/usr/libexec/feedbackd"]
     static var unavailableReason: String? {
         let missing = tools.filter { !FileManager.default.isExecutableFile(atPath: $0) }
-        if !missing.isEmpty { return "D-Bus tests skipped: \(missing.joined(separator: ", ")) missing (make deps installs dbus, feedbackd, libnotify-bin, libglib2.0-bin)" }
+        if !missing.isEmpty { return "D-Bus tests skipped: \(missing.joined(separator: ", ")) missing (make test-deps installs dbus, feedbackd, libnotify-bin, libglib2.0-bin)" }
         let gi = try? runProcess("/usr/bin/python3", ["-c", "import gi; gi.require_version('Lfb', '0.0'); from gi.repository import Lfb"])
-        if gi?.status != 0 { return "D-Bus tests skipped: python3-gi or gir1.2-lfb-0.0 missing (make deps installs them)" }
+        if gi?.status != 0 { return "D-Bus tests skipped: python3-gi or gir1.2-lfb-0.0 missing (make test-deps installs them)" }
         return nil
     }
 

@@ -36,7 +36,7 @@ import TestSupport
                   printf 'ENV\\037'
                   printf 'SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=%s\\037' "${SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH-}"
                   printf 'CUED_BIN_DIR=%s\\037CUED_TEST_PREFIX=%s\\037' "${CUED_BIN_DIR-}" "${CUED_TEST_PREFIX-}"
-                  printf 'CUED_TEST_RTKIT=%s\\037' "${CUED_TEST_RTKIT-}"
+                  printf 'CUED_TEST_RTKIT=%s\\037CUED_TEST_STACK=%s\\037CUED_TEST_ROOT=%s\\037' "${CUED_TEST_RTKIT-}" "${CUED_TEST_STACK-}" "${CUED_TEST_ROOT-}"
                   printf 'installed=%s\\037\\n' "$(ls "${CUED_TEST_PREFIX:-/nonexistent}/bin" 2>/dev/null | tr '\\n' ' ')"
                 } >> "$CALLS"
                 case " $* " in *" --show-bin-path "*) printf '%s/.build/debug\\n' "$PWD";; esac
@@ -55,12 +55,16 @@ import TestSupport
             guard r.status == 0 else { throw HarnessError.exited(r.status, r.err) }
         }
 
-        /// `make VARS TARGETS` in the scratch checkout; `deps` installs nothing (APT_PKGS empty).
+        /// Every package list empty: the deps targets install nothing.
+        static let noPackages = ["RUN_PKGS=", "TEST_PKGS=", "DEB_PKGS=", "BENCH_PKGS="]
+
+        /// `make VARS TARGETS` in the scratch checkout; the deps targets install nothing (`noPackages`).
         func make(_ args: [String], extraEnv: [String: String] = [:]) throws -> (status: Int32, out: String, err: String) {
             var env = ProcessInfo.processInfo.environment.merging(extraEnv) { $1 }
             env["CALLS"] = log
             env.removeValue(forKey: "MAKEFLAGS")
-            return try runProcess("/usr/bin/make", ["-C", root, "SWIFT=" + dir.file("swift"), "STRIP=true", "APT_PKGS="] + args, env: env)
+            env.removeValue(forKey: "TEST_DEBIAN13")  // an outer make test TEST_DEBIAN13=1 exports it
+            return try runProcess("/usr/bin/make", ["-C", root, "SWIFT=" + dir.file("swift"), "STRIP=true"] + Self.noPackages + args, env: env)
         }
 
         var calls: [Call] {
@@ -139,6 +143,28 @@ import TestSupport
         #expect(unit.contains("\nExecStart=\"\(s.root)/.build/test-install/bin/cued\"\n"))
     }
 
+    /// TEST_DEBIAN13=1: the PipeWire phase once more, on the Debian 13 root `Tests/stacks/debian13.sh`
+    /// built before the tests start (here a fake that prints a directory): every PipeWire test, cued's
+    /// release build (it runs on the root's libraries), CUED_TEST_STACK and CUED_TEST_ROOT set.
+    @Test func debian13RunsThePipeWirePhaseInTheRoot() throws {
+        let s = try Scratch()
+        try FileManager.default.createDirectory(atPath: s.root + "/Tests/stacks", withIntermediateDirectories: true)
+        try s.script(s.root + "/Tests/stacks/debian13.sh", "echo \"$1\" >> \"$CALLS.root\"; echo /fake/debian13-root")
+        let r = try s.make(["test", "TEST_DEBIAN13=1"])
+        #expect(r.status == 0, "\(r.err)")
+        let tests = s.calls.filter { $0.args.first == "test" }
+        #expect(tests.count == 4, "\(tests.map(\.args))")
+        guard let last = tests.last, tests.count == 4 else { return }
+        #expect(last.args.suffix(2) == ["--filter", "PipeWireTests"], "\(last.args)")
+        #expect(last.env["CUED_TEST_STACK"] == "debian13" && last.env["CUED_TEST_ROOT"] == "/fake/debian13-root", "\(last.env)")
+        #expect(last.env["CUED_BIN_DIR"] == s.root + "/.build/release", "\(last.env)")
+        // Built (`root`) before the first test run, looked up (`path`) for its phase.
+        #expect((try? String(contentsOfFile: s.log + ".root", encoding: .utf8)) == "root\npath\n")
+        for call in tests.dropLast() { #expect(call.env["CUED_TEST_STACK"] == "", "\(call.env)") }
+        let off = try s.make(["test"])
+        #expect(off.out.contains("make test: the PipeWire phase on Debian 13's stack is off (make test TEST_DEBIAN13=1 runs it)"), "\(off.out)")
+    }
+
     /// A log that lost the runner's last lines says nothing of how it ended (seen: the summary
     /// and ~30 tests' ends missing, swift test's status 0): each run writes its results itself
     /// (--xunit-output), make test shows the runner's own count, and a run without results
@@ -163,8 +189,9 @@ import TestSupport
         for key in unset { env.removeValue(forKey: key) }
         env["CALLS"] = s.log
         env.removeValue(forKey: "MAKEFLAGS")
+        env.removeValue(forKey: "TEST_DEBIAN13")  // an outer make test TEST_DEBIAN13=1 exports it
         env.removeValue(forKey: "SINK")
-        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift"), "APT_PKGS="] + vars + ["run"], env: env)
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "SWIFT=" + s.dir.file("swift")] + Scratch.noPackages + vars + ["run"], env: env)
         let argv = ((try? String(contentsOfFile: s.log + ".cued", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
         return (r.status, r.out, r.err, argv)
     }
@@ -198,11 +225,9 @@ import TestSupport
         #expect(r.out == "")
     }
 
-    /// make deps installs what the tests need and dpkg says is missing: here
-    /// nothing is installed (a fake dpkg), so everything is asked of apt-get (a
-    /// fake that records it), including bash-completion (the bash completions load
-    /// through it), dpkg-dev and lintian (make deb and its test).
-    @Test func depsInstallsWhatTheTestsNeed() throws {
+    /// `make TARGET` with nothing installed (a fake dpkg), so that every package is asked of apt-get
+    /// (a fake that records it): the packages it asked for.
+    func packagesAsked(_ target: String) throws -> Set<String> {
         let s = try Scratch()
         let bin = s.dir.file("bin")
         try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
@@ -213,12 +238,37 @@ import TestSupport
         env["CALLS"] = s.log
         env["PATH"] = bin + ":" + (env["PATH"] ?? "/usr/bin:/bin")
         env.removeValue(forKey: "MAKEFLAGS")
-        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, "deps"], env: env)
+        env.removeValue(forKey: "TEST_DEBIAN13")  // an outer make test TEST_DEBIAN13=1 exports it
+        let r = try runProcess("/usr/bin/make", ["-s", "-C", s.root, target], env: env)
         #expect(r.status == 0, "\(r.err)")
         let apt = (try? String(contentsOfFile: s.log + ".apt", encoding: .utf8)) ?? ""
-        let install = apt.split(separator: "\n").first { $0.hasPrefix("install ") }.map { Set($0.split(separator: " ").map(String.init)) } ?? []
-        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat"] {
-            #expect(install.contains(package), "\(apt)")
+        return Set(apt.split(separator: "\n").filter { $0.hasPrefix("install ") }.flatMap { $0.split(separator: " ").map(String.init) })
+    }
+
+    /// make test-deps installs what the tests need and dpkg says is missing, including bash-completion
+    /// (the bash completions load through it), dpkg-dev and lintian (make deb's test), and debootstrap
+    /// (the Debian 13 root).
+    @Test func testDepsInstallWhatTheTestsNeed() throws {
+        let install = try packagesAsked("test-deps")
+        for package in ["bash-completion", "dpkg-dev", "lintian", "scdoc", "socat", "pipewire", "debootstrap", "pkg-config"] {
+            #expect(install.contains(package), "\(install.sorted())")
+        }
+    }
+
+    /// make deps (what make build and make run install) is what building and running cued needs: the
+    /// compilers' inputs, no test tool, no sound server, no system service (feedbackd's D-Bus service
+    /// would race cued for its name; rtkit and polkitd are the machine's to run).
+    @Test func runInstallsOnlyWhatBuildingAndRunningNeeds() throws {
+        let install = try packagesAsked("deps")
+        for package in ["pkg-config", "libasound2-dev", "libsndfile1-dev", "libsamplerate0-dev", "libpipewire-0.3-dev",
+                        "libsystemd-dev", "gcc", "libcanberra-dev"] {
+            #expect(install.contains(package), "\(install.sorted())")
+        }
+        let services = ["feedbackd", "rtkit", "polkitd", "pipewire", "pipewire-pulse", "wireplumber", "dbus", "dbus-daemon",
+                        "systemd", "pulseaudio", "xdg-desktop-portal", "xdg-desktop-portal-gtk", "dconf-service"]
+        #expect(install.isDisjoint(with: services), "make deps installs \(install.intersection(services).sorted())")
+        for tool in ["socat", "sox", "lintian", "xvfb", "zsh", "fish", "fuse3", "debootstrap", "gnome-session-canberra"] {
+            #expect(!install.contains(tool), "make deps installs \(tool), a test's tool")
         }
     }
 

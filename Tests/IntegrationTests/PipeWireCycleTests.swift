@@ -153,7 +153,7 @@ extension PipeWireTests {
     @Test func aGraphQuantumBelowCuedsIsFilledAsItAsks() throws {
         let run = try PipeWireRun()
         let stack = run.stack
-        let force = try runProcess("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
+        let force = try runOnStack("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
         #expect(force.status == 0, "\(force)")
         let d = try run.cued("pipewire")
         let raw = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")

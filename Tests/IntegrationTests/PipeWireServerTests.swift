@@ -189,7 +189,7 @@ extension PipeWireTests {
         var env = d.environment.merging(stack.environment) { $1 }
         env["XDG_RUNTIME_DIR"] = stack.environment["XDG_RUNTIME_DIR"]
         let rt = stack.environment["XDG_RUNTIME_DIR"]!
-        let up = try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "doctor"], env: env)
+        let up = try runOnStack(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "doctor"], env: env)
         #expect(up.status == 0, "\(up)")
         #expect(up.out.contains("ok  sound server: PipeWire (\(rt)/pipewire-0)\n"), "\(up.out)")
         #expect(up.out.contains("ok  output pipewire: "), "\(up.out)")
@@ -200,7 +200,7 @@ extension PipeWireTests {
         stack.stopServers()
         let named = try run.cued("alsa:default")
         _ = try named.request("play pop wait")  // the device fails to open: Host is down
-        let down = try runProcess(TestPaths.binary("cuectl"), ["--socket", named.socketPath, "doctor"], env: env)
+        let down = try runOnStack(TestPaths.binary("cuectl"), ["--socket", named.socketPath, "doctor"], env: env)
         #expect(down.status == 1, "\(down)")
         #expect(down.out.contains("    fix: the sound server is not running: systemctl --user start pipewire pipewire-pulse\n"), "\(down.out)")
     }
@@ -293,7 +293,7 @@ extension PipeWireTests {
         let stack = run.stack
         let d = try run.cued("auto")
         func cuectl(_ args: String...) throws -> (status: Int32, out: String, err: String) {
-            try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath] + args, env: d.environment)
+            try runOnStack(TestPaths.binary("cuectl"), ["--socket", d.socketPath] + args, env: d.environment)
         }
         #expect(try cuectl("play", "pop", "--wait") == (0, "", ""))
         stack.stopServers()  // while the native stream lingers (2 s after the cue)

@@ -4,15 +4,17 @@ import TestSupport
 /// A private PipeWire desktop audio stack for tests: a session bus, pipewire
 /// with a timer-clocked null sink (`nul`, from a drop-in config), wireplumber
 /// and pipewire-pulse, all under a temp XDG_RUNTIME_DIR. Nothing outside the
-/// temp dir is touched; every process is killed when the stack is released.
+/// temp dir is touched; every process is killed when the stack is released. Its programs run on
+/// the test stack (`TestStack`: this machine's, or a Debian 13 root's).
 final class PipeWireStack: @unchecked Sendable {
     static let tools = ["dbus-daemon", "pipewire", "wireplumber", "pipewire-pulse", "pactl", "parec", "pw-dump"]
 
-    /// Why the stack cannot run here (a missing tool), or nil.
+    /// Why the stack cannot run here (no test stack, a missing tool), or nil.
     static var unavailableReason: String? {
-        let missing = tools.filter { !FileManager.default.isExecutableFile(atPath: "/usr/bin/" + $0) }
+        if let why = TestStack.unavailableReason { return "PipeWire tests skipped: \(why)" }
+        let missing = tools.filter { !TestStack.hasProgram("/usr/bin/" + $0) }
         guard missing.isEmpty else {
-            return "PipeWire tests skipped: \(missing.joined(separator: ", ")) not installed (make deps installs pipewire, pipewire-bin, pipewire-alsa, pipewire-pulse, wireplumber, dbus, pulseaudio-utils)"
+            return "PipeWire tests skipped: \(missing.joined(separator: ", ")) not installed on \(TestStack.name) (make test-deps installs pipewire, pipewire-bin, pipewire-alsa, pipewire-pulse, wireplumber, dbus, pulseaudio-utils; Tests/stacks/debian13.packages the root's)"
         }
         return nil
     }
@@ -51,7 +53,7 @@ final class PipeWireStack: @unchecked Sendable {
         env["PULSE_SERVER"] = "unix:\(rt)/pulse/native"
         for key in ["PIPEWIRE_ALSA", "PULSE_PROP", "ALSA_CONFIG_PATH", "PIPEWIRE_REMOTE", "DISPLAY", "WAYLAND_DISPLAY"] { env.removeValue(forKey: key) }
         environment = env
-        dbus = try Subprocess("/usr/bin/dbus-daemon", ["--session", "--address=unix:path=\(rt)/bus", "--nofork", "--nopidfile"],
+        dbus = try Subprocess(onStack: "/usr/bin/dbus-daemon", ["--session", "--address=unix:path=\(rt)/bus", "--nofork", "--nopidfile"],
                               env: env, stderr: dir.file("dbus.log"))
         try startServers()
     }
@@ -66,7 +68,7 @@ final class PipeWireStack: @unchecked Sendable {
     /// WirePlumber is up.
     func startPipeWire() throws {
         let rt = environment["XDG_RUNTIME_DIR"]!
-        let pw = try Subprocess("/usr/bin/pipewire", [], env: environment, stderr: dir.file("pipewire.log"))
+        let pw = try Subprocess(onStack: "/usr/bin/pipewire", [], env: environment, stderr: dir.file("pipewire.log"))
         servers.append(pw)
         guard eventually(interval: 0.02, { FileManager.default.fileExists(atPath: rt + "/pipewire-0") }) else {
             throw HarnessError.timeout("pipewire did not start: \(log("pipewire.log"))")
@@ -76,8 +78,8 @@ final class PipeWireStack: @unchecked Sendable {
 
     /// wireplumber and pipewire-pulse, once pipewire runs; returns once `nul` is the default sink at full volume.
     func startSessionManager() throws {
-        servers.append(try Subprocess("/usr/bin/wireplumber", [], env: environment, stderr: dir.file("wireplumber.log")))
-        servers.append(try Subprocess("/usr/bin/pipewire-pulse", [], env: environment, stderr: dir.file("pipewire-pulse.log")))
+        servers.append(try Subprocess(onStack: "/usr/bin/wireplumber", [], env: environment, stderr: dir.file("wireplumber.log")))
+        servers.append(try Subprocess(onStack: "/usr/bin/pipewire-pulse", [], env: environment, stderr: dir.file("pipewire-pulse.log")))
         guard eventually(interval: 0.02, { (try? self.pactl(["get-default-sink"]))?.out == "nul\n" }) else {
             throw HarnessError.timeout("the null sink did not become the default: \(log("wireplumber.log")) \(log("pipewire-pulse.log"))")
         }
@@ -114,8 +116,8 @@ final class PipeWireStack: @unchecked Sendable {
         // normal priority fell behind and the recording showed gaps cued never had (no xrun).
         let parec = ["/usr/bin/parec", "-d", "\(sink).monitor", "--raw", "--format=s16le", "--rate=48000", "--channels=2", "--latency-msec=50"]
         let chrt = "/usr/bin/chrt"
-        let rt = FileManager.default.isExecutableFile(atPath: chrt) && (try? runProcess(chrt, ["-f", "10", "/bin/true"]))?.status == 0
-        let p = try Subprocess(rt ? chrt : parec[0], rt ? ["-f", "10"] + parec : Array(parec.dropFirst()),
+        let rt = TestStack.hasProgram(chrt) && (try? runOnStack(chrt, ["-f", "10", "/bin/true"]))?.status == 0
+        let p = try Subprocess(onStack: rt ? chrt : parec[0], rt ? ["-f", "10"] + parec : Array(parec.dropFirst()),
                                env: environment, stdout: path, stderr: dir.file("parec.log"))
         recorders.append(p)
         // Recording once the stream is linked: some audio (zeros) has arrived.
@@ -129,8 +131,8 @@ final class PipeWireStack: @unchecked Sendable {
         let args = ["--target", "nul", "-P", "{ stream.capture.sink = true }", "--format", "s16", "--rate", "48000",
                     "--channels", "2", "--latency", "1024", path]
         let chrt = "/usr/bin/chrt"
-        let rt = FileManager.default.isExecutableFile(atPath: chrt) && (try? runProcess(chrt, ["-f", "10", "/bin/true"]))?.status == 0
-        let p = try Subprocess(rt ? chrt : "/usr/bin/pw-record", rt ? ["-f", "10", "/usr/bin/pw-record"] + args : args,
+        let rt = TestStack.hasProgram(chrt) && (try? runOnStack(chrt, ["-f", "10", "/bin/true"]))?.status == 0
+        let p = try Subprocess(onStack: rt ? chrt : "/usr/bin/pw-record", rt ? ["-f", "10", "/usr/bin/pw-record"] + args : args,
                                env: environment, stderr: dir.file("pw-record.log"))
         recorders.append(p)
         _ = eventually { ((try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0) > 4_096 }
@@ -151,7 +153,7 @@ final class PipeWireStack: @unchecked Sendable {
     }
 
     func pactl(_ args: [String]) throws -> (status: Int32, out: String, err: String) {
-        try runProcess("/usr/bin/pactl", args, env: environment, timeout: 10)
+        try runOnStack("/usr/bin/pactl", args, env: environment, timeout: 10)
     }
 
     /// The playback streams in `pw-dump`: (state, props) per node.
@@ -159,7 +161,7 @@ final class PipeWireStack: @unchecked Sendable {
 
     /// The names of the nodes the node named `name` is linked to (its output ports' links), from `pw-dump`.
     func links(from name: String) throws -> Set<String> {
-        let r = try runProcess("/usr/bin/pw-dump", [], env: environment, timeout: 10)
+        let r = try runOnStack("/usr/bin/pw-dump", [], env: environment, timeout: 10)
         guard let objects = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]] else { return [] }
         var names: [Int: String] = [:]
         for o in objects where o["type"] as? String == "PipeWire:Interface:Node" {
@@ -178,7 +180,7 @@ final class PipeWireStack: @unchecked Sendable {
 
     /// The nodes of a media class in `pw-dump`: (state, props) per node.
     func nodes(_ mediaClass: String) throws -> [(state: String, props: [String: Any])] {
-        let r = try runProcess("/usr/bin/pw-dump", [], env: environment, timeout: 10)
+        let r = try runOnStack("/usr/bin/pw-dump", [], env: environment, timeout: 10)
         guard let objects = try JSONSerialization.jsonObject(with: Data(r.out.utf8)) as? [[String: Any]] else { return [] }
         return objects.compactMap { o in
             guard let info = o["info"] as? [String: Any], let props = info["props"] as? [String: Any],

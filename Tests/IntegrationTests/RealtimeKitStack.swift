@@ -13,8 +13,8 @@ final class RealtimeKitStack: @unchecked Sendable {
     /// Why the stack cannot run here, or nil.
     static var unavailableReason: String? {
         if let why = DesktopUser.unavailableReason { return why }
-        let missing = tools.filter { !FileManager.default.isExecutableFile(atPath: $0) }
-        return missing.isEmpty ? nil : "\(missing.joined(separator: ", ")) missing (make deps installs dbus, polkitd, rtkit)"
+        let missing = tools.filter { !TestStack.hasProgram($0) }
+        return missing.isEmpty ? nil : "\(missing.joined(separator: ", ")) missing (make test-deps installs dbus, polkitd, rtkit)"
     }
 
     let dir = TempDir()
@@ -45,14 +45,21 @@ final class RealtimeKitStack: @unchecked Sendable {
               </policy>
             </busconfig>
             """.write(toFile: dir.file("system.conf"), atomically: true, encoding: .utf8)
-        if grant { try PolkitGrant.acquire(); granted = true }
-        bus = try Subprocess("/usr/bin/dbus-daemon", ["--config-file=" + dir.file("system.conf"), "--nofork", "--nopidfile"],
+        // On a Debian 13 test stack polkitd runs in the root: the rule is copied into its /etc for it
+        // alone (the machine's /etc is not touched).
+        var polkitFiles: [(String, String)] = []
+        if grant && TestStack.inRoot {
+            try PolkitGrant.rule.write(toFile: dir.file("rtkit.rules"), atomically: true, encoding: .utf8)
+            polkitFiles = [(dir.file("rtkit.rules"), PolkitGrant.directory + "/" + PolkitGrant.prefix + "stack.rules")]
+        } else if grant { try PolkitGrant.acquire(); granted = true }
+        bus = try Subprocess(onStack: "/usr/bin/dbus-daemon", ["--config-file=" + dir.file("system.conf"), "--nofork", "--nopidfile"],
                              env: environment(), stderr: dir.file("bus.log"))
         guard eventually(interval: 0.005, { FileManager.default.fileExists(atPath: socket) }) else {
             throw HarnessError.timeout("the system bus did not start: \(log("bus.log"))")
         }
-        polkit = try Subprocess("/usr/lib/polkit-1/polkitd", ["--no-debug"], env: environment(), stderr: dir.file("polkit.log"))
-        rtkit = try Subprocess("/usr/libexec/rtkit-daemon", ["--no-canary", "--no-chroot", "--no-limit-resources", "--stderr"],
+        polkit = try Subprocess(onStack: "/usr/lib/polkit-1/polkitd", ["--no-debug"], env: environment(), stderr: dir.file("polkit.log"),
+                                files: polkitFiles)
+        rtkit = try Subprocess(onStack: "/usr/libexec/rtkit-daemon", ["--no-canary", "--no-chroot", "--no-limit-resources", "--stderr"],
                                env: environment(), stderr: dir.file("rtkit.log"))
         // Up once both answer on the bus (polkitd takes ~50 ms).
         for (name, path, interface, property) in [("org.freedesktop.RealtimeKit1", "/org/freedesktop/RealtimeKit1", "org.freedesktop.RealtimeKit1", "MaxRealtimePriority"),
@@ -77,7 +84,7 @@ final class RealtimeKitStack: @unchecked Sendable {
     var rtkitLog: String { (try? String(contentsOfFile: dir.file("rtkit.log"), encoding: .utf8)) ?? "" }
 
     private func get(_ name: String, _ path: String, _ interface: String, _ property: String) throws -> (status: Int32, out: String, err: String) {
-        try runProcess("/usr/bin/gdbus", ["call", "--system", "-d", name, "-o", path, "-m", "org.freedesktop.DBus.Properties.Get", interface, property],
+        try runOnStack("/usr/bin/gdbus", ["call", "--system", "-d", name, "-o", path, "-m", "org.freedesktop.DBus.Properties.Get", interface, property],
                        env: environment(), timeout: 5)
     }
 
@@ -101,19 +108,22 @@ enum PolkitGrant {
     static var path: String { directory + "/" + prefix + "\(getpid()).rules" }
     private static let removedAtExit: Void = { atexit { try? FileManager.default.removeItem(atPath: PolkitGrant.path) } }()
 
+    /// The rule: the test user gets RTKit's real time as an active desktop session does.
+    static let rule = """
+        // Written by cued's tests for their run (removed after): the test user gets RTKit's
+        // real time as an active desktop session does.
+        polkit.addRule(function(action, subject) {
+            if (action.id.indexOf("org.freedesktop.RealtimeKit1.") == 0 && subject.user == "\(DesktopUser.name)")
+                return polkit.Result.YES;
+        });
+        """
+
     static func acquire() throws {
         lock.lock()
         defer { lock.unlock() }
         if holders == 0 {
             removeStale()
-            try """
-                // Written by cued's tests for their run (removed after): the test user gets RTKit's
-                // real time as an active desktop session does.
-                polkit.addRule(function(action, subject) {
-                    if (action.id.indexOf("org.freedesktop.RealtimeKit1.") == 0 && subject.user == "\(DesktopUser.name)")
-                        return polkit.Result.YES;
-                });
-                """.write(toFile: path, atomically: true, encoding: .utf8)
+            try rule.write(toFile: path, atomically: true, encoding: .utf8)
             _ = removedAtExit
         }
         holders += 1

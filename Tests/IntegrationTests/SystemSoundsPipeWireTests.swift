@@ -17,17 +17,17 @@ struct SystemSoundsPipeWireTests {
     /// The Notification role's entry as pipewire-pulse writes it for GNOME's System Sounds slider.
     static func setRole(_ stack: PipeWireStack, mute: Bool, volume: Double) throws {
         let json = "{\"mute\":\(mute),\"volumes\":[\(volume),\(volume)],\"channels\":[\"FL\",\"FR\"]}"
-        let r = try runProcess("/usr/bin/pw-metadata", ["-n", "route-settings", "0", key, json, "Spa:String:JSON"], env: stack.environment)
+        let r = try runOnStack("/usr/bin/pw-metadata", ["-n", "route-settings", "0", key, json, "Spa:String:JSON"], env: stack.environment)
         #expect(r.status == 0, "\(r)")
     }
 
     static func wpctl(_ stack: PipeWireStack, _ args: [String]) throws {
-        let r = try runProcess("/usr/bin/wpctl", args, env: stack.environment)
+        let r = try runOnStack("/usr/bin/wpctl", args, env: stack.environment)
         #expect(r.status == 0, "\(r)")
     }
 
     static func why(_ d: DaemonHarness) throws -> (status: Int32, out: String, err: String) {
-        try runProcess(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "why", "pop"])
+        try runOnStack(TestPaths.binary("cuectl"), ["--socket", d.socketPath, "why", "pop"])
     }
 
     static func stereo(_ cue: [Int16]) -> [Int16] { cue.flatMap { [$0, $0] } }
