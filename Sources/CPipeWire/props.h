@@ -18,6 +18,25 @@ struct cued_pw_props {
     float channel_volumes[CUED_PW_PROPS_CHANNELS];
 };
 
+/* One of the stream's controls as libpipewire keeps them (`control_info`): its values, whether
+   the last Props said them or not. PipeWire 1.x's first Props can carry only the channel volumes
+   (the session manager's restore), its mute and volume then still at their defaults: the controls
+   say those defaults, where the Props alone left them unknown. */
+static inline void cued_pw_props_control(struct cued_pw_props *p, uint32_t id, const float *values, uint32_t n) {
+    if (values == NULL || n == 0)
+        return;
+    switch (id) {
+    case SPA_PROP_volume: p->volume = values[0]; p->has_volume = 1; break;
+    case SPA_PROP_mute: p->mute = values[0] != 0.0f; p->has_mute = 1; break;
+    case SPA_PROP_channelVolumes:
+        p->channels = n < CUED_PW_PROPS_CHANNELS ? n : CUED_PW_PROPS_CHANNELS;
+        for (uint32_t i = 0; i < p->channels; i++) p->channel_volumes[i] = values[i];
+        break;
+    default: return;
+    }
+    p->seq++;
+}
+
 static inline void cued_pw_props_read(struct cued_pw_props *p, const struct spa_pod *param) {
     if (param == NULL || !spa_pod_is_object_type(param, SPA_TYPE_OBJECT_Props))
         return;

@@ -231,6 +231,11 @@ static void cued_pw_on_param_changed(void *data, uint32_t id, const struct spa_p
         cued_pw_props_read(&ev->props, param);
 }
 
+static void cued_pw_on_control_info(void *data, uint32_t id, const struct pw_stream_control *control) {
+    if (control != NULL)
+        cued_pw_props_control(&((struct cued_pw_events *)data)->props, id, control->values, control->n_values);
+}
+
 static void cued_pw_on_add_buffer(void *data, struct pw_buffer *buffer) { (void)buffer; ((struct cued_pw_events *)data)->buffers++; }
 static void cued_pw_on_remove_buffer(void *data, struct pw_buffer *buffer) {
     struct cued_pw_events *ev = data;
@@ -270,6 +275,7 @@ static const struct pw_core_events cued_pw_core_events = {
 static const struct pw_stream_events cued_pw_stream_events = {
     PW_VERSION_STREAM_EVENTS,
     .state_changed = cued_pw_on_state_changed,
+    .control_info = cued_pw_on_control_info,
     .param_changed = cued_pw_on_param_changed,
     .add_buffer = cued_pw_on_add_buffer,
     .remove_buffer = cued_pw_on_remove_buffer,
