@@ -67,9 +67,11 @@ extension PipeWireTests {
         #expect(try d.request("play pop") == "ok")
         #expect(waitIdle(d))  // the PCM stays open (idle-close is 30 s)
         try stack.restart()
-        if sink != "alsa:pulse" {
-            // PipeWire's plugin signals the lost connection on its descriptor, the native stream on its
-            // loop's: noticed before any cue.
+        // PipeWire 0.3.65's ALSA plugin signals the lost connection on an idle PCM's descriptor, and
+        // the native stream on its loop's: noticed before any cue. 1.4's plugin does not (its idle
+        // descriptor stays quiet, measured on Debian 13): there the loss is found by the next cue's
+        // write, and that cue is still heard within a second (below).
+        if sink != "alsa:pulse" && !(sink == "alsa:default" && TestStack.inRoot) {
             var seen: [String] = []
             let closed = eventually(timeout: 3) {
                 let state = (try? d.status())?.sink.state ?? "no answer"
