@@ -47,3 +47,52 @@ extension MountNamespace {
         return nil
     }()
 }
+
+/// A tmpfs at `path` that only the processes run under `launcher` see: mounted in a mount
+/// namespace of its own (`MountNamespace`), which a process holds (asleep) until this is
+/// released. Several processes one after another (a daemon and its restart) see the same one; the
+/// test reads and writes it at `outside(_:)`, through the holder's root in /proc.
+final class PrivateTmpfs: @unchecked Sendable {
+    let path: String
+    private let logs = TempDir()
+    private let holder: Subprocess
+
+    /// `options`: mount's, e.g. `size=64k,mode=0700`. Throws when it could not be mounted, with why.
+    init(at path: String, options: String) throws {
+        self.path = path
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        holder = try Subprocess(MountNamespace.unshareTool, MountNamespace.unshareFlags
+                                + ["/bin/sh", "-c", "mount -t tmpfs -o \"$1\" tmpfs \"$2\" && exec sleep infinity", "sh", options, path],
+                                stderr: logs.file("mount.err"))
+        let mounted = eventually(timeout: 10) { !holder.isRunning || isMounted }
+        guard mounted, holder.isRunning else {
+            let err = (try? String(contentsOfFile: logs.file("mount.err"), encoding: .utf8)) ?? ""
+            holder.stop(grace: 0)
+            throw MountError(message: "cannot mount a tmpfs at \(path) in a mount namespace of its own: \(err)")
+        }
+    }
+
+    /// Whether the holder's namespace has a tmpfs at `path` (its mountinfo: mount point, then after
+    /// the separator the file system's type).
+    private var isMounted: Bool {
+        let info = (try? String(contentsOfFile: "/proc/\(holder.pid)/mountinfo", encoding: .utf8)) ?? ""
+        return info.split(separator: "\n").contains { line in
+            let fields = line.split(separator: " ")
+            guard fields.count > 4, fields[4] == path, let dash = fields.firstIndex(of: "-"), dash + 1 < fields.count else { return false }
+            return fields[dash + 1] == "tmpfs"
+        }
+    }
+
+    /// What a command is run under to see the tmpfs: the holder's namespaces (`MountNamespace.nsenter`).
+    var launcher: [String] { MountNamespace.nsenter(holder.pid, []) }
+
+    /// `sub` (under `path`, starting with "/"; "" for `path` itself) as this process reaches it.
+    func outside(_ sub: String = "") -> String { MountNamespace.path(path + sub, in: holder.pid) }
+
+    deinit { holder.stop(grace: 0) }
+}
+
+struct MountError: Error, CustomStringConvertible {
+    let message: String
+    var description: String { message }
+}
