@@ -12,7 +12,11 @@ import TestSupport
     @Test func autoWithoutASoundServer() throws {
         let d = try DaemonHarness(args: ["--sink", "auto"])
         let s = try d.status()
-        let aplay = try runProcess("/usr/bin/aplay", ["-q", "-D", "default", "-t", "raw", "-f", "S16_LE", "-r", "48000", "-c", "2", "/dev/null"])
+        // Whether ALSA's default opens for cued: probed where cued looked, in its environment (its own
+        // runtime directory, no sound server's variables), not the session the tests run in, whose
+        // PipeWire the default PCM reaches through pipewire-alsa.
+        let aplay = try runProcess("/usr/bin/aplay", ["-q", "-D", "default", "-t", "raw", "-f", "S16_LE", "-r", "48000", "-c", "2", "/dev/null"],
+                                   env: d.environment)
         let log = d.readStderr()
         if aplay.status == 0 {
             #expect(s.sink.spec == "alsa:default", "\(s.sink)")

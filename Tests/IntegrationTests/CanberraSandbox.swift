@@ -40,7 +40,7 @@ final class CanberraSandbox: @unchecked Sendable {
         return nil
     }
 
-    static var namespaceFlags: [String] { (getuid() == 0 ? ["-m"] : ["-r", "-m"]) + ["--propagation", "private"] }
+    static var namespaceFlags: [String] { MountNamespace.unshareFlags }
 
     let dir = TempDir()
     var drivers: String { dir.file("drivers") }

@@ -55,6 +55,9 @@ final class DaemonHarness: @unchecked Sendable {
         env.removeValue(forKey: "JOURNAL_STREAM")
         // Never the tester's own session bus: cued would answer feedbackd's clients there.
         env.removeValue(forKey: "DBUS_SESSION_BUS_ADDRESS")
+        // Nor the tester's sound server: a PipeWire or PulseAudio named by variable (a test's own
+        // stack passes its variables in `extraEnv`).
+        for key in env.keys where key.hasPrefix("PIPEWIRE_") || key.hasPrefix("PULSE_") { env.removeValue(forKey: key) }
         return env
     }
 

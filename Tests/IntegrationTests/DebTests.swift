@@ -20,6 +20,17 @@ enum DebTools {
         return nil
     }
 
+    /// The environment dpkg runs in: this one, with the system directories on PATH. dpkg checks
+    /// that ldconfig and start-stop-daemon are on PATH before it installs anything, and they are in
+    /// /sbin and /usr/sbin, which root's PATH has and a user's usually not.
+    static var dpkgEnvironment: [String: String] {
+        var env = ProcessInfo.processInfo.environment
+        var path = (env["PATH"] ?? "/usr/bin:/bin").split(separator: ":").map(String.init)
+        for dir in ["/usr/sbin", "/sbin"] where !path.contains(dir) { path.append(dir) }
+        env["PATH"] = path.joined(separator: ":")
+        return env
+    }
+
     /// Why the suite cannot run here, or nil.
     static var missing: String? {
         if let tool = tools.first(where: { which($0) == nil }) { return "needs \(tool) (make test-deps installs it)" }
@@ -89,7 +100,7 @@ struct DebTests {
         _ = FileManager.default.createFile(atPath: admin + "/available", contents: nil)
         let before = try tree(root)
         let dpkg = ["--root=" + root, "--force-not-root", "--force-script-chrootless"]
-        let install = try runProcess("/usr/bin/dpkg", dpkg + ["-i", deb])
+        let install = try runProcess("/usr/bin/dpkg", dpkg + ["-i", deb], env: DebTools.dpkgEnvironment)
         #expect(install.status == 0, "\(install.out)\(install.err)")
         let unit = try String(contentsOfFile: root + "/usr/lib/systemd/user/cued.service", encoding: .utf8)
         #expect(unit.contains("\nExecStart=\"/usr/bin/cued\"\n"), "\(unit)")
@@ -139,7 +150,7 @@ struct DebTests {
         #expect(cued.stop() == 0)
 
         // Purged: every file and directory it brought is gone; dpkg's own database is all that is left.
-        let purge = try runProcess("/usr/bin/dpkg", dpkg + ["-P", "cued"])
+        let purge = try runProcess("/usr/bin/dpkg", dpkg + ["-P", "cued"], env: DebTools.dpkgEnvironment)
         #expect(purge.status == 0, "\(purge.out)\(purge.err)")
         let left = try tree(root).filter { !$0.hasPrefix("var/lib/dpkg/") }
         #expect(left == before.filter { !$0.hasPrefix("var/lib/dpkg/") }, "left behind: \(left)")

@@ -118,22 +118,23 @@ import TestSupport
         }
     }
 
-    @Test func otherUsersAreRefused() throws {
+    @Test(.enabled(if: OtherUser.unavailableReason == nil, Comment(rawValue: OtherUser.unavailableReason ?? "")))
+    func otherUsersAreRefused() throws {
         let d = try DaemonHarness(args: ["--sink", "null"])
         let dir = (d.socketPath as NSString).deletingLastPathComponent
+        let other = OtherUser.launcher
         // As created: the directory (0700) keeps everyone else out of reach.
-        let blocked = try runProcess("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                                                           "/usr/bin/socat", "-", "UNIX-CONNECT:" + d.socketPath], stdin: "ping\n")
+        let blocked = try runProcess(other[0], Array(other.dropFirst()) + ["/usr/bin/socat", "-", "UNIX-CONNECT:" + d.socketPath], stdin: "ping\n")
         #expect(blocked.status != 0)
         #expect(blocked.out.isEmpty)
+        #expect(blocked.err.contains("Permission denied"), "refused by the directory, not by anything else: \(blocked.err)")
         // Even with the permissions opened up, the peer's uid (SO_PEERCRED) decides.
         chmod(d.dir.path, 0o755)
         chmod(d.dir.file("run"), 0o755)
         chmod(dir, 0o777)
         chmod(d.socketPath, 0o777)
         // Read-only (-u): cued answers and closes at once; a client writing first could fail before reading.
-        let refused = try runProcess("/usr/bin/setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups",
-                                                           "/usr/bin/socat", "-u", "UNIX-CONNECT:" + d.socketPath, "-"])
+        let refused = try runProcess(other[0], Array(other.dropFirst()) + ["/usr/bin/socat", "-u", "UNIX-CONNECT:" + d.socketPath, "-"])
         #expect(refused.out.hasPrefix("err forbidden "), "\(refused.out) \(refused.err)")
         #expect(!refused.out.contains("ok"))
         #expect(try d.request("ping") == "ok pong")
@@ -180,26 +181,16 @@ import TestSupport
         #expect(e.readStderr().contains("cannot save state"))
     }
 
-    /// A real full disk: the state directory on a 4 KiB tmpfs filled to the last byte.
-    static func canMountTmpfs() -> Bool {
-        guard getuid() == 0 else { return false }
-        let dir = TempDir()
-        guard (try? runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", dir.path]))?.status == 0 else { return false }
-        _ = try? runProcess("/bin/umount", [dir.path])
-        return true
-    }
-
-    @Test(.enabled(if: HostileTests.canMountTmpfs(), "needs to mount a tmpfs (root, and a sandbox that allows it)"))
+    /// A real full disk: the state directory on a 4 KiB tmpfs filled to the last byte (mounted in
+    /// a mount namespace of the test's own, where cued runs: `PrivateTmpfs`).
+    @Test(.enabled(if: MountNamespace.unavailableReason == nil, Comment(rawValue: MountNamespace.unavailableReason ?? "")))
     func fullDiskIsReportedNotFatal() throws {
         let dir = TempDir()
-        let mnt = dir.file("full")
-        try FileManager.default.createDirectory(atPath: mnt, withIntermediateDirectories: true)
-        let mounted = try runProcess("/bin/mount", ["-t", "tmpfs", "-o", "size=4k", "tmpfs", mnt])
-        try #require(mounted.status == 0, "mount: \(mounted.err)")
-        defer { _ = try? runProcess("/bin/umount", ["-l", mnt]) }
-        try FileManager.default.createDirectory(atPath: mnt + "/cued", withIntermediateDirectories: true)
-        _ = try runProcess("/bin/dd", ["if=/dev/zero", "of=\(mnt)/cued/filler", "bs=1k", "count=64"])
-        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_STATE_HOME": mnt])
+        let disk = try PrivateTmpfs(at: dir.file("full"), options: "size=4k")
+        let mnt = disk.path
+        try FileManager.default.createDirectory(atPath: disk.outside("/cued"), withIntermediateDirectories: true)
+        _ = try runProcess("/bin/dd", ["if=/dev/zero", "of=\(disk.outside("/cued/filler"))", "bs=1k", "count=64"])
+        let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: ["XDG_STATE_HOME": mnt], launcher: disk.launcher)
         #expect(try d.request("mute") == "ok muted")
         #expect(try d.request("play pop") == "ok muted")
         #expect(try d.request("ping") == "ok pong")

@@ -301,15 +301,24 @@ import TestSupport
         #expect(!d.readStderr().contains("cues loaded"), "a refused start says only why")
     }
 
-    @Test(.enabled(if: getuid() == 0, "needs root to give a directory to another user"))
+    /// run/cued made by another uid (`OtherUser`: nobody as root, a subordinate uid as a user),
+    /// through run opened to it for that moment only.
+    @Test(.enabled(if: OtherUser.unavailableReason == nil, Comment(rawValue: OtherUser.unavailableReason ?? "")))
     func aSocketDirectoryOfAnotherUserIsRefused() throws {
         let dir = TempDir()
+        let other = try #require(OtherUser.uid)
         mkdir(dir.file("run"), 0o700)
-        mkdir(dir.file("run/cued"), 0o700)
-        chown(dir.file("run/cued"), 65534, 65534)
+        chmod(dir.path, 0o711)
+        chmod(dir.file("run"), 0o777)
+        let made = try runProcess(OtherUser.launcher[0], Array(OtherUser.launcher.dropFirst()) + ["/bin/mkdir", "-m", "700", dir.file("run/cued")])
+        chmod(dir.file("run"), 0o700)
+        chmod(dir.path, 0o700)
+        try #require(made.status == 0, "\(made.err)")
+        var st = stat()
+        #expect(stat(dir.file("run/cued"), &st) == 0 && st.st_uid == other)
         let d = try DaemonHarness(args: ["--sink", "null", "--socket", dir.file("run/cued/cued.sock")], waitReady: false)
         #expect(d.waitForExit() == 1)
-        #expect(d.readStderr().contains("belongs to uid 65534"), "\(d.readStderr())")
+        #expect(d.readStderr().contains("belongs to uid \(other)"), "\(d.readStderr())")
     }
 
     /// Advice never says to remove (or open up) a directory cued did not make: only the default

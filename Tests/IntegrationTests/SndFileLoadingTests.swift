@@ -43,10 +43,10 @@ import TestSupport
         return try #require(mapped.first, "\(CUED_SF_SONAME) loaded, yet no libsndfile in /proc/self/maps")
     }
 
-    /// A command that runs what follows in a mount namespace of its own where `lib` reads as empty.
+    /// A command that runs what follows in a mount namespace of its own where `lib` reads as empty
+    /// (as a user, in a user namespace of its own too: `MountNamespace`).
     static func hiding(_ lib: String) -> [String] {
-        ["/usr/bin/unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-         "mount --bind /dev/null '\(lib)' && exec \"$@\"", "sh"]
+        MountNamespace.unshare(["/bin/sh", "-c", "mount --bind /dev/null '\(lib)' && exec \"$@\"", "sh"])
     }
 
     @Test func libsndfileIsLoadedOnlyWhileCuedDecodes() throws {
@@ -66,7 +66,8 @@ import TestSupport
     /// Without libsndfile at start (hidden in a mount namespace of cued's own), cued cannot
     /// decode its cues: it stops with its bad-cues exit and says what is missing and which
     /// package has it, not the dynamic loader's error, and is not killed by a signal.
-    @Test func withoutLibsndfileAtStartCuedSaysSo() throws {
+    @Test(.enabled(if: MountNamespace.unavailableReason == nil, Comment(rawValue: MountNamespace.unavailableReason ?? "")))
+    func withoutLibsndfileAtStartCuedSaysSo() throws {
         let lib = try Self.sndfileLibrary()
         do {
             let d = try DaemonHarness(args: ["--sink", "null"], launcher: Self.hiding(lib))
@@ -81,11 +82,13 @@ import TestSupport
 
     /// libsndfile gone while cued runs (hidden after start, in cued's own mount namespace): a
     /// file to play is refused with the same words, and cued goes on serving, its cues still playing.
-    @Test func libsndfileGoneWhileRunningRefusesTheFileNotCued() throws {
+    @Test(.enabled(if: MountNamespace.unavailableReason == nil, Comment(rawValue: MountNamespace.unavailableReason ?? "")))
+    func libsndfileGoneWhileRunningRefusesTheFileNotCued() throws {
         let lib = try Self.sndfileLibrary()
-        let d = try DaemonHarness(args: ["--sink", "null"], launcher: ["/usr/bin/unshare", "--mount", "--propagation", "private"])
+        let d = try DaemonHarness(args: ["--sink", "null"], launcher: MountNamespace.unshare([]))
         defer { _ = d.stop() }
-        let hidden = try runProcess("/usr/bin/nsenter", ["-t", "\(d.process.pid)", "-m", "/bin/mount", "--bind", "/dev/null", lib])
+        let enter = MountNamespace.nsenter(d.process.pid, ["/bin/mount", "--bind", "/dev/null", lib])
+        let hidden = try runProcess(enter[0], Array(enter.dropFirst()))
         #expect(hidden.status == 0, "\(hidden)")
         let path = d.dir.file("late.wav")
         try WAV.write(path, int16: Fixture.samples(seed: 21, frames: 960), sampleRate: 48_000, channels: 1)
