@@ -28,7 +28,7 @@ TEST_PKGS := alsa-utils socat netcat-openbsd sox systemd util-linux dbus pipewir
              wireplumber pulseaudio-utils libasound2-plugins sound-theme-freedesktop man-db zsh fish bash-completion scdoc \
              python3 fuse3 python3-fusepy dpkg-dev lintian feedbackd libfeedback-0.0-0 gir1.2-lfb-0.0 python3-gi \
              libnotify-bin libglib2.0-bin libcanberra-pulse gnome-session-canberra xvfb gir1.2-gsound-1.0 rtkit polkitd \
-             debootstrap xdg-desktop-portal xdg-desktop-portal-gtk lame libsox-fmt-mp3
+             debootstrap xdg-desktop-portal xdg-desktop-portal-gtk lame libsox-fmt-mp3 uidmap
 # make deb (deb-deps): dpkg-shlibdeps (dpkg-dev); lintian checks the package in make test.
 DEB_PKGS  := dpkg-dev
 # Installs those of the packages $(1) that dpkg says are missing; $(2) names the target in what it says.
@@ -243,11 +243,12 @@ TEST_WIDTH := SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=$(shell nproc 2>/de
 # A run counts only when the runner said how it ended: swift test relays the runner's output
 # and has lost its last lines (the summary among them) with status 0, and a runner that dies
 # leaves no results. So the runner writes its own results (JUnit XML) and a run without them
-# fails; the count shown after each run is the runner's, not what reached this log.
+# fails; the count shown after each run is the runner's, not what reached this log. Every phase
+# runs whatever the one before did (Tests/phase.sh), and the summary at the end says each.
 TEST_XML := $(CURDIR)/.build/test-results.xml
 RESULTS   = --xunit-output '$(TEST_XML)'
-RAN_WHOLE = { [ -s '$(TEST_XML)' ] || { echo "make test: the test runner ended without writing its results ($(TEST_XML)): the tests after the last one shown never ran" >&2; exit 1; }; \
-	echo "make test: the runner's own count: $$(grep -o 'tests="[0-9]*" failures="[0-9]*"' '$(TEST_XML)' | head -n 1)"; }
+TEST_PHASES := $(CURDIR)/.build/test-phases
+PHASE     = '$(CURDIR)/Tests/phase.sh' run $(1) '$(TEST_XML)' '$(TEST_PHASES)' -- env
 PIPEWIRE_TIMING_TESTS := PipeWireTests/(fiftyCuesInARow|cuesMidStream|theNativeStreamAsksTheQuantum|aStreamStoppedMidCue|aGraphCycleLonger|aGraphQuantumBelow|playWaitOnTheNativeStream)
 # The PipeWire phase once more on Debian 13's stack (PipeWire 1.4, WirePlumber 0.5, the portal and
 # feedbackd of today's desktops): every program those tests start, cued's release build (the Swift
@@ -263,7 +264,8 @@ test: test-deps build canberra-stress canberra-fuzz-build $(if $(filter 1,$(TEST
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null
-	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --skip PipeWireTests && $(RAN_WHOLE)
+	rm -f '$(TEST_PHASES)'
+	$(call PHASE,'everything but PipeWire') $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' CUED_RELEASE_BIN_DIR='$(CURDIR)/.build/release' CUED_TEST_PREFIX='$(TEST_PREFIX)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --skip PipeWireTests
 	@# Real-time audio through a private PipeWire, checked sample by sample: on its own,
 	@# not beside 300 other tests competing for two cores (a starved sound server drops
 	@# frames, which is what these tests would then report, not cued). cued runs as a user,
@@ -271,13 +273,14 @@ test: test-deps build canberra-stress canberra-fuzz-build $(if $(filter 1,$(TEST
 	@# no RTKit at all, as on a desktop without it (the thread normal, and said so): the tests
 	@# whose verdict the thread's scheduling can change (cues sample-exact, the cycle asked,
 	@# missed cycles counted), not those of restarts, targets and doctor (45 s, not 80).
-	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests && $(RAN_WHOLE)
-	rm -f '$(TEST_XML)'; $(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter '$(PIPEWIRE_TIMING_TESTS)' && $(RAN_WHOLE)
+	$(call PHASE,'PipeWire (Debian 12)') $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests
+	$(call PHASE,'PipeWire without RTKit (Debian 12)') $(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter '$(PIPEWIRE_TIMING_TESTS)'
 ifeq ($(TEST_DEBIAN13),1)
-	rm -f '$(TEST_XML)'; root=$$($(DEBIAN13) path) && $(TEST_WIDTH) CUED_TEST_STACK=debian13 CUED_TEST_ROOT="$$root" CUED_BIN_DIR='$(CURDIR)/.build/release' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests && $(RAN_WHOLE)
+	$(call PHASE,'PipeWire (Debian 13)') $(TEST_WIDTH) CUED_TEST_STACK=debian13 CUED_TEST_ROOT="$$($(DEBIAN13) path)" CUED_BIN_DIR='$(CURDIR)/.build/release' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests
 else
 	@echo "make test: the PipeWire phase on Debian 13's stack is off (make test TEST_DEBIAN13=1 runs it)"
 endif
+	@'$(CURDIR)/Tests/phase.sh' summary '$(TEST_PHASES)'
 
 sounds: deps pkgconfig
 	$(RELEASE) --product cuesynth
