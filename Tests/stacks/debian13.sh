@@ -31,6 +31,8 @@ self=$here/$(basename "${BASH_SOURCE[0]}")
 checkout=$(cd "$here/../.." && pwd)
 cache=${CUED_TEST_CACHE:-/var/cache/cued-test}
 ROOT_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# chroot, debootstrap and friends live in sbin, which a normal user's PATH often lacks.
+export PATH="$PATH:/usr/sbin:/sbin"
 
 say() { echo "debian13.sh: $*" >&2; }
 die() { say "$*"; exit 1; }
