@@ -80,17 +80,13 @@ void fallback_names(struct ctx *x, const char *driver) {
         }
 }
 
-/* A driver's callback, on its thread: recorded for the reader. */
-struct ticket {
-        struct fallback *f;
-        uint64_t serial;
-};
-
-static void on_sub_done(ca_context *sub, uint32_t id, int code, void *userdata) {
-        struct ticket *t = userdata;
-        struct fallback *f = t->f;
-        (void) sub;
-        (void) id;
+/* A driver's callback, on its thread: recorded for the reader. Its userdata is the play's serial,
+ * no allocation: libcanberra's alsa driver calls back twice when a cancel races the end of the
+ * sound (its player thread checks `dead` unlocked, then calls back; cancel sets it and calls
+ * back too), and a ticket freed at each call was freed twice (issue 46, the host crashed). A
+ * second result for a serial finds its play ended (fallback_collect) and is dropped. The
+ * fallback outlives its drivers' callbacks: the worker frees it only after destroying them. */
+static void record(struct fallback *f, uint64_t serial, int code) {
         pthread_mutex_lock(&f->lock);
         if (f->x) {
                 if (f->nresults == f->cap) {
@@ -102,11 +98,17 @@ static void on_sub_done(ca_context *sub, uint32_t id, int code, void *userdata) 
                         }
                 }
                 if (f->nresults < f->cap)
-                        f->results[f->nresults++] = (struct result) { t->serial, code };
+                        f->results[f->nresults++] = (struct result) { serial, code };
                 wake_reader(f->x);
         }
         pthread_mutex_unlock(&f->lock);
-        free(t);
+}
+
+static void on_sub_done(ca_context *sub, uint32_t id, int code, void *userdata) {
+        struct fallback *f = subdriver_owner(sub);
+        (void) id;
+        if (f)
+                record(f, (uint64_t) (uintptr_t) userdata, code);
 }
 
 /* The i-th driver, opened the first time it is needed (tried again at each job until it
@@ -127,14 +129,11 @@ static int play_in_subs(struct fallback *f, const struct job *j) {
         bool failed = false;
         for (int i = 0; i < f->count_names; i++) {
                 struct subdriver *sub = sub_of(f, i);
-                struct ticket *t = sub ? malloc(sizeof *t) : NULL;
-                if (!t)
+                if (!sub)
                         continue;
-                *t = (struct ticket) { f, j->serial };
-                int r = sub->play(sub->c, j->id, j->props, on_sub_done, t);
+                int r = sub->play(sub->c, j->id, j->props, on_sub_done, (void *) (uintptr_t) j->serial);
                 if (r == CA_SUCCESS)
                         return r;
-                free(t);
                 if (!failed)
                         first = r;
                 failed = true;
@@ -142,14 +141,6 @@ static int play_in_subs(struct fallback *f, const struct job *j) {
                         break;   /* another driver would not find it either */
         }
         return first;
-}
-
-static void record(struct fallback *f, uint64_t serial, int code) {
-        struct ticket *t = malloc(sizeof *t);
-        if (t) {
-                *t = (struct ticket) { f, serial };
-                on_sub_done(NULL, 0, code, t);
-        }
 }
 
 static void *worker(void *arg) {
@@ -231,6 +222,8 @@ static struct fallback *fallback_of(struct ctx *x) {
         f->x = x;
         f->count_names = x->fb_count;
         memcpy(f->names, x->fb_names, sizeof f->names);
+        for (int i = 0; i < MAX_FALLBACKS; i++)
+                f->sub[i].owner = f;
         f->props = copy_props(x->props);
         snprintf(f->device, sizeof f->device, "%s", x->device);
         sigset_t all, old;

@@ -17,7 +17,8 @@
  *   --event NAME --file-path PATH (what is played; default event "pop"; %d in NAME: the context's index)
  *   --own-context (thread i plays on context i mod C, starting i * gap / T later: a soak's steady pace)
  *   --plays-out PATH (a line a play: id context call-ns return code callback-ns)
- *   --figures-every K (the process's RSS, threads and descriptors every K plays, in the JSON) */
+ *   --figures-every K (the process's RSS, threads and descriptors every K plays, in the JSON)
+ *   --no-cued 1 (nothing listens on the socket: every play goes to the fallback, as with cued not running) */
 #define _GNU_SOURCE
 #include <canberra.h>
 #include <dirent.h>
@@ -199,7 +200,7 @@ int main(int argc, char **argv) {
                 INT("--cancel", cancel_pct) INT("--playing", playing_pct) INT("--file", file_pct) INT("--missing", missing_pct)
                 INT("--restart-every", restart_every) INT("--stop-at", stop_at) INT("--stop-ms", stop_ms)
                 INT("--recreate-every", recreate_every) INT("--destroy-in-callback", destroy_in_callback)
-                INT("--own-context", own_context) INT("--figures-every", figures_every)
+                INT("--own-context", own_context) INT("--figures-every", figures_every) INT("--no-cued", no_cued)
                 else {
                         fprintf(stderr, "canberra-host: unknown option %s\n", k);
                         return 64;
@@ -207,7 +208,7 @@ int main(int argc, char **argv) {
 #undef INT
 #undef STR
         }
-        if (!opt.socket || (!opt.fake && !opt.cued) || (opt.fake && !opt.fake_bin) || opt.threads < 1 || opt.contexts < 1) {
+        if (!opt.socket || (!opt.fake && !opt.cued && !opt.no_cued) || (opt.fake && !opt.fake_bin) || opt.threads < 1 || opt.contexts < 1) {
                 fprintf(stderr, "usage: canberra-host (--fake MODE --fake-bin PATH | --cued \"BIN\\nARG…\") --socket PATH [options]\n");
                 return 64;
         }
@@ -217,8 +218,8 @@ int main(int argc, char **argv) {
         setenv("CANBERRA_DRIVER", getenv("HOST_DRIVER") ? getenv("HOST_DRIVER") : "cued,stressfb", 1);
         recs = calloc((size_t) opt.plays + 2, sizeof *recs);
         atomic_store(&next_play, 1);
-        atomic_store(&cued_pid, spawn_cued());
-        if (!wait_listening()) {
+        atomic_store(&cued_pid, opt.no_cued ? 0 : spawn_cued());
+        if (!opt.no_cued && !wait_listening()) {
                 fprintf(stderr, "canberra-host: %s never listened\n", opt.socket);
                 stop_cued(SIGKILL);
                 return 1;

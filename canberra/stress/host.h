@@ -29,7 +29,7 @@ struct samples {
 struct options {
         const char *fake, *fake_bin, *cued, *socket, *event, *file, *plays_out;
         int plays, threads, contexts, gap_us, cancel_pct, playing_pct, file_pct, missing_pct, restart_every, stop_at, stop_ms,
-            recreate_every, destroy_in_callback, own_context, figures_every;
+            recreate_every, destroy_in_callback, own_context, figures_every, no_cued;
         double settle;
 };
 extern struct options opt;
