@@ -23,6 +23,8 @@ WHAT = {
     "destroy-fallback": "the same, every play in the fallback (its drivers opened and closed meanwhile)",
     "cued-restarts": "the real cued killed (SIGKILL and SIGTERM in turn) and started again under live plays",
     "cued-stopped": "the real cued stopped (SIGSTOP) for 3 s under live plays",
+    "alsa-null-cancel": "no cued, libcanberra's alsa driver as the fallback on ALSA's null PCM, a play every 1 ms, a cancel after every other",
+    "alsa-null-silent32": "the same against a cued that never answers, 32 threads",
     "garbage": "a cued sending random bytes", "long-line": "a 1 MiB line", "nul": "NUL bytes in a reply",
     "fake-ends": "`end` lines for voices never started", "dup-ends": "each `end` line twice",
     "end-flood": "`end` lines as fast as the socket takes them", "silent": "a cued that reads and never answers",
@@ -53,6 +55,8 @@ def attack(name, runs):
     if plain.get("baseline_calls"):
         fig += "; the stand-in driver alone under the same load: play %s, cancel %s, playing %s ms (the machine's floor)" % (
             ms(plain["baseline_calls"].get("play")), ms(plain["baseline_calls"].get("cancel")), ms(plain["baseline_calls"].get("playing")))
+    if by.get("asan", {}).get("runs", 1) > 1:
+        fig += "; ASan+UBSan: %d of %d runs held" % (by["asan"]["runs_held"], by["asan"]["runs"])
     if not plain.get("held", False):
         fig += "; plain build: **%s**" % plain.get("why")
     held = all(r["held"] for r in runs) and timed
@@ -84,6 +88,10 @@ def canberra_hostile(sounds):
     run_all(HOSTILE)
 
 
+def canberra_fallback(sounds):
+    run_all(["alsa-null-cancel", "alsa-null-silent32"])
+
+
 def canberra_fuzz(sounds):
     try:
         lf = open(os.path.join(ROOT, ".build", "fuzz", "canberra.log")).read()
@@ -98,4 +106,4 @@ def canberra_fuzz(sounds):
         bool(runs) and not crashed)
 
 
-SECTIONS = (canberra_fuzz, canberra_load, canberra_cued, canberra_hostile)
+SECTIONS = (canberra_fuzz, canberra_load, canberra_cued, canberra_hostile, canberra_fallback)
