@@ -30,6 +30,8 @@ enum {
         LINES_PER_TURN = 64,     /* lines handled per hold of the lock: a caller waits for at most this many */
         PROP_BYTES = 4096,       /* a property value read at most (longer: treated as unusable) */
         MAX_FALLBACKS = 4,
+        MAX_VOICES = 512,        /* voices cued says are open for one context: it mixes at most 256, the rest it must have ended */
+        DRAIN_READS = 16,        /* reads of what waits on the socket before a verdict on cued (64 KiB) */
         FALLBACK_QUEUE = MAX_PLAYS,   /* jobs waiting for the fallback worker: every play can be one */
 };
 
@@ -37,7 +39,9 @@ enum {
 static const uint64_t SUSPECT_NS = 20 * MS;      /* a request unanswered this long: is cued running? */
 static const uint64_t PROBE_NS = 250 * MS;       /* a ping on a connection of its own unanswered this long: stalled */
 static const uint64_t HUNG_NS = 1000 * MS;       /* unanswered this long though cued answers pings: stuck for us */
-static const uint64_t VOICE_NS = 30000 * MS;     /* a voice whose end never comes (cued's sounds are ≤ 10 s) */
+static const uint64_t SOUND_MAX_NS = 10000 * MS; /* cued's longest sound (it refuses longer files; the plug-in never loops) */
+static const uint64_t VOICE_GRACE_NS = 1500 * MS; /* a voice's end later than its sound could last plus this: cued failed us */
+static const uint64_t ALIVE_NS = 250 * MS;       /* while voices are open, how often the reader looks whether cued is stopped */
 static const uint64_t REROUTE_NS = 2000 * MS;    /* a play older than this is not played late through the fallback */
 static const uint64_t SOUNDED_NS = 300 * MS;     /* a voice started this long ago was heard: not played again */
 static const uint64_t BACKOFF_MIN_NS = 1000 * MS, BACKOFF_MAX_NS = 30000 * MS;
@@ -57,7 +61,8 @@ struct play {
         enum play_state state;
         int result;
         bool due;             /* DONE and its callback not run yet */
-        bool voice_open;      /* cued started `voice` and its end line has not come: kept until it does */
+        bool voice_open;      /* cued started `voice` and its end line has not come: kept until it does, or
+                               * until the voice is overdue (voice_ns + SOUND_MAX_NS + VOICE_GRACE_NS) */
         int replies_owed;     /* requests in flight that refer to it (the play, its retry) */
         uint64_t voice;
         uint64_t born_ns, voice_ns;   /* asked for; cued said which voice */
@@ -91,6 +96,9 @@ struct ctx {
         uint64_t generation;          /* moved on at every connection */
         bool greeted;                 /* cued answered the greeting on this connection */
         bool on_probation;            /* after a stall or a lie: plays go to the fallback until cued greets */
+        const char *doomed;           /* a caller's send failed (why): nothing more is sent, and the reader breaks
+                                       * the connection once it has read the replies waiting (doomed_stalled) */
+        bool doomed_stalled;
         uint64_t retry_ns, backoff_ns;
         pid_t peer;                   /* the listening process (SO_PEERCRED), 0 unknown */
         char app[CUED_LABEL_BYTES + 1];          /* the app the connection declared */
@@ -102,8 +110,9 @@ struct ctx {
         uint64_t early[16];           /* end lines read before their play's `ok ID` (that reply waited behind */
         int early_reason[16];         /* an earlier one, a decode): matched when it comes */
         unsigned nearly;
-        uint64_t voice_check_ns;      /* when the reader next looks for a voice whose end never came */
-        bool voices_open;             /* it saw one then */
+        unsigned nvoices;             /* plays with voice_open */
+        uint64_t voice_due_ns;        /* no open voice is due before this (0: none open): the oldest's deadline */
+        uint64_t alive_check_ns;      /* when the reader next looks whether cued is stopped, while voices are open */
         bool sweep;                   /* plays to free: the connection was given up */
 
         /* The plays not freed yet: sent, playing, in the fallback, or ended with a callback due
@@ -155,6 +164,8 @@ void play_reroute(struct ctx *x, struct play *pl, const char *why);
 void play_release(struct ctx *x, struct play *pl);
 void plays_sweep(struct ctx *x);
 struct play *play_of_voice(struct ctx *x, uint64_t voice);
+void voice_opened(struct ctx *x, struct play *pl, uint64_t voice);
+void voice_closed(struct ctx *x, struct play *pl);
 void run_callbacks(struct ctx *x);   /* takes and gives back ctx.lock around each callback */
 void end_all(struct ctx *x, int code);
 

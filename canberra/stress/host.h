@@ -29,7 +29,7 @@ struct samples {
 struct options {
         const char *fake, *fake_bin, *cued, *socket, *event, *file, *plays_out;
         int plays, threads, contexts, gap_us, cancel_pct, playing_pct, file_pct, missing_pct, restart_every, stop_at, stop_ms,
-            recreate_every, destroy_in_callback, own_context, figures_every, no_cued;
+            recreate_every, destroy_in_callback, own_context, figures_every, no_cued, event_per_play, slow_at, slow_ms;
         double settle;
 };
 extern struct options opt;
@@ -51,5 +51,6 @@ void self_figures(long *rss_kb, int *threads, int *fds);
 void sample_figures(int k);
 void print_figures(void);
 int fallback_plays(void);
+int played_twice(void);
 
 #endif
