@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,64 @@ uint64_t now_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+/* CANBERRA_DEBUG's lines wait in a buffer of the process's (its own lock, a leaf: held for a
+ * copy, never across I/O) and one thread of the plug-in's, started at the first line, writes
+ * them: stderr may be a pipe or a terminal slow to take them. Written under ctx.lock, or on a
+ * host thread inside libcanberra's context lock, they held up the host's other calls (issue 46:
+ * 25-37 ms with CANBERRA_DEBUG=1; with stderr a pipe read 1 KiB per 10 ms, 309 ms), and written
+ * by the reader they held up its verdicts. A line that does not fit is lost. */
+static pthread_mutex_t debug_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t debug_more = PTHREAD_COND_INITIALIZER;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static bool debug_writer;
+static char debug_buf[8192];
+static size_t debug_len;
+
+static void *debug_write(void *arg) {
+        char out[sizeof debug_buf];
+        (void) arg;
+        pthread_mutex_lock(&debug_lock);
+        for (;;) {
+                while (!debug_len)
+                        pthread_cond_wait(&debug_more, &debug_lock);
+                size_t len = debug_len;
+                memcpy(out, debug_buf, len);
+                debug_len = 0;
+                pthread_mutex_unlock(&debug_lock);
+                for (size_t off = 0; off < len;) {
+                        ssize_t n = write(STDERR_FILENO, out + off, len - off);
+                        if (n <= 0)
+                                break;   /* EINTR or a closed stderr: what is left is dropped */
+                        off += (size_t) n;
+                }
+                pthread_mutex_lock(&debug_lock);
+        }
+        return NULL;
+}
+
+static void debug_start(void) {
+        pthread_t t;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);   /* the host's signals are not its */
+        debug_writer = pthread_create(&t, NULL, debug_write, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (debug_writer)
+                pthread_detach(t);
+}
+
 void debug(const char *what, const char *detail) {
-        if (ca_debug())
-                fprintf(stderr, "libcanberra-cued: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+        if (!ca_debug())
+                return;
+        pthread_once(&debug_once, debug_start);
+        pthread_mutex_lock(&debug_lock);
+        size_t room = sizeof debug_buf - debug_len;
+        int n = debug_writer ? snprintf(debug_buf + debug_len, room, "libcanberra-cued: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "") : 0;
+        if (n > 0 && (size_t) n < room) {
+                debug_len += (size_t) n;
+                pthread_cond_signal(&debug_more);
+        }
+        pthread_mutex_unlock(&debug_lock);
 }
 
 void wake_reader(struct ctx *x) {

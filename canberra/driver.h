@@ -4,12 +4,15 @@
  * context: libcanberra holds the context's own lock around each), the context's reader
  * (connection.c: reads cued's lines, watches for a stalled cued, calls the app back) and,
  * once the fallback is first needed, its fallback worker (fallback.c: the only thread that
- * calls the fallback driver, whose calls may block).
+ * calls the fallback driver, whose calls may block); with CANBERRA_DEBUG, one debug writer for
+ * the process (connection.c).
  *
  * `ctx.lock` guards everything here but the fallback's queue. It is held for table work and,
  * when a caller sends, across one non-blocking send of one line; never across a read, a
  * parse, a connect, a wait, a callback or a call into another driver. So a caller waits for
- * it at most for another thread's table work, which is bounded (MAX_PLAYS, LINES_PER_TURN). */
+ * it at most for another thread's table work, which is bounded (MAX_PLAYS, LINES_PER_TURN).
+ * Nor across a write to stderr: debug() only buffers; a thread of its own (with CANBERRA_DEBUG)
+ * writes. */
 #ifndef CUED_DRIVER_H
 #define CUED_DRIVER_H
 
@@ -136,7 +139,7 @@ struct ctx {
 #define CTX(c) ((struct ctx *) ((c)->private))
 
 uint64_t now_ns(void);
-void debug(const char *what, const char *detail);
+void debug(const char *what, const char *detail);   /* buffered, any thread, any lock held: its own thread writes */
 ca_proplist *copy_props(ca_proplist *src);
 void wake_reader(struct ctx *x);
 
