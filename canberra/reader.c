@@ -365,6 +365,9 @@ void *reader_main(void *arg) {
                 int timeout = watchdog(x, &pr, &suspect, &look);
                 if (x->state == BROKEN)
                         continue;
+                int fb_timeout = fallback_deadlines(x);
+                if (fb_timeout >= 0 && (timeout < 0 || fb_timeout < timeout))
+                        timeout = fb_timeout;
                 int fd = x->state == UP ? x->fd : -1;
                 pid_t peer = x->peer;
                 pthread_mutex_unlock(&x->lock);

@@ -114,6 +114,19 @@ int fallback_plays(void) {
         return n;
 }
 
+/* The fallback driver's opens tried (its log's `open` lines). */
+int fallback_opens(void) {
+        const char *log = getenv("STRESSFB_LOG");
+        FILE *f = log ? fopen(log, "r") : NULL;
+        char line[128];
+        int n = 0;
+        while (f && fgets(line, sizeof line, f))
+                n += !strcmp(line, "open\n");
+        if (f)
+                fclose(f);
+        return n;
+}
+
 /* Plays the fake cued started a voice for (FAKE_CUED_LOG, with --event-per-play) that the
  * fallback played too: heard twice. */
 int played_twice(void) {

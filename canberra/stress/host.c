@@ -304,10 +304,10 @@ int main(int argc, char **argv) {
         }
         printf("{\"plays\": %d, \"accepted\": %d, \"callbacks_once\": %d, \"callbacks_extra\": %d, \"never_called_back\": %d, "
                "\"pending_at_destroy\": %d, \"caller_thread_callbacks\": %d, \"restarts\": %d, \"self_destroyed\": %d, "
-               "\"self_destroy_pending_callbacks\": %d, \"fallback_plays\": %d, \"late_5s\": %d, \"played_twice\": %d, \"ran_s\": %.3f, "
+               "\"self_destroy_pending_callbacks\": %d, \"fallback_plays\": %d, \"late_5s\": %d, \"played_twice\": %d, \"fallback_opens\": %d, \"ran_s\": %.3f, "
                "\"settled_s\": %.3f, ",
                opt.plays, accepted, once, twice, none, pending, atomic_load(&caller_thread_callbacks), atomic_load(&restarts), self_destroyed,
-               atomic_load(&extra_callbacks), fallback_plays(), late, played_twice(), ran / 1e6, settled / 1e6);
+               atomic_load(&extra_callbacks), fallback_plays(), late, played_twice(), fallback_opens(), ran / 1e6, settled / 1e6);
         printf("\"returns\": {");
         for (int i = 0, first = 1; i < 40; i++)
                 if (rets[i]) {

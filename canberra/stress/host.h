@@ -52,5 +52,6 @@ void sample_figures(int k);
 void print_figures(void);
 int fallback_plays(void);
 int played_twice(void);
+int fallback_opens(void);
 
 #endif
