@@ -45,6 +45,21 @@ def release_cued():
     return os.path.join(d, "cued")
 
 
+def long_sound():
+    """A 3 s tone (48 kHz mono), made once under .build: what cued plays while it is stopped."""
+    path = os.path.join(STRESS, "tone-3s.wav")
+    if not os.path.exists(path):
+        import math, struct, wave
+        os.makedirs(STRESS, exist_ok=True)
+        with wave.open(path + ".tmp", "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(48000)
+            w.writeframes(b"".join(struct.pack("<h", int(3000 * math.sin(2 * math.pi * 440 * i / 48000))) for i in range(3 * 48000)))
+        os.rename(path + ".tmp", path)
+    return path
+
+
 def scenarios(quick):
     """(name, variant, host arguments, what else to expect): the runs, short ones with --quick."""
     k = 4 if quick else 1  # quick: a quarter of the plays (the sanitizers' runs half again)
@@ -75,6 +90,14 @@ def scenarios(quick):
                                   "--restart-every", 300 // k, "--event", "pop"], {"cut": True}),
             ("cued-stopped", v, ["--cued", cued, "--plays", 1500 // k // n, "--gap-us", 2000, "--stop-at", 100 // k,
                                  "--stop-ms", 3000 // k, "--event", "pop"], {"cut": True}),
+        ]
+        # The real cued stopped 0.3 s into a 3 s sound, its one play, for 25 s (6 s with --quick): nothing is unanswered,
+        # and the play is called back within its sound's end + 1.5 s (on 1b03399: when cued went on, 28 s after it).
+        if v == "plain" or not quick:
+            runs += [
+                ("cued-stopped-long", v, ["--cued", cued, "--plays", 1, "--stop-at", 1, "--stop-delay-ms", 300,
+                                          "--stop-ms", 6000 if quick else 25000, "--file", 100, "--file-path", long_sound()],
+                 {"cut": True, "bound_s": 3 + 1.5}),
         ]
         # No cued, every play through libcanberra's own alsa driver on ALSA's null PCM (it takes a sound
         # at once, so a sound's end races its cancel): a play every 1 ms, a cancel after every other.
@@ -255,6 +278,11 @@ def judge(name, variant, args, expect, out, err, rc):
     return r
 
 
+def callback_max(res):
+    cb = res.get("callback") or {}
+    return "%.2f" % (cb["max_us"] / 1e6) if cb.get("n") else "-"
+
+
 def summary(r):
     res = r.get("result") or {}
     calls = r.get("calls") or {}
@@ -262,9 +290,12 @@ def summary(r):
         c = calls.get(op) or {}
         return "%.2f/%.2f" % (c.get("p999_us", 0) / 1000, c.get("max_us", 0) / 1000) if c.get("n") else "-"
     return ("%-5s %-16s %-5s play %s cancel %s playing %s ms (p99.9/max); %s of %s accepted, fallback %s, codes %s; "
+            "play→callback max %s s%s, none at +5 s: %s, twice: %s; "
             "RSS %s KiB, threads %s, fds %s%s%s" % ("ok" if r["held"] else "FAIL", r["name"], r["variant"], ms("play"), ms("cancel"),
                                                     ms("playing"), res.get("accepted"), res.get("plays"), res.get("fallback_plays"),
-                                                    res.get("codes"), res.get("rss_kb"), res.get("threads"), res.get("fds"),
+                                                    res.get("codes"), callback_max(res),
+                                                    " (bound %.1f)" % r["bound_s"] if r.get("bound_s") else "", res.get("late_5s"),
+                                                    res.get("played_twice"), res.get("rss_kb"), res.get("threads"), res.get("fds"),
                                                     "; %d of %d runs held" % (r["runs_held"], r["runs"]) if r.get("runs", 1) > 1 else "",
                                                     "" if r["held"] else " — " + r["why"]))
 

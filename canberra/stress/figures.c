@@ -79,6 +79,7 @@ void self_figures(long *rss_kb, int *threads, int *fds) {
         }
         if (f)
                 fclose(f);
+        *threads -= atomic_load(&host_timers);
         *fds = 0;
         DIR *d = opendir("/proc/self/fd");
         for (struct dirent *e; d && (e = readdir(d));)

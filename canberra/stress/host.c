@@ -11,7 +11,7 @@
  *   --plays N --threads T --contexts C --gap-us U --cancel PCT --playing PCT --file PCT
  *   --missing PCT (plays of a sound or file the fake does not have) --settle S
  *   --restart-every K (kill cued, SIGKILL and SIGTERM in turn, and start it again)
- *   --stop-at K --stop-ms MS (SIGSTOP cued at the K-th play for MS)
+ *   --stop-at K --stop-ms MS (SIGSTOP cued at the K-th play for MS; --stop-delay-ms D: D ms after it)
  *   --recreate-every K (destroy a context with its plays pending and make a new one)
  *   --destroy-in-callback N (N contexts each destroyed from its play's callback)
  *   --event NAME --file-path PATH (what is played; default event "pop"; %d in NAME: the context's index)
@@ -197,6 +197,8 @@ static int destroy_in_callbacks(int n) {
 
 static int int_arg(const char *s) { return (int) strtol(s, NULL, 10); }
 
+static void *nothing(void *arg) { return arg; }
+
 int main(int argc, char **argv) {
         for (int i = 1; i + 1 < argc; i += 2) {
                 const char *k = argv[i], *v = argv[i + 1];
@@ -212,6 +214,7 @@ int main(int argc, char **argv) {
                 INT("--recreate-every", recreate_every) INT("--destroy-in-callback", destroy_in_callback)
                 INT("--own-context", own_context) INT("--figures-every", figures_every) INT("--no-cued", no_cued)
                 INT("--event-per-play", event_per_play) INT("--slow-at", slow_at) INT("--slow-ms", slow_ms)
+                INT("--stop-delay-ms", stop_delay_ms)
                 else {
                         fprintf(stderr, "canberra-host: unknown option %s\n", k);
                         return 64;
@@ -241,7 +244,7 @@ int main(int argc, char **argv) {
         long rss0, rss1, rss2;
         int threads0, threads1, threads2, fds0, fds1, fds2;
         pthread_t warm;   /* a thread first: a sanitizer starts a thread of its own at the first one */
-        pthread_create(&warm, NULL, resume_later, NULL);
+        pthread_create(&warm, NULL, nothing, NULL);
         pthread_join(warm, NULL);
         self_figures(&rss0, &threads0, &fds0);
         contexts = calloc((size_t) opt.contexts, sizeof *contexts);
