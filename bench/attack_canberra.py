@@ -9,6 +9,7 @@ the load saturates the machine (overload), p99.9 within 1.5 times the stand-in d
 """
 import os
 import re
+import sys
 
 from attacklib import row
 from canberra_stress import CALL_MAX_US, CALL_P999_US, HOSTILE, ROOT, run_one, scenarios
@@ -77,6 +78,8 @@ def attack(name, runs):
     if not timed and plain.get("held"):
         fig += " (**calls over %d µs p99.9%s or %d µs max**)" % (CALL_P999_US, " and 1.5 times the floor" if plain.get("baseline_calls") else "",
                                                                  CALL_MAX_US)
+    # A verdict may quote the host's stderr (a crash's last lines): one table cell, so one line and no bar.
+    fig = " ".join(fig.split()).replace("|", "\\|")
     row("libcanberra plug-in: %s" % WHAT.get(name, name), "bench/canberra_stress.py %s: %s" % (name, plain.get("args", "")), fig, held)
 
 
@@ -84,7 +87,10 @@ def run_all(names):
     results = {}
     for name, variant, args, expect in scenarios(quick=False):
         if name in names:
-            results.setdefault(name, []).append(run_one(name, variant, args, expect))
+            r = run_one(name, variant, args, expect)
+            results.setdefault(name, []).append(r)
+            if r.get("first_report"):  # the row has room for the verdict only: the sanitizer's words go to the log
+                print("%s (%s): %s" % (name, variant, r["first_report"]), file=sys.stderr, flush=True)
     for name in names:
         if name in results:
             attack(name, results[name])
