@@ -300,6 +300,9 @@ int main(int argc, char **argv) {
         mode = (enum mode) m;
         if (argc > 3)
                 end_ns = strtoull(argv[3], NULL, 10) * 1000000ull;
+        /* A host that crashes leaves no fake behind holding its pipes (the run then waited out its
+         * timeout): the loop ends when the parent has gone. */
+        pid_t parent = getppid();
         if (getenv("FAKE_CUED_LOG"))
                 voice_log = fopen(getenv("FAKE_CUED_LOG"), "a");
         signal(SIGTERM, on_term);
@@ -315,7 +318,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < MAX_CONNS; i++)
                 conns[i].fd = -1;
-        while (!quit) {
+        while (!quit && getppid() == parent) {
                 struct pollfd fds[MAX_CONNS + 1];
                 int idx[MAX_CONNS + 1], n = 0;
                 fds[n] = (struct pollfd) { .fd = lfd, .events = POLLIN };
