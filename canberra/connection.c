@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,9 +28,64 @@ uint64_t now_ns(void) {
         return (uint64_t) ts.tv_sec * 1000000000ull + (uint64_t) ts.tv_nsec;
 }
 
+/* CANBERRA_DEBUG's lines wait in a buffer of the process's (its own lock, a leaf: held for a
+ * copy, never across I/O) and one thread of the plug-in's, started at the first line, writes
+ * them: stderr may be a pipe or a terminal slow to take them. Written under ctx.lock, or on a
+ * host thread inside libcanberra's context lock, they held up the host's other calls (issue 46:
+ * 25-37 ms with CANBERRA_DEBUG=1; with stderr a pipe read 1 KiB per 10 ms, 309 ms), and written
+ * by the reader they held up its verdicts. A line that does not fit is lost. */
+static pthread_mutex_t debug_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t debug_more = PTHREAD_COND_INITIALIZER;
+static pthread_once_t debug_once = PTHREAD_ONCE_INIT;
+static bool debug_writer;
+static char debug_buf[8192];
+static size_t debug_len;
+
+static void *debug_write(void *arg) {
+        char out[sizeof debug_buf];
+        (void) arg;
+        pthread_mutex_lock(&debug_lock);
+        for (;;) {
+                while (!debug_len)
+                        pthread_cond_wait(&debug_more, &debug_lock);
+                size_t len = debug_len;
+                memcpy(out, debug_buf, len);
+                debug_len = 0;
+                pthread_mutex_unlock(&debug_lock);
+                for (size_t off = 0; off < len;) {
+                        ssize_t n = write(STDERR_FILENO, out + off, len - off);
+                        if (n <= 0)
+                                break;   /* EINTR or a closed stderr: what is left is dropped */
+                        off += (size_t) n;
+                }
+                pthread_mutex_lock(&debug_lock);
+        }
+        return NULL;
+}
+
+static void debug_start(void) {
+        pthread_t t;
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);   /* the host's signals are not its */
+        debug_writer = pthread_create(&t, NULL, debug_write, NULL) == 0;
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (debug_writer)
+                pthread_detach(t);
+}
+
 void debug(const char *what, const char *detail) {
-        if (ca_debug())
-                fprintf(stderr, "libcanberra-cued: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "");
+        if (!ca_debug())
+                return;
+        pthread_once(&debug_once, debug_start);
+        pthread_mutex_lock(&debug_lock);
+        size_t room = sizeof debug_buf - debug_len;
+        int n = debug_writer ? snprintf(debug_buf + debug_len, room, "libcanberra-cued: %s%s%s\n", what, detail ? ": " : "", detail ? detail : "") : 0;
+        if (n > 0 && (size_t) n < room) {
+                debug_len += (size_t) n;
+                pthread_cond_signal(&debug_more);
+        }
+        pthread_mutex_unlock(&debug_lock);
 }
 
 void wake_reader(struct ctx *x) {
@@ -46,6 +102,8 @@ void conn_break(struct ctx *x, const char *why, bool stalled) {
         debug("connection to cued given up", why);
         uint64_t now = now_ns();
         x->state = BROKEN;
+        x->doomed = NULL;
+        x->voice_due_ns = 0;
         if (stalled) {
                 x->backoff_ns = x->backoff_ns ? x->backoff_ns * 2 : BACKOFF_MIN_NS;
                 if (x->backoff_ns > BACKOFF_MAX_NS)
@@ -57,24 +115,38 @@ void conn_break(struct ctx *x, const char *why, bool stalled) {
         x->count = 0;
         x->plays_in_ring = 0;
         x->nearly = 0;
+        /* A play cued answered with a voice is never played again through the fallback: cued may
+         * well have sounded it (issue 46: a reader held up by the app's callback judged a healthy
+         * cued, and 15 of 100 sounds were heard twice). Its voice is cut, or cued is gone. */
         for (struct play *pl = x->plays, *n; pl; pl = n) {
                 n = pl->next;
                 pl->replies_owed = 0;
-                if (pl->state == SENT || (pl->state == PLAYING && now - pl->voice_ns < SOUNDED_NS))
+                if (pl->state == SENT)
                         play_reroute(x, pl, why);
                 else if (pl->state == PLAYING)
-                        play_finish(x, pl, CA_ERROR_DISCONNECTED);   /* it sounded, for a while at least */
-                pl->voice_open = false;
+                        play_finish(x, pl, CA_ERROR_DISCONNECTED);
+                voice_closed(x, pl);
         }
         /* Not freed here: the caller may hold a play it is still using. The reader sweeps. */
         x->sweep = true;
         wake_reader(x);
 }
 
+/* A send failed. The caller cannot read, and cued's replies to plays sent before may be waiting
+ * on the socket: breaking now would re-route plays cued took, and they would sound twice. So
+ * nothing more is sent, and the reader breaks the connection once it has read what waits. */
+static void doom(struct ctx *x, const char *why, bool stalled) {
+        if (x->state != UP || x->doomed)
+                return;
+        x->doomed = why;
+        x->doomed_stalled = stalled;
+        wake_reader(x);
+}
+
 /* One line, whole or not at all (a line cut in half would garble the next). */
 static bool send_line(struct ctx *x, const struct line *l) {
         char buf[CUED_LINE_BYTES + 2];
-        if (x->state != UP || l->over)
+        if (x->state != UP || x->doomed || l->over)
                 return false;
         memcpy(buf, l->s, l->n);
         buf[l->n] = '\n';
@@ -82,13 +154,16 @@ static bool send_line(struct ctx *x, const struct line *l) {
         if (n == (ssize_t) l->n + 1)
                 return true;
         bool full = n >= 0 || errno == EAGAIN;
-        conn_break(x, full ? "cued is not reading" : strerror(errno), full);
+        if (n > 0)
+                conn_break(x, "cued is not reading (a line cut)", true);   /* the next line would be garbled: at once */
+        else
+                doom(x, full ? "cued is not reading" : strerror(errno), full);
         return false;
 }
 
 bool send_request(struct ctx *x, const struct line *l, enum pending_kind kind, struct play *pl) {
         if (x->count == MAX_PENDING) {
-                conn_break(x, "too many requests unanswered", true);
+                doom(x, "too many requests unanswered", true);
                 return false;
         }
         if (!send_line(x, l))
@@ -124,7 +199,7 @@ void send_stop(struct ctx *x, uint64_t voice) {
 
 /* Whether a play is to be sent to cued now (else the fallback plays it). */
 bool cued_takes_plays(struct ctx *x) {
-        return x->state == UP && (x->greeted || !x->on_probation) && x->count + 4 <= MAX_PENDING;
+        return x->state == UP && !x->doomed && (x->greeted || !x->on_probation) && x->count + 4 <= MAX_PENDING;
 }
 
 /* Connects, if it is time to, outside ctx.lock (the entry points call it, one at a time per
@@ -156,6 +231,7 @@ void connect_if_due(struct ctx *x) {
         }
         x->fd = fd;
         x->state = UP;
+        x->doomed = NULL;
         x->generation++;
         x->greeted = false;
         x->greeting_left = 2;

@@ -2,14 +2,18 @@
  *
  * Threads: the host's (libcanberra calls the entry points, entry.c, one at a time per
  * context: libcanberra holds the context's own lock around each), the context's reader
- * (connection.c: reads cued's lines, watches for a stalled cued, calls the app back) and,
- * once the fallback is first needed, its fallback worker (fallback.c: the only thread that
- * calls the fallback driver, whose calls may block).
+ * (reader.c: reads cued's lines, watches for a stalled cued, keeps every play's deadline,
+ * calls the app back), fallback workers (fallback.c: the only threads that call the fallback
+ * drivers, whose calls may block; one per context while it has jobs, at most MAX_WORKERS in
+ * the process) and, with CANBERRA_DEBUG, one debug writer for the process (connection.c).
  *
- * `ctx.lock` guards everything here but the fallback's queue. It is held for table work and,
- * when a caller sends, across one non-blocking send of one line; never across a read, a
- * parse, a connect, a wait, a callback or a call into another driver. So a caller waits for
- * it at most for another thread's table work, which is bounded (MAX_PLAYS, LINES_PER_TURN). */
+ * The lock rule. `ctx.lock` guards everything here but the fallback's queue. It is held for
+ * table work and, when a caller sends, across one non-blocking send of one line; never across
+ * a read, a parse, a connect, a wait, a callback, a write to stderr (debug() only buffers) or a
+ * call into another driver. So a caller waits for it at most for another thread's table work,
+ * which is bounded (MAX_PLAYS, LINES_PER_TURN). The order: ctx.lock, then a fallback's own lock,
+ * then the process's fallback pool lock or the debug lock (leaves: table work only); never
+ * the other way. A fallback driver's callback takes only its fallback's lock. */
 #ifndef CUED_DRIVER_H
 #define CUED_DRIVER_H
 
@@ -30,17 +34,25 @@ enum {
         LINES_PER_TURN = 64,     /* lines handled per hold of the lock: a caller waits for at most this many */
         PROP_BYTES = 4096,       /* a property value read at most (longer: treated as unusable) */
         MAX_FALLBACKS = 4,
+        MAX_VOICES = 512,        /* voices cued says are open for one context: it mixes at most 256, the rest it must have ended */
+        DRAIN_READS = 16,        /* reads of what waits on the socket before a verdict on cued (64 KiB) */
         FALLBACK_QUEUE = MAX_PLAYS,   /* jobs waiting for the fallback worker: every play can be one */
+        MAX_WORKERS = 8,         /* fallback workers in the process, across all its contexts (fallback.c) */
 };
 
 /* How long cued may take, then what is done (see connection.c's watchdog). */
 static const uint64_t SUSPECT_NS = 20 * MS;      /* a request unanswered this long: is cued running? */
 static const uint64_t PROBE_NS = 250 * MS;       /* a ping on a connection of its own unanswered this long: stalled */
 static const uint64_t HUNG_NS = 1000 * MS;       /* unanswered this long though cued answers pings: stuck for us */
-static const uint64_t VOICE_NS = 30000 * MS;     /* a voice whose end never comes (cued's sounds are ≤ 10 s) */
+static const uint64_t SOUND_MAX_NS = 10000 * MS; /* cued's longest sound (it refuses longer files; the plug-in never loops) */
+static const uint64_t VOICE_GRACE_NS = 1500 * MS; /* a voice's end later than its sound could last plus this: cued failed us */
+static const uint64_t ALIVE_NS = 250 * MS;       /* while voices are open, how often the reader looks whether cued is stopped */
 static const uint64_t REROUTE_NS = 2000 * MS;    /* a play older than this is not played late through the fallback */
 static const uint64_t SOUNDED_NS = 300 * MS;     /* a voice started this long ago was heard: not played again */
 static const uint64_t BACKOFF_MIN_NS = 1000 * MS, BACKOFF_MAX_NS = 30000 * MS;
+static const uint64_t FALLBACK_LATE_NS = 2500 * MS; /* a play the fallback has not taken this long after it was asked: dropped */
+static const uint64_t FALLBACK_HUNG_NS = 1000 * MS; /* a driver's open or play in progress this long: others skip that driver */
+static const uint64_t FALLBACK_IDLE_NS = 5000 * MS; /* a worker with no job this long ends, its drivers closed */
 
 /* One play ca_context_play_full accepted. Its callback runs exactly once, from the reader. */
 enum play_state {
@@ -57,10 +69,14 @@ struct play {
         enum play_state state;
         int result;
         bool due;             /* DONE and its callback not run yet */
-        bool voice_open;      /* cued started `voice` and its end line has not come: kept until it does */
+        bool voice_open;      /* cued started `voice` and its end line has not come: kept until it does, or
+                               * until the voice is overdue (voice_ns + SOUND_MAX_NS + VOICE_GRACE_NS) */
         int replies_owed;     /* requests in flight that refer to it (the play, its retry) */
         uint64_t voice;
         uint64_t born_ns, voice_ns;   /* asked for; cued said which voice */
+        uint64_t fb_due_ns;           /* FALLBACK: taken by its driver by then (born + FALLBACK_LATE_NS), or, once
+                                       * taken, called back by then: else ended by the reader */
+        bool fb_taken;                /* its driver took it */
         ca_finish_callback_t cb;
         void *userdata;
         char *retry;          /* the play-file line, if the theme has no such sound */
@@ -91,6 +107,9 @@ struct ctx {
         uint64_t generation;          /* moved on at every connection */
         bool greeted;                 /* cued answered the greeting on this connection */
         bool on_probation;            /* after a stall or a lie: plays go to the fallback until cued greets */
+        const char *doomed;           /* a caller's send failed (why): nothing more is sent, and the reader breaks
+                                       * the connection once it has read the replies waiting (doomed_stalled) */
+        bool doomed_stalled;
         uint64_t retry_ns, backoff_ns;
         pid_t peer;                   /* the listening process (SO_PEERCRED), 0 unknown */
         char app[CUED_LABEL_BYTES + 1];          /* the app the connection declared */
@@ -102,8 +121,10 @@ struct ctx {
         uint64_t early[16];           /* end lines read before their play's `ok ID` (that reply waited behind */
         int early_reason[16];         /* an earlier one, a decode): matched when it comes */
         unsigned nearly;
-        uint64_t voice_check_ns;      /* when the reader next looks for a voice whose end never came */
-        bool voices_open;             /* it saw one then */
+        unsigned nvoices;             /* plays with voice_open */
+        uint64_t voice_due_ns;        /* no open voice is due before this (0: none open): the oldest's deadline */
+        uint64_t alive_check_ns;      /* when the reader next looks whether cued is stopped, while voices are open */
+        uint64_t fb_due_ns;           /* no play in the fallback is due before this (0: none) */
         bool sweep;                   /* plays to free: the connection was given up */
 
         /* The plays not freed yet: sent, playing, in the fallback, or ended with a callback due
@@ -127,7 +148,7 @@ struct ctx {
 #define CTX(c) ((struct ctx *) ((c)->private))
 
 uint64_t now_ns(void);
-void debug(const char *what, const char *detail);
+void debug(const char *what, const char *detail);   /* buffered, any thread, any lock held: its own thread writes */
 ca_proplist *copy_props(ca_proplist *src);
 void wake_reader(struct ctx *x);
 
@@ -155,6 +176,8 @@ void play_reroute(struct ctx *x, struct play *pl, const char *why);
 void play_release(struct ctx *x, struct play *pl);
 void plays_sweep(struct ctx *x);
 struct play *play_of_voice(struct ctx *x, uint64_t voice);
+void voice_opened(struct ctx *x, struct play *pl, uint64_t voice);
+void voice_closed(struct ctx *x, struct play *pl);
 void run_callbacks(struct ctx *x);   /* takes and gives back ctx.lock around each callback */
 void end_all(struct ctx *x, int code);
 
@@ -179,6 +202,7 @@ void fallback_cache(struct ctx *x, ca_proplist *props);      /* ctx.lock held; t
 void fallback_cancel(struct ctx *x, uint32_t id);            /* ctx.lock held */
 void fallback_change(struct ctx *x);                         /* ctx.lock held: props or device changed */
 void fallback_collect(struct ctx *x);                        /* ctx.lock held: the callbacks that came end their plays */
+int fallback_deadlines(struct ctx *x);                       /* ctx.lock held: ends overdue plays; ms to the next (-1 none) */
 void fallback_close(struct ctx *x);                          /* not held; the worker ends on its own */
 
 #endif

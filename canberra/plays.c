@@ -97,6 +97,29 @@ void plays_sweep(struct ctx *x) {
         }
 }
 
+/* The voice cued started for it: its deadline kept as the reader's next one when it is the oldest. */
+void voice_opened(struct ctx *x, struct play *pl, uint64_t voice) {
+        pl->voice = voice;
+        pl->voice_ns = now_ns();
+        if (pl->voice_open)
+                return;
+        pl->voice_open = true;
+        if (x->nvoices++ == 0) {
+                x->voice_due_ns = pl->voice_ns + SOUND_MAX_NS + VOICE_GRACE_NS;
+                x->alive_check_ns = pl->voice_ns + ALIVE_NS;
+                wake_reader(x);   /* it may sleep with no deadline: now there is one */
+        }
+}
+
+/* Its end came, or was given up on. voice_due_ns may then be early: the reader's walk moves it on. */
+void voice_closed(struct ctx *x, struct play *pl) {
+        if (!pl->voice_open)
+                return;
+        pl->voice_open = false;
+        if (--x->nvoices == 0)
+                x->voice_due_ns = 0;
+}
+
 struct play *play_of_voice(struct ctx *x, uint64_t voice) {
         for (struct play *pl = x->plays; pl; pl = pl->next)
                 if (pl->voice_open && pl->voice == voice)
@@ -109,7 +132,7 @@ struct play *play_of_voice(struct ctx *x, uint64_t voice) {
 void end_all(struct ctx *x, int code) {
         for (struct play *pl = x->plays, *n; pl; pl = n) {
                 n = pl->next;
-                pl->voice_open = false;
+                voice_closed(x, pl);
                 pl->replies_owed = 0;
                 play_finish(x, pl, code);
                 play_release(x, pl);

@@ -13,8 +13,11 @@
  * on the socket is looked at (/proc: stopped?) and asked `ping` on a connection of its own;
  * stopped, or no answer within PROBE_NS, or the request waiting HUNG_NS though cued answers
  * pings (a decode stuck on a file system that does not answer: a UI sound a second late is
- * better heard from the fallback), and the connection is broken as stalled. A voice whose
- * end never comes (VOICE_NS) too. */
+ * better heard from the fallback), and the connection is broken as stalled. So too when an
+ * open voice's end has not come by the time its sound must have ended (SOUND_MAX_NS +
+ * VOICE_GRACE_NS after `ok N`), when cued's process is stopped while voices are open (looked
+ * at every ALIVE_NS), or when cued claims more voices open than it can mix (MAX_VOICES).
+ * Replies waiting on the socket are read before any of these verdicts. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -30,7 +33,7 @@
 
 /* A voice's end: the play ends (or, if cued failed it, goes to the fallback). */
 static void voice_end(struct ctx *x, struct play *pl, int reason) {
-        pl->voice_open = false;
+        voice_closed(x, pl);
         if (pl->state == PLAYING) {
                 bool unheard = reason == CUED_END_REASON_LATE || now_ns() - pl->voice_ns < SOUNDED_NS;
                 if (reroute_end(reason) && unheard)
@@ -59,9 +62,7 @@ static void on_end(struct ctx *x, const struct reply *r) {
 static void on_play_reply(struct ctx *x, struct play *pl, const struct reply *r) {
         pl->replies_owed--;
         if (r->kind == REPLY_OK && r->voice) {
-                pl->voice = r->voice;
-                pl->voice_open = true;
-                pl->voice_ns = now_ns();
+                voice_opened(x, pl, r->voice);
                 if (pl->state == SENT)
                         pl->state = PLAYING;
                 else if (pl->state == DONE)
@@ -219,13 +220,23 @@ static void sooner(int *timeout, uint64_t deadline, uint64_t now) {
 }
 
 /* Breaks a connection that stalled; the poll timeout until the next deadline (-1 none);
- * `*suspect`: a request waits too long, look at cued (outside the lock). ctx.lock held. */
-static int watchdog(struct ctx *x, struct probe *pr, bool *suspect) {
+ * `*suspect`: a request waits too long, look at cued (outside the lock); `*look`: voices are
+ * open, see whether cued's process is stopped. ctx.lock held. */
+static int watchdog(struct ctx *x, struct probe *pr, bool *suspect, bool *look) {
         uint64_t now = now_ns();
         int timeout = -1;
         *suspect = false;
+        *look = false;
         if (x->state != UP)
                 return -1;
+        if (x->doomed) {
+                conn_break(x, x->doomed, x->doomed_stalled);
+                return 0;
+        }
+        if (x->nvoices > MAX_VOICES) {
+                conn_break(x, "cued claims more voices open than it mixes", true);
+                return 0;
+        }
         if (x->count) {
                 uint64_t sent = x->ring[x->head].sent_ns;
                 if (now - sent >= HUNG_NS || (pr->sent_ns && now - pr->sent_ns >= PROBE_NS)) {
@@ -242,35 +253,44 @@ static int watchdog(struct ctx *x, struct probe *pr, bool *suspect) {
                         sooner(&timeout, pr->ok_ns + REPROBE_NS, now);
                 sooner(&timeout, sent + HUNG_NS, now);
         }
-        if (now >= x->voice_check_ns) {   /* at most once a second: a walk of the table */
-                x->voice_check_ns = now + 1000 * MS;
-                x->voices_open = false;
+        /* Every open voice ends by its deadline, or cued has failed us (it acked `ok N` and never
+         * said `end`, or its audio is stuck): given up, the plays called back now with the reason. */
+        if (x->nvoices && now >= x->voice_due_ns) {
+                uint64_t due = UINT64_MAX;
                 for (struct play *pl = x->plays; pl; pl = pl->next)
                         if (pl->voice_open) {
-                                if (now - pl->voice_ns >= VOICE_NS) {
-                                        conn_break(x, "cued never ended a voice", true);
+                                uint64_t d = pl->voice_ns + SOUND_MAX_NS + VOICE_GRACE_NS;
+                                if (d <= now) {
+                                        conn_break(x, "cued never ended a voice (11.5 s)", true);
                                         return 0;
                                 }
-                                x->voices_open = true;
+                                due = d < due ? d : due;
                         }
+                x->voice_due_ns = due;
         }
-        if (x->voices_open || x->count)
-                sooner(&timeout, x->voice_check_ns, now);
+        if (x->nvoices) {
+                sooner(&timeout, x->voice_due_ns, now);
+                if (now >= x->alive_check_ns) {
+                        x->alive_check_ns = now + ALIVE_NS;
+                        *look = true;   /* a stopped cued ends no voice: seen within ALIVE_NS, not at the deadline */
+                }
+                sooner(&timeout, x->alive_check_ns, now);
+        }
         return timeout;
 }
 
 /* ---- The thread ---- */
 
 /* One read, its lines applied LINES_PER_TURN at a time. Called without ctx.lock; returns
- * with it held. */
-static void read_lines(struct ctx *x, int fd, uint64_t gen, char *buf, size_t *len) {
+ * with it held, and whether there was anything to read. */
+static bool read_lines(struct ctx *x, int fd, uint64_t gen, char *buf, size_t *len) {
         ssize_t n = recv(fd, buf + *len, READ_BYTES - *len, MSG_DONTWAIT);
         if (n <= 0) {
                 int e = errno;
                 pthread_mutex_lock(&x->lock);
                 if (gen == x->generation && (n == 0 || (e != EAGAIN && e != EINTR)))
                         conn_break(x, n == 0 ? "cued closed the connection" : strerror(e), false);
-                return;
+                return false;
         }
         *len += (size_t) n;
         size_t off = 0;
@@ -291,12 +311,13 @@ static void read_lines(struct ctx *x, int fd, uint64_t gen, char *buf, size_t *l
         }
         if (x->generation != gen || x->state != UP) {
                 *len = 0;
-                return;
+                return true;
         }
         *len -= off;
         memmove(buf, buf + off, *len);
         if (*len == READ_BYTES)
                 conn_break(x, "a line from cued too long", true);
+        return true;
 }
 
 void *reader_main(void *arg) {
@@ -330,14 +351,33 @@ void *reader_main(void *arg) {
                         probe_close(&pr);
                         pr.sent_ns = pr.ok_ns = 0;
                 }
-                bool suspect;
-                int timeout = watchdog(x, &pr, &suspect);
+                /* What cued already said is read before any verdict on it: the app's callbacks
+                 * above may have kept this thread from the socket for seconds. */
+                for (int reads = 0; x->state == UP && gen == x->generation && reads < DRAIN_READS; reads++) {
+                        int fd = x->fd;
+                        pthread_mutex_unlock(&x->lock);
+                        if (!read_lines(x, fd, gen, buf, &len))
+                                break;
+                }
+                if (x->state != UP && x->state != DOWN)
+                        continue;
+                bool suspect, look;
+                int timeout = watchdog(x, &pr, &suspect, &look);
                 if (x->state == BROKEN)
                         continue;
+                int fb_timeout = fallback_deadlines(x);
+                if (fb_timeout >= 0 && (timeout < 0 || fb_timeout < timeout))
+                        timeout = fb_timeout;
                 int fd = x->state == UP ? x->fd : -1;
                 pid_t peer = x->peer;
                 pthread_mutex_unlock(&x->lock);
 
+                if (look && !suspect && peer_stopped(peer)) {
+                        pthread_mutex_lock(&x->lock);
+                        if (gen == x->generation)
+                                conn_break(x, "cued is stopped, its voices with it", true);
+                        continue;
+                }
                 if (suspect) {
                         bool stopped = peer_stopped(peer), refused = !stopped && !probe_start(&pr, x->socket_path);
                         if (stopped || refused) {

@@ -34,6 +34,20 @@ static bool plugin_dir(char *out, size_t cap) {
         return true;
 }
 
+/* The context a subdriver is opened with, and who owns it: a driver's callback names its context,
+ * so the callback finds its fallback there and needs no allocation of its own per play. */
+struct owned_context {
+        struct ca_context c;    /* first: the driver is given &c */
+        uint32_t magic;
+        void *owner;
+};
+static const uint32_t OWNED = 0x63756564;   /* "cued" */
+
+void *subdriver_owner(ca_context *c) {
+        struct owned_context *o = (struct owned_context *) c;
+        return o && o->magic == OWNED ? o->owner : NULL;
+}
+
 static void *entry(void *dso, const char *name, const char *what) {
         char sym[96];
         snprintf(sym, sizeof sym, "%s_%s", name, what);
@@ -43,7 +57,9 @@ static void *entry(void *dso, const char *name, const char *what) {
 
 int subdriver_open(struct subdriver *s, const char *name, ca_proplist *props, const char *device) {
         char dir[PATH_MAX], path[PATH_MAX + 64];
+        void *owner = s->owner;
         memset(s, 0, sizeof *s);
+        s->owner = owner;
         if (!plugin_dir(dir, sizeof dir) || (size_t) snprintf(path, sizeof path, "%s/libcanberra-%s.so", dir, name) >= sizeof path)
                 return CA_ERROR_NODRIVER;
         pthread_mutex_lock(&loader);
@@ -59,7 +75,12 @@ int subdriver_open(struct subdriver *s, const char *name, ca_proplist *props, co
         s->cancel = (int (*)(ca_context *, uint32_t)) entry(s->dso, name, "driver_cancel");
         s->cache = (int (*)(ca_context *, ca_proplist *)) entry(s->dso, name, "driver_cache");
         int r = CA_ERROR_CORRUPT;
-        struct ca_context *c = calloc(1, sizeof *c);
+        struct owned_context *o = calloc(1, sizeof *o);
+        struct ca_context *c = o ? &o->c : NULL;
+        if (o) {
+                o->magic = OWNED;
+                o->owner = owner;
+        }
         if (s->open && s->destroy && s->change_device && s->change_props && s->play && s->cancel && s->cache && c) {
                 c->mutex = ca_mutex_new();
                 c->props = props ? copy_props(props) : NULL;
@@ -89,6 +110,7 @@ void subdriver_close(struct subdriver *s) {
                         ca_mutex_free(c->mutex);
                 free(c->driver);
                 free(c->device);
+                ((struct owned_context *) c)->magic = 0;
                 free(c);
         }
         if (s->dso) {

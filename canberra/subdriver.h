@@ -6,6 +6,7 @@
 
 struct subdriver {
         void *dso;
+        void *owner;            /* given back by subdriver_owner for this driver's context */
         struct ca_context *c;   /* NULL: not open */
         int (*open)(ca_context *c);
         int (*destroy)(ca_context *c);
@@ -21,5 +22,8 @@ int subdriver_open(struct subdriver *s, const char *name, ca_proplist *props, co
 /* New properties (NULL: unchanged) or device (NULL: unchanged, "" none). */
 void subdriver_change(struct subdriver *s, ca_proplist *props, const char *device);
 void subdriver_close(struct subdriver *s);
+/* The `owner` of the subdriver whose context `c` is (what its callbacks are given), or NULL if `c`
+ * is not one of ours. */
+void *subdriver_owner(ca_context *c);
 
 #endif

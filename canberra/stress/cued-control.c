@@ -71,15 +71,27 @@ void stop_cued(int sig) {
         }
 }
 
+atomic_int host_timers;   /* the stop's own thread, while it sleeps: not counted among the plug-in's threads */
+
 void *resume_later(void *arg) {
-        (void) arg;
         if (!opt.stop_ms)
                 return NULL;
         usleep((useconds_t) opt.stop_ms * 1000);
         pid_t pid = atomic_load(&cued_pid);
         if (pid > 0)
                 kill(pid, SIGCONT);
+        if (arg)
+                atomic_fetch_sub(&host_timers, 1);
         return NULL;
+}
+
+/* --stop-delay-ms: cued stopped that long after the play (its voice sounding, nothing unanswered). */
+static void *stop_later(void *arg) {
+        usleep((useconds_t) opt.stop_delay_ms * 1000);
+        pid_t pid = atomic_load(&cued_pid);
+        if (pid > 0)
+                kill(pid, SIGSTOP);
+        return resume_later(arg);
 }
 
 /* What happens to cued at the k-th play. */
@@ -90,8 +102,10 @@ void events_at(int k) {
         }
         if (opt.stop_at && k == opt.stop_at) {
                 pthread_t t;
-                kill(atomic_load(&cued_pid), SIGSTOP);
-                pthread_create(&t, NULL, resume_later, NULL);
+                if (!opt.stop_delay_ms)
+                        kill(atomic_load(&cued_pid), SIGSTOP);
+                atomic_fetch_add(&host_timers, 1);
+                pthread_create(&t, NULL, opt.stop_delay_ms ? stop_later : resume_later, (void *) 1);
                 pthread_detach(t);
         }
 }

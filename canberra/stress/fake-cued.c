@@ -4,7 +4,8 @@
  *   fake-cued SOCKET MODE [END_MS]
  *
  * honest          answers as cued does: `ok NAME`, `ok events on`, `ok ID` then `end ID played`
- *                 END_MS later (default 30), `stop id N` → `ok 1` + `end N stopped-id`; a sound
+ *                 END_MS later (default 30), at most 256 voices (a new one steals the oldest:
+ *                 `end ID stolen`), `stop id N` → `ok 1` + `end N stopped-id`; a sound
  *                 named missing* is `err unknown-cue`, a file path with "missing" in it
  *                 `err bad-file not-found`
  * garbage         random bytes, newlines among them, as soon as a connection opens
@@ -18,11 +19,14 @@
  * reply-hang      answers the greeting and the first play, then reads and says nothing
  * close-mid-line  answers the greeting, then `ok 1` without its newline, and closes
  * not-played      plays are answered `err not-played shutdown cued is stopping`
+ * no-end          honest but never sends an `end` line (a voice acked `ok N` that never ends)
  * unknown-retry   reads the greeting and the first play, answers the greeting, stops
  *                 reading; once the client's unread bytes stop growing (its socket buffer
  *                 full) answers the play `err unknown-cue`: the client's retry cannot be sent
  *
- * Plain C, no dependencies; exits on SIGTERM. */
+ * FAKE_CUED_LOG=PATH: each play answered with a voice appends its line's sound name there (the
+ * host names each play's sound after its id, so a play cued took and the fallback played too is
+ * seen). Plain C, no dependencies; exits on SIGTERM. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
@@ -41,9 +45,9 @@
 
 enum { MAX_CONNS = 512, IN_BYTES = 8192 };
 
-enum mode { HONEST, GARBAGE, LONG_LINE, NUL, FAKE_ENDS, DUP_ENDS, END_FLOOD, SILENT, DEAF, REPLY_HANG, CLOSE_MID_LINE, NOT_PLAYED, UNKNOWN_RETRY };
+enum mode { HONEST, GARBAGE, LONG_LINE, NUL, FAKE_ENDS, DUP_ENDS, END_FLOOD, SILENT, DEAF, REPLY_HANG, CLOSE_MID_LINE, NOT_PLAYED, UNKNOWN_RETRY, NO_END };
 static const char *const mode_names[] = { "honest", "garbage", "long-line", "nul", "fake-ends", "dup-ends", "end-flood", "silent", "deaf",
-                                          "reply-hang", "close-mid-line", "not-played", "unknown-retry" };
+                                          "reply-hang", "close-mid-line", "not-played", "unknown-retry", "no-end" };
 
 struct end { uint64_t due, voice; };
 struct conn {
@@ -59,6 +63,7 @@ struct conn {
 };
 
 static enum mode mode;
+static FILE *voice_log;
 static uint64_t end_ns = 30000000ull, next_voice = 1;
 static struct conn conns[MAX_CONNS];
 static volatile sig_atomic_t quit;
@@ -100,9 +105,21 @@ static void sayf(struct conn *c, const char *fmt, ...) {
                 say(c, buf, (size_t) n < sizeof buf ? (size_t) n : sizeof buf - 1);
 }
 
+static void send_end(struct conn *c, uint64_t voice, const char *reason);
+
+/* As cued's mixer: at most MIX_VOICES at once, the oldest stolen for a new one (`end N stolen`). */
+enum { MIX_VOICES = 256 };
 static void end_later(struct conn *c, uint64_t voice, uint64_t after) {
-        if (c->nends < (int) (sizeof c->ends / sizeof c->ends[0]))
-                c->ends[c->nends++] = (struct end) { now_ns() + after, voice };
+        if (c->nends >= MIX_VOICES) {
+                int oldest = 0;
+                for (int i = 1; i < c->nends; i++)
+                        if (c->ends[i].due < c->ends[oldest].due)
+                                oldest = i;
+                uint64_t v = c->ends[oldest].voice;
+                c->ends[oldest] = c->ends[--c->nends];
+                send_end(c, v, "stolen");
+        }
+        c->ends[c->nends++] = (struct end) { now_ns() + after, voice };
 }
 
 static void send_end(struct conn *c, uint64_t voice, const char *reason) {
@@ -157,7 +174,13 @@ static void answer(struct conn *c, char *line) {
                                 say(c, "\n", 1);
                         } else
                                 sayf(c, "ok %llu\n", (unsigned long long) v);
-                        end_later(c, v, end_ns);
+                        if (voice_log) {
+                                const char *name = line + strcspn(line, " ") + 1;
+                                fprintf(voice_log, "%.*s\n", (int) strcspn(name, " "), name);
+                                fflush(voice_log);
+                        }
+                        if (mode != NO_END)
+                                end_later(c, v, end_ns);
                 }
                 if (mode == REPLY_HANG)
                         c->mute = true;
@@ -277,6 +300,11 @@ int main(int argc, char **argv) {
         mode = (enum mode) m;
         if (argc > 3)
                 end_ns = strtoull(argv[3], NULL, 10) * 1000000ull;
+        /* A host that crashes leaves no fake behind holding its pipes (the run then waited out its
+         * timeout): the loop ends when the parent has gone. */
+        pid_t parent = getppid();
+        if (getenv("FAKE_CUED_LOG"))
+                voice_log = fopen(getenv("FAKE_CUED_LOG"), "a");
         signal(SIGTERM, on_term);
         signal(SIGPIPE, SIG_IGN);
         srand(1);
@@ -290,7 +318,7 @@ int main(int argc, char **argv) {
         }
         for (int i = 0; i < MAX_CONNS; i++)
                 conns[i].fd = -1;
-        while (!quit) {
+        while (!quit && getppid() == parent) {
                 struct pollfd fds[MAX_CONNS + 1];
                 int idx[MAX_CONNS + 1], n = 0;
                 fds[n] = (struct pollfd) { .fd = lfd, .events = POLLIN };

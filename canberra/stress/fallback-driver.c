@@ -3,7 +3,9 @@
  * STRESSFB_PLAY_MS (default 20) and its callback comes from this driver's own thread, as
  * pulse's does; each play's id is appended to the file STRESSFB_LOG as a line, so the host
  * knows which plays were heard through the fallback. STRESSFB_BLOCK_MS makes every play call
- * block that long first (the pulse driver blocked its caller 30 s with its server stopped). */
+ * block that long first (the pulse driver blocked its caller 30 s with its server stopped),
+ * STRESSFB_OPEN_BLOCK_MS each open; STRESSFB_OPEN_FAIL=1 makes every open fail (each attempt
+ * is logged as a line `open`). */
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <pthread.h>
@@ -95,7 +97,25 @@ static void *run(void *arg) {
         return NULL;
 }
 
+static void sleep_ns(uint64_t ns) {
+        struct timespec ts = { .tv_sec = (time_t) (ns / 1000000000ull), .tv_nsec = (long) (ns % 1000000000ull) };
+        while (nanosleep(&ts, &ts) < 0)
+                ;
+}
+
 EXPORT int stressfb_driver_open(ca_context *c) {
+        const char *log = getenv("STRESSFB_LOG");
+        int fd = log ? open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
+        if (fd >= 0) {
+                if (write(fd, "open\n", 5) != 5)
+                        perror("stressfb: log");
+                close(fd);
+        }
+        uint64_t block = env_ms("STRESSFB_OPEN_BLOCK_MS", 0);
+        if (block)
+                sleep_ns(block);
+        if (getenv("STRESSFB_OPEN_FAIL"))
+                return CA_ERROR_NOTAVAILABLE;
         struct fb *f = calloc(1, sizeof *f);
         pthread_condattr_t ca;
         if (!f)
@@ -103,7 +123,6 @@ EXPORT int stressfb_driver_open(ca_context *c) {
         f->context = c;
         f->play_ns = env_ms("STRESSFB_PLAY_MS", 20);
         f->block_ns = env_ms("STRESSFB_BLOCK_MS", 0);
-        const char *log = getenv("STRESSFB_LOG");
         f->log = log ? open(log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600) : -1;
         pthread_mutex_init(&f->lock, NULL);
         pthread_condattr_init(&ca);
@@ -150,10 +169,8 @@ EXPORT int stressfb_driver_change_props(ca_context *c, ca_proplist *changed, ca_
 EXPORT int stressfb_driver_play(ca_context *c, uint32_t id, ca_proplist *p, ca_finish_callback_t cb, void *userdata) {
         struct fb *f = c->private;
         (void) p;
-        if (f->block_ns) {
-                struct timespec ts = { .tv_sec = (time_t) (f->block_ns / 1000000000ull), .tv_nsec = (long) (f->block_ns % 1000000000ull) };
-                nanosleep(&ts, NULL);
-        }
+        if (f->block_ns)
+                sleep_ns(f->block_ns);
         struct pending *e = calloc(1, sizeof *e);
         if (!e)
                 return CA_ERROR_OOM;

@@ -3,6 +3,7 @@
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "host.h"
@@ -78,6 +79,7 @@ void self_figures(long *rss_kb, int *threads, int *fds) {
         }
         if (f)
                 fclose(f);
+        *threads -= atomic_load(&host_timers);
         *fds = 0;
         DIR *d = opendir("/proc/self/fd");
         for (struct dirent *e; d && (e = readdir(d));)
@@ -87,20 +89,54 @@ void self_figures(long *rss_kb, int *threads, int *fds) {
         (*fds)--;   /* the directory's own */
 }
 
-/* The plays of this run the fallback driver (libcanberra-stressfb.so) took, from its log. */
-int fallback_plays(void) {
-        const char *log = getenv("STRESSFB_LOG");
+/* The ids in a log, one a line after `prefix` (marks `bit` in seen[id]); how many. */
+static int read_ids(const char *log, const char *prefix, char *seen, char bit) {
         FILE *f = log ? fopen(log, "r") : NULL;
-        char *seen = calloc((size_t) opt.plays + 2, 1);
+        char line[128];
         int n = 0;
-        unsigned id;
-        while (f && fscanf(f, "%u", &id) == 1)
-                if (id >= 1 && id <= (unsigned) opt.plays && !seen[id]) {
-                        seen[id] = 1;
-                        n++;
-                }
+        size_t k = strlen(prefix);
+        while (f && fgets(line, sizeof line, f)) {
+                unsigned id;
+                if (strncmp(line, prefix, k) || sscanf(line + k, "%u", &id) != 1 || id < 1 || id > (unsigned) opt.plays || (seen[id] & bit))
+                        continue;
+                seen[id] |= bit;
+                n++;
+        }
         if (f)
                 fclose(f);
+        return n;
+}
+
+/* The plays of this run the fallback driver (libcanberra-stressfb.so) took, from its log. */
+int fallback_plays(void) {
+        char *seen = calloc((size_t) opt.plays + 2, 1);
+        int n = read_ids(getenv("STRESSFB_LOG"), "", seen, 1);
+        free(seen);
+        return n;
+}
+
+/* The fallback driver's opens tried (its log's `open` lines). */
+int fallback_opens(void) {
+        const char *log = getenv("STRESSFB_LOG");
+        FILE *f = log ? fopen(log, "r") : NULL;
+        char line[128];
+        int n = 0;
+        while (f && fgets(line, sizeof line, f))
+                n += !strcmp(line, "open\n");
+        if (f)
+                fclose(f);
+        return n;
+}
+
+/* Plays the fake cued started a voice for (FAKE_CUED_LOG, with --event-per-play) that the
+ * fallback played too: heard twice. */
+int played_twice(void) {
+        char *seen = calloc((size_t) opt.plays + 2, 1);
+        read_ids(getenv("STRESSFB_LOG"), "", seen, 1);
+        read_ids(getenv("FAKE_CUED_LOG"), "p", seen, 2);
+        int n = 0;
+        for (int id = 1; id <= opt.plays; id++)
+                n += seen[id] == 3;
         free(seen);
         return n;
 }

@@ -11,13 +11,18 @@
  *   --plays N --threads T --contexts C --gap-us U --cancel PCT --playing PCT --file PCT
  *   --missing PCT (plays of a sound or file the fake does not have) --settle S
  *   --restart-every K (kill cued, SIGKILL and SIGTERM in turn, and start it again)
- *   --stop-at K --stop-ms MS (SIGSTOP cued at the K-th play for MS)
+ *   --stop-at K --stop-ms MS (SIGSTOP cued at the K-th play for MS; --stop-delay-ms D: D ms after it)
  *   --recreate-every K (destroy a context with its plays pending and make a new one)
  *   --destroy-in-callback N (N contexts each destroyed from its play's callback)
  *   --event NAME --file-path PATH (what is played; default event "pop"; %d in NAME: the context's index)
  *   --own-context (thread i plays on context i mod C, starting i * gap / T later: a soak's steady pace)
  *   --plays-out PATH (a line a play: id context call-ns return code callback-ns)
- *   --figures-every K (the process's RSS, threads and descriptors every K plays, in the JSON) */
+ *   --figures-every K (the process's RSS, threads and descriptors every K plays, in the JSON)
+ *   --no-cued 1 (nothing listens on the socket: every play goes to the fallback, as with cued not running)
+ *   --event-per-play 1 (play K's sound is named pK: the fake cued's FAKE_CUED_LOG says which plays it took)
+ *   --slow-at K --slow-ms MS (play K's callback sleeps MS: an app's slow callback)
+ * The JSON has each accepted play's time from its call to its callback (callback_ms), the plays
+ * without a callback 5 s after their call (late_5s) and the plays heard twice (played_twice). */
 #define _GNU_SOURCE
 #include <canberra.h>
 #include <dirent.h>
@@ -45,6 +50,7 @@ atomic_int cued_pid, restarts;
 static struct rec *recs;
 static atomic_int next_play, caller_thread_callbacks, extra_callbacks;
 enum { EXTRA_IDS = 0x7fff0000 };   /* plays outside the numbered run (pending at a destroy from a callback) */
+static struct samples s_callback = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "callback" };
 static struct samples s_play = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "play" }, s_cancel = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "cancel" },
                       s_playing = { PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, "playing" };
 static ca_context **contexts;
@@ -62,6 +68,8 @@ static void on_finish(ca_context *c, uint32_t id, int code, void *userdata) {
                 atomic_store(&recs[id].callback_ns, now_ns());
                 atomic_store(&recs[id].code, code);
                 atomic_fetch_add(&recs[id].callbacks, 1);
+                if (opt.slow_at && id == (uint32_t) opt.slow_at)
+                        usleep((useconds_t) opt.slow_ms * 1000);
         }
 }
 
@@ -69,7 +77,10 @@ static void on_finish(ca_context *c, uint32_t id, int code, void *userdata) {
 
 static ca_proplist *props_for(int id, int context) {
         char event[128];
-        snprintf(event, sizeof event, opt.event, context);   /* a %d in it: the context's own sound */
+        if (opt.event_per_play)
+                snprintf(event, sizeof event, "p%d", id);
+        else
+                snprintf(event, sizeof event, opt.event, context);   /* a %d in it: the context's own sound */
         ca_proplist *p;
         ca_proplist_create(&p);
         bool missing = opt.missing_pct && rand() % 100 < opt.missing_pct;
@@ -186,6 +197,8 @@ static int destroy_in_callbacks(int n) {
 
 static int int_arg(const char *s) { return (int) strtol(s, NULL, 10); }
 
+static void *nothing(void *arg) { return arg; }
+
 int main(int argc, char **argv) {
         for (int i = 1; i + 1 < argc; i += 2) {
                 const char *k = argv[i], *v = argv[i + 1];
@@ -199,7 +212,9 @@ int main(int argc, char **argv) {
                 INT("--cancel", cancel_pct) INT("--playing", playing_pct) INT("--file", file_pct) INT("--missing", missing_pct)
                 INT("--restart-every", restart_every) INT("--stop-at", stop_at) INT("--stop-ms", stop_ms)
                 INT("--recreate-every", recreate_every) INT("--destroy-in-callback", destroy_in_callback)
-                INT("--own-context", own_context) INT("--figures-every", figures_every)
+                INT("--own-context", own_context) INT("--figures-every", figures_every) INT("--no-cued", no_cued)
+                INT("--event-per-play", event_per_play) INT("--slow-at", slow_at) INT("--slow-ms", slow_ms)
+                INT("--stop-delay-ms", stop_delay_ms)
                 else {
                         fprintf(stderr, "canberra-host: unknown option %s\n", k);
                         return 64;
@@ -207,7 +222,7 @@ int main(int argc, char **argv) {
 #undef INT
 #undef STR
         }
-        if (!opt.socket || (!opt.fake && !opt.cued) || (opt.fake && !opt.fake_bin) || opt.threads < 1 || opt.contexts < 1) {
+        if (!opt.socket || (!opt.fake && !opt.cued && !opt.no_cued) || (opt.fake && !opt.fake_bin) || opt.threads < 1 || opt.contexts < 1) {
                 fprintf(stderr, "usage: canberra-host (--fake MODE --fake-bin PATH | --cued \"BIN\\nARG…\") --socket PATH [options]\n");
                 return 64;
         }
@@ -217,8 +232,8 @@ int main(int argc, char **argv) {
         setenv("CANBERRA_DRIVER", getenv("HOST_DRIVER") ? getenv("HOST_DRIVER") : "cued,stressfb", 1);
         recs = calloc((size_t) opt.plays + 2, sizeof *recs);
         atomic_store(&next_play, 1);
-        atomic_store(&cued_pid, spawn_cued());
-        if (!wait_listening()) {
+        atomic_store(&cued_pid, opt.no_cued ? 0 : spawn_cued());
+        if (!opt.no_cued && !wait_listening()) {
                 fprintf(stderr, "canberra-host: %s never listened\n", opt.socket);
                 stop_cued(SIGKILL);
                 return 1;
@@ -229,7 +244,7 @@ int main(int argc, char **argv) {
         long rss0, rss1, rss2;
         int threads0, threads1, threads2, fds0, fds1, fds2;
         pthread_t warm;   /* a thread first: a sanitizer starts a thread of its own at the first one */
-        pthread_create(&warm, NULL, resume_later, NULL);
+        pthread_create(&warm, NULL, nothing, NULL);
         pthread_join(warm, NULL);
         self_figures(&rss0, &threads0, &fds0);
         contexts = calloc((size_t) opt.contexts, sizeof *contexts);
@@ -268,9 +283,14 @@ int main(int argc, char **argv) {
         }
         stop_cued(SIGTERM);
 
-        int accepted = 0, once = 0, twice = 0, none = 0, codes[40] = { 0 }, rets[40] = { 0 };
+        int accepted = 0, once = 0, twice = 0, none = 0, late = 0, codes[40] = { 0 }, rets[40] = { 0 };
         for (int id = 1; id <= opt.plays; id++) {
                 int n = atomic_load(&recs[id].callbacks);
+                uint64_t cb = atomic_load(&recs[id].callback_ns);
+                if (recs[id].accepted && n) {
+                        add(&s_callback, (double) (cb - recs[id].call_ns) / 1e3);
+                }
+                late += recs[id].accepted && (!n || cb - recs[id].call_ns > 5000 * 1000000ull);
                 rets[-recs[id].ret < 40 && recs[id].ret <= 0 ? -recs[id].ret : 39]++;
                 if (!recs[id].accepted) {
                         twice += n;   /* a refused play gets no callback */
@@ -287,9 +307,10 @@ int main(int argc, char **argv) {
         }
         printf("{\"plays\": %d, \"accepted\": %d, \"callbacks_once\": %d, \"callbacks_extra\": %d, \"never_called_back\": %d, "
                "\"pending_at_destroy\": %d, \"caller_thread_callbacks\": %d, \"restarts\": %d, \"self_destroyed\": %d, "
-               "\"self_destroy_pending_callbacks\": %d, \"fallback_plays\": %d, \"ran_s\": %.3f, \"settled_s\": %.3f, ",
+               "\"self_destroy_pending_callbacks\": %d, \"fallback_plays\": %d, \"late_5s\": %d, \"played_twice\": %d, \"fallback_opens\": %d, \"ran_s\": %.3f, "
+               "\"settled_s\": %.3f, ",
                opt.plays, accepted, once, twice, none, pending, atomic_load(&caller_thread_callbacks), atomic_load(&restarts), self_destroyed,
-               atomic_load(&extra_callbacks), fallback_plays(), ran / 1e6, settled / 1e6);
+               atomic_load(&extra_callbacks), fallback_plays(), late, played_twice(), fallback_opens(), ran / 1e6, settled / 1e6);
         printf("\"returns\": {");
         for (int i = 0, first = 1; i < 40; i++)
                 if (rets[i]) {
@@ -311,6 +332,8 @@ int main(int argc, char **argv) {
         print_samples(&s_cancel);
         printf(", ");
         print_samples(&s_playing);
+        printf(", ");
+        print_samples(&s_callback);
         printf("}\n");
         if (opt.plays_out) {
                 FILE *f = fopen(opt.plays_out, "w");
@@ -324,5 +347,6 @@ int main(int argc, char **argv) {
         free(s_play.us);
         free(s_cancel.us);
         free(s_playing.us);
+        free(s_callback.us);
         return 0;
 }

@@ -29,11 +29,11 @@ struct samples {
 struct options {
         const char *fake, *fake_bin, *cued, *socket, *event, *file, *plays_out;
         int plays, threads, contexts, gap_us, cancel_pct, playing_pct, file_pct, missing_pct, restart_every, stop_at, stop_ms,
-            recreate_every, destroy_in_callback, own_context, figures_every;
+            recreate_every, destroy_in_callback, own_context, figures_every, no_cued, event_per_play, slow_at, slow_ms, stop_delay_ms;
         double settle;
 };
 extern struct options opt;
-extern atomic_int cued_pid, restarts;
+extern atomic_int cued_pid, restarts, host_timers;
 
 /* cued-control.c */
 int spawn_cued(void);
@@ -51,5 +51,7 @@ void self_figures(long *rss_kb, int *threads, int *fds);
 void sample_figures(int k);
 void print_figures(void);
 int fallback_plays(void);
+int played_twice(void);
+int fallback_opens(void);
 
 #endif
