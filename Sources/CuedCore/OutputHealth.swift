@@ -11,6 +11,10 @@ import CuedProtocol
 /// `retryAt` it is tried again (once: a failure then benches it again, for twice as long), and a
 /// cue heard whole through it clears everything.
 public struct OutputHealth: Sendable, Equatable {
+    /// The words of the two failures the device machine finds itself (the server and auto's
+    /// candidates say them alike).
+    public static let stalled = "stalled: it took no frames", lostDevice = "lost: recovering made no progress"
+
     public enum Outcome: Sendable, Equatable {
         /// A cue's last frame sounded.
         case heard
@@ -32,8 +36,6 @@ public struct OutputHealth: Sendable, Equatable {
     public private(set) var lastFaultAt: UInt64 = 0
     /// Benched until then (nil: not benched).
     public private(set) var retryAt: UInt64?
-    /// How many times it was benched since it was last heard.
-    public private(set) var benches = 0
     private var benchNs = OutputHealth.firstBenchNs
     private var probation = false
 
@@ -60,7 +62,6 @@ public struct OutputHealth: Sendable, Equatable {
     private mutating func bench(_ now: UInt64) {
         guard retryAt == nil else { return }
         retryAt = now &+ benchNs
-        benches += 1
         benchNs = min(benchNs * 2, Self.maxBenchNs)
         probation = false
     }

@@ -190,11 +190,11 @@ final class Playback {
             stats.voicesActive.store(0, ordering: .relaxed)
         case .reportStall:
             stats.stalls.add(1, ordering: .relaxed)
-            sink.note(.failed("stalled: it took no frames"), now: now)
+            sink.note(.failed(OutputHealth.stalled), now: now)
             onEvent(.stalled)
         case .reportLost:
             stats.lost.add(1, ordering: .relaxed)
-            sink.note(.failed("lost: recovering made no progress"), now: now)
+            sink.note(.failed(OutputHealth.lostDevice), now: now)
             onEvent(.lost)
         case .exit:
             exited = true

@@ -143,8 +143,8 @@ final class VoiceBroker {
             // Another output (auto's next pick) starts with a clean record.
             if engine.sinkSpec != healthSpec { health = OutputHealth(); healthSpec = engine.sinkSpec }
         case .openFailed(let e), .writeFailed(let e): noteHealth(.failed(e))
-        case .stalled: noteHealth(.failed("stalled: it took no frames"))
-        case .lost: noteHealth(.failed("lost: recovering made no progress"))
+        case .stalled: noteHealth(.failed(OutputHealth.stalled))
+        case .lost: noteHealth(.failed(OutputHealth.lostDevice))
         case .streamStopped, .closed, .threadStarted:
             break  // the device's own news: DeviceLog's
         }
