@@ -52,16 +52,24 @@ import TestSupport
         // The device returning and the next cue playing: DeviceMachineTests, on a fake clock.
     }
 
-    @Test func aStalledDeviceIsCountedReopenedAndPlaysTheNextCue() throws {
+    /// cued on a device that, from its 3rd write, takes nothing until it is reopened, a 500 ms cue
+    /// played and waited for across the stall, and the device reopened once (idle): the daemon and
+    /// the waited play's reply.
+    func stalledOnce(sourceLocation: SourceLocation = #_sourceLocation) throws -> (DaemonHarness, String) {
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(100, frames: 24_000)  // 500 ms
-        // From the 3rd write the device takes nothing until it is reopened.
         let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-3=once"])
+        let r = try d.request("play long wait")
+        #expect(eventually { (try? d.status()).map { s in s.stalls == 1 && s.sink.state == "idle" } ?? false },
+                sourceLocation: sourceLocation)
+        return (d, r)
+    }
+
+    @Test func aStalledDeviceIsCountedReopenedAndPlaysTheNextCue() throws {
+        let (d, r) = try stalledOnce()
         // It had started sounding: the waiter hears that the device failed under it, not
         // that it never started.
-        let r = try d.request("play long wait")
         #expect(r.hasPrefix("err not-played cut the device failed while it played; too late to start it again"), "\(r)")
-        #expect(eventually { (try? d.status()).map { s in s.stalls == 1 && s.sink.state == "idle" } ?? false })
         var s = try d.status()
         // Stalled ~10 ms after its request, found stalled 250 ms later: too late to start again, so dropped.
         #expect(s.dropped == 1)
@@ -79,12 +87,8 @@ import TestSupport
     /// An output that opens and takes cues and plays none of them is never "ok": `status`,
     /// `why` and `doctor` say it fails, with the fix, until a cue is heard whole through it.
     @Test func anOutputThatStallsIsFailingUntilACueIsHeard() throws {
-        var cues = Fixture.standard
-        cues["long"] = Fixture.constant(100, frames: 24_000)  // 500 ms
-        let d = try DaemonHarness(cues: cues, args: ["--sink", "fault:stall-3=once"])
-        let r = try d.request("play long wait")
+        let (d, r) = try stalledOnce()
         #expect(r.hasPrefix("err not-played cut"), "\(r)")
-        #expect(eventually { (try? d.status()).map { $0.stalls == 1 && $0.sink.state == "idle" } ?? false })
         var s = try d.status()
         #expect(s.sink.failing)
         #expect(s.sink.faultsSinceHeard == 1 && s.sink.lostSinceHeard == 1, "\(s.sink)")
