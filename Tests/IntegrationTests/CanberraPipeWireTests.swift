@@ -14,8 +14,12 @@ import TestSupport
                 "needs PipeWire, libcanberra and its pulse driver (libcanberra-pulse)"))
 struct CanberraPipeWireTests {
     @Test func cuedDownPlaysThroughPulseAndALiveContextComesBackToCuedAfterARestart() throws {
-        let watch = StallWatch()
-        defer { watch.stop() }
+        try HoleLedger.measured(make: { HoleLedger(watch: StallWatch()) }, ledger: { $0 }) { holes in
+            try cuedDownAndBack(holes)
+        }
+    }
+
+    func cuedDownAndBack(_ holes: HoleLedger) throws {
         let stack = try PipeWireStack()
         let sandbox = try CanberraSandbox()
         let shared = stack.dir.file("share")
@@ -74,7 +78,7 @@ struct CanberraPipeWireTests {
             // cycle: cued's native stream's 128 frames, the pulse driver's 256), by whose stream lost it.
             let st = try second.status()
             let what = "heard \((try? Recording(path: recording))?.occurrences(of: bellStereo).count ?? 0) of 4 bells"
-            PipeWireRun.judgeHole(what + "; cued counted \(st.missedCycles) missed cycles", cycle: st.missedCycles > 0 ? 128 : 256, watch: watch)
+            holes.note(what + "; cued counted \(st.missedCycles) missed cycles", cycle: st.missedCycles > 0 ? 128 : 256)
         }
         #expect(second.stop() == 0)
     }

@@ -25,27 +25,28 @@ extension PipeWireTests {
     /// has not grown (a miss the machine made grows it: then the cycle it grew to, and the miss is
     /// judged). And the audio thread as the desktop grants it.
     @Test func theNativeStreamAsksTheQuantumItIsTold() throws {
-        let run = try PipeWireRun()
-        let cases: [(args: [String], config: String?, asked: String)] = [
-            ([], nil, "128/48000"),
-            (["--latency-ms", "6"], nil, "288/48000"),
-            ([], "[stream]\n\"node.latency\" = \"512/48000\"\n", "512/48000"),
-        ]
-        for c in cases {
-            let d = try run.cued("pipewire", args: c.args, config: c.config)
-            let played = try d.request("play pop wait")
-            #expect(played == "ok", "\(c.args): \(played); \(d.readStderr().suffix(800))")
-            run.expectScheduling(d)
-            let ours = (try run.stack.outputStreams()).filter { $0.props["application.id"] as? String == "cued" }
-            let st = try d.status()
-            if st.sink.marginGrowths == 0 {
-                #expect(ours.map { $0.props["node.latency"] as? String } == [c.asked], "\(c.args) \(c.config ?? ""): \(ours.map { $0.props["node.latency"] ?? "-" })")
-            } else {
-                #expect(ours.map { $0.props["node.latency"] as? String } == ["\(st.sink.marginFrames ?? 0)/48000"])
-                run.expectNoMissedCycle(st, sink: "pipewire")
+        try PipeWireRun.measured { run in
+            let cases: [(args: [String], config: String?, asked: String)] = [
+                ([], nil, "128/48000"),
+                (["--latency-ms", "6"], nil, "288/48000"),
+                ([], "[stream]\n\"node.latency\" = \"512/48000\"\n", "512/48000"),
+            ]
+            for c in cases {
+                let d = try run.cued("pipewire", args: c.args, config: c.config)
+                let played = try d.request("play pop wait")
+                #expect(played == "ok", "\(c.args): \(played); \(d.readStderr().suffix(800))")
+                run.expectScheduling(d)
+                let ours = (try run.stack.outputStreams()).filter { $0.props["application.id"] as? String == "cued" }
+                let st = try d.status()
+                if st.sink.marginGrowths == 0 {
+                    #expect(ours.map { $0.props["node.latency"] as? String } == [c.asked], "\(c.args) \(c.config ?? ""): \(ours.map { $0.props["node.latency"] ?? "-" })")
+                } else {
+                    #expect(ours.map { $0.props["node.latency"] as? String } == ["\(st.sink.marginFrames ?? 0)/48000"])
+                    run.expectNoMissedCycle(st, sink: "pipewire")
+                }
+                #expect(c.config == nil || st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
+                _ = d.stop()
             }
-            #expect(c.config == nil || st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
-            _ = d.stop()
         }
     }
 
@@ -62,71 +63,74 @@ extension PipeWireTests {
         var cues = Fixture.standard
         let tone = Fixture.samples(seed: 7, frames: 48_000).map { $0 == 0 ? 1 : $0 }  // no silent frame of its own
         cues["tone"] = tone
-        let run = try PipeWireRun()
-        let stack = run.stack
-        let handed = stack.dir.file("handed-over.raw")
-        let d = try run.cued("pipewire", cues: cues, extraEnv: ["CUED_TEST_HANDED_OVER": try run.writable(handed)])
-        #expect(try d.request("play pop") == "ok")
-        #expect(waitIdle(d))
-        let idle = try d.status()
-        let path = stack.dir.file("monitor.raw")
-        let recorder = try stack.record(to: path)
-        let cue = tone.stereo
-        #expect(try d.request("play tone") == "ok")
-        // The tone's start at the monitor, and 200 ms more of it.
-        _ = Recording.waiting(at: path, for: Array(cue.prefix(2 * 97)), count: 1)
-        Recording.waitFrames(at: path, 9_600)
-        // The graph's cycle now: cued's margin, which a miss before the stop (a stall of this
-        // machine's) may have grown already.
-        let atStop = try d.status()
-        let cycle = atStop.sink.marginFrames ?? 128
-        // Longer than what cued has queued (a buffer ready, one in the graph), so that it is a miss
-        // at any cycle the margin has grown to.
-        let stopUs = max(30_000, 3 * cycle * 1_000_000 / 48_000 + 5_000)
-        d.process.signal(SIGSTOP)
-        usleep(useconds_t(stopUs))  // the stop itself: its length is what the test sets
-        d.process.signal(SIGCONT)
-        #expect(waitIdle(d), "cued not idle after the tone: \(((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles)" }) ?? "no status")")
-        let rec = Recording.waiting(at: path, for: Array(cue.suffix(2 * 97)), count: 1)
-        recorder.stop()
-        let after = try d.status()
-        let missed = after.missedCycles - idle.missedCycles
-        // cued's part: every frame of the tone handed over once, in order (a frame lost, repeated
-        // or out of order here is cued's, whatever the machine did).
-        let gave = (try Recording(path: handed)).follow(cue)
-        #expect(gave.map { $0.heard == tone.count && $0.complete && $0.disturbed == 0 && $0.lost == 0 } == true,
-                "cued did not hand the graph the tone in order: \(gave.map { "\($0)" } ?? "its start not found") of \(tone.count) frames; margin \(idle.sink.marginFrames ?? 0) → \(atStop.sink.marginFrames ?? 0) → \(after.sink.marginFrames ?? 0) frames")
-        // The graph's part: the tone at the monitor.
-        guard let f = rec.follow(cue) else {
-            Issue.record("the tone's start is not at the monitor: \(rec.sounds().prefix(4)); cued counted \(missed) missed cycles")
-            return
-        }
-        // A missed cycle is of the tone's first cycle or up to the grown one.
-        let shortest = min(cycle, idle.sink.marginFrames ?? cycle)
-        let longest = max(cycle, after.sink.marginFrames ?? cycle)
-        let stopAt = f.stopWindow(stopFrames: stopUs * 48 / 1000, longest: longest)
-        let what = "a stop of \(stopUs / 1000) ms; the tone at the monitor: \(f); cued counted \(missed) missed cycles of \(shortest) to \(longest) frames (\(cycle) at the stop); its margin grew \(after.sink.marginGrowths)× after \(after.sink.marginMisses) misses"
-        #expect(f.heard > 0 && missed > 0, "the stop was not heard, or not counted: \(what)")
-        #expect(f.complete, "the tone's end is not at the monitor in order: \(what)")
-        if f.disturbed > stopAt {
-            // Another hole, away from the stop (at the tone's start, a first miss of this machine's).
-            run.judgeHole("a hole away from the stop: \(what)", cycle: shortest)
-        } else {
-            // The counters match the monitor: the hole, to a cycle a hole, the cycles cued counted.
-            #expect(f.hole >= (missed - f.holes) * shortest && f.hole <= (missed + f.holes) * longest, "\(what)")
-            // All cued handed over came (above): frames lost here are the graph's, at most the cycle
-            // the late answer landed in.
-            #expect(f.lost <= longest, "more lost than the cycle the late answer landed in: \(what)")
-        }
-        // That stop was a miss: the margin grew (the graph's cycle cued asks, doubled as often as
-        // covers the stop, to its 1,024-frame limit), and the cues after it are heard whole.
-        let grown = try d.status()
-        #expect(grown.sink.marginGrowths >= 1 && ((grown.sink.marginFrames ?? 0) > cycle || cycle >= 1_024), "\(grown.sink)")
-        let pops = try fivePopsRecorded(d, stack, apartFrames: 4_800)
-        let end = try d.status()
-        if pops.occurrences(of: Self.pop).count != 5 || end.missedCycles > grown.missedCycles {
-            run.judgeHole("after the margin grew to \(grown.sink.marginFrames ?? 0) frames: \(pops.occurrences(of: Self.pop).count) of 5 pops whole, \(pops.firstMismatch(pops.sounds(), Self.pop)); missed cycles \(grown.missedCycles) → \(end.missedCycles)",
-                          cycle: shortest)
+        try PipeWireRun.measured { run in
+            let stack = run.stack
+            let handed = stack.dir.file("handed-over.raw")
+            let d = try run.cued("pipewire", cues: cues, extraEnv: ["CUED_TEST_HANDED_OVER": try run.writable(handed)])
+            #expect(try d.request("play pop") == "ok")
+            #expect(waitIdle(d))
+            let idle = try d.status()
+            let path = stack.dir.file("monitor.raw")
+            let recorder = try stack.record(to: path)
+            let cue = tone.stereo
+            #expect(try d.request("play tone") == "ok")
+            // The tone's start at the monitor, and 200 ms more of it.
+            _ = Recording.waiting(at: path, for: Array(cue.prefix(2 * 97)), count: 1)
+            Recording.waitFrames(at: path, 9_600)
+            // The graph's cycle now: cued's margin, which a miss before the stop (a stall of this
+            // machine's) may have grown already.
+            let atStop = try d.status()
+            let cycle = atStop.sink.marginFrames ?? 128
+            // Longer than what cued has queued (a buffer ready, one in the graph), so that it is a miss
+            // at any cycle the margin has grown to.
+            let stopUs = max(30_000, 3 * cycle * 1_000_000 / 48_000 + 5_000)
+            d.process.signal(SIGSTOP)
+            usleep(useconds_t(stopUs))  // the stop itself: its length is what the test sets
+            d.process.signal(SIGCONT)
+            #expect(waitIdle(d), "cued not idle after the tone: \(((try? d.status()).map { "\($0.sink), missed cycles \($0.missedCycles)" }) ?? "no status")")
+            let rec = Recording.waiting(at: path, for: Array(cue.suffix(2 * 97)), count: 1)
+            recorder.stop()
+            let after = try d.status()
+            let missed = after.missedCycles - idle.missedCycles
+            // cued's part: every frame of the tone handed over once, in order (a frame lost, repeated
+            // or out of order here is cued's, whatever the machine did).
+            let gave = (try Recording(path: handed)).follow(cue)
+            #expect(gave.map { $0.heard == tone.count && $0.complete && $0.disturbed == 0 && $0.lost == 0 } == true,
+                    "cued did not hand the graph the tone in order: \(gave.map { "\($0)" } ?? "its start not found") of \(tone.count) frames; margin \(idle.sink.marginFrames ?? 0) → \(atStop.sink.marginFrames ?? 0) → \(after.sink.marginFrames ?? 0) frames")
+            // The graph's part: the tone at the monitor.
+            guard let f = rec.follow(cue) else {
+                Issue.record("the tone's start is not at the monitor: \(rec.sounds().prefix(4)); cued counted \(missed) missed cycles")
+                return
+            }
+            // A missed cycle is of the tone's first cycle or up to the grown one.
+            let shortest = min(cycle, idle.sink.marginFrames ?? cycle)
+            let longest = max(cycle, after.sink.marginFrames ?? cycle)
+            let stopAt = f.stopWindow(stopFrames: stopUs * 48 / 1000, longest: longest)
+            let what = "a stop of \(stopUs / 1000) ms; the tone at the monitor: \(f); cued counted \(missed) missed cycles of \(shortest) to \(longest) frames (\(cycle) at the stop); its margin grew \(after.sink.marginGrowths)× after \(after.sink.marginMisses) misses"
+            #expect(f.heard > 0 && missed > 0, "the stop was not heard, or not counted: \(what)")
+            if !f.complete { run.noteHole("the tone's end is not at the monitor in order: \(what)", cycle: shortest) }
+            if f.disturbed > stopAt {
+                // Another hole, away from the stop (at the tone's start, a first miss of this machine's).
+                run.noteHole("a hole away from the stop: \(what)", cycle: shortest)
+            } else {
+                // The counters match the monitor: the hole, to a cycle a hole, the cycles cued counted.
+                if !(f.hole >= (missed - f.holes) * shortest && f.hole <= (missed + f.holes) * longest) {
+                    run.noteHole("the hole at the monitor is not the cycles cued counted: \(what)", cycle: shortest)
+                }
+                // All cued handed over came (above): frames lost here are the graph's, at most the cycle
+                // the late answer landed in.
+                if f.lost > longest { run.noteHole("more lost than the cycle the late answer landed in: \(what)", cycle: shortest) }
+            }
+            // That stop was a miss: the margin grew (the graph's cycle cued asks, doubled as often as
+            // covers the stop, to its 1,024-frame limit), and the cues after it are heard whole.
+            let grown = try d.status()
+            #expect(grown.sink.marginGrowths >= 1 && ((grown.sink.marginFrames ?? 0) > cycle || cycle >= 1_024), "\(grown.sink)")
+            let pops = try fivePopsRecorded(d, stack, apartFrames: 4_800)
+            let end = try d.status()
+            if pops.occurrences(of: Self.pop).count != 5 || end.missedCycles > grown.missedCycles {
+                run.noteHole("after the margin grew to \(grown.sink.marginFrames ?? 0) frames: \(pops.occurrences(of: Self.pop).count) of 5 pops whole, \(pops.firstMismatch(pops.sounds(), Self.pop)); missed cycles \(grown.missedCycles) → \(end.missedCycles)",
+                              cycle: shortest)
+            }
         }
     }
 
@@ -135,14 +139,15 @@ extension PipeWireTests {
     /// every cue is heard whole. (Filled to what the graph's `requested` said, a part-cycle, the
     /// converter lost every other cycle: 0 of 10 cues whole at 512.)
     @Test func aGraphCycleLongerThanCuedsPeriodLosesNoCycle() throws {
-        let run = try PipeWireRun()
-        let d = try run.cued("pipewire", config: "[stream]\n\"node.latency\" = \"512/48000\"\n")
-        #expect(try d.request("play pop wait") == "ok")  // opened before the recording
-        let rec = try fivePopsRecorded(d, run.stack, apartFrames: 2_400)
-        let st = try d.status()
-        #expect(st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
-        if rec.occurrences(of: Self.pop).count != 5 {
-            run.judgeHole("\(rec.occurrences(of: Self.pop).count) of 5 pops whole at a graph cycle of 512: \(rec.firstMismatch(rec.sounds(), Self.pop))", cycle: 512)
+        try PipeWireRun.measured { run in
+            let d = try run.cued("pipewire", config: "[stream]\n\"node.latency\" = \"512/48000\"\n")
+            #expect(try d.request("play pop wait") == "ok")  // opened before the recording
+            let rec = try fivePopsRecorded(d, run.stack, apartFrames: 2_400)
+            let st = try d.status()
+            #expect(st.sink.marginFrames == nil, "the user's node.latency is not cued's to change: \(st.sink)")
+            if rec.occurrences(of: Self.pop).count != 5 {
+                run.noteHole("\(rec.occurrences(of: Self.pop).count) of 5 pops whole at a graph cycle of 512: \(rec.firstMismatch(rec.sounds(), Self.pop))", cycle: 512)
+            }
         }
     }
 
@@ -151,74 +156,76 @@ extension PipeWireTests {
     /// heard whole, without a stall. (It stalled: cued waited for a period's room that a 64-frame
     /// buffer never has, and no cue sounded at all.)
     @Test func aGraphQuantumBelowCuedsIsFilledAsItAsks() throws {
-        let run = try PipeWireRun()
-        let stack = run.stack
-        let force = try runOnStack("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
-        #expect(force.status == 0, "\(force)")
-        let d = try run.cued("pipewire")
-        let raw = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
-        let recorder = try stack.record(to: raw)
-        let recorder2 = try stack.recordNatively(to: second)
-        for _ in 0..<3 {
-            #expect(try d.request("play pop wait") == "ok")
-            Recording.waitFrames(at: raw, 4_800)
+        try PipeWireRun.measured { run in
+            let stack = run.stack
+            let force = try runOnStack("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
+            #expect(force.status == 0, "\(force)")
+            let d = try run.cued("pipewire")
+            let raw = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
+            let recorder = try stack.record(to: raw)
+            let recorder2 = try stack.recordNatively(to: second)
+            for _ in 0..<3 {
+                #expect(try d.request("play pop wait") == "ok")
+                Recording.waitFrames(at: raw, 4_800)
+            }
+            let st = try d.status()
+            #expect(st.stalls == 0 && st.dropped == 0, "stalls \(st.stalls), dropped \(st.dropped); \(d.readStderr().suffix(600))")
+            let rec = Recording.waiting(at: raw, for: Self.pop, count: 3)
+            recorder.stop()
+            recorder2.stop()
+            let whole = rec.occurrences(of: Self.pop).count
+            guard whole != 3 else { return }
+            // What the old build did, no cue sounding at all, fails outright, whatever the machine did.
+            #expect(rec.holds(partOf: Self.pop), "no pop at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
+            let otherWhole = (try Recording(wav: second)).occurrences(of: Self.pop).count
+            let what = "\(whole) of 3 pops whole at parec's recording, \(otherWhole) at pw-record's, at a forced quantum of 64; \(rec.firstMismatch(rec.sounds(), Self.pop)); cued: missed cycles \(st.missedCycles)"
+            if otherWhole == 3 { print("PipeWireTests: parec lost frames pw-record heard: \(what)") }
+            else { run.noteHole(what, cycle: 64) }
         }
-        let st = try d.status()
-        #expect(st.stalls == 0 && st.dropped == 0, "stalls \(st.stalls), dropped \(st.dropped); \(d.readStderr().suffix(600))")
-        let rec = Recording.waiting(at: raw, for: Self.pop, count: 3)
-        recorder.stop()
-        recorder2.stop()
-        let whole = rec.occurrences(of: Self.pop).count
-        guard whole != 3 else { return }
-        // What the old build did, no cue sounding at all, fails outright, whatever the machine did.
-        #expect(rec.holds(partOf: Self.pop), "no pop at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
-        let otherWhole = (try Recording(wav: second)).occurrences(of: Self.pop).count
-        let what = "\(whole) of 3 pops whole at parec's recording, \(otherWhole) at pw-record's, at a forced quantum of 64; \(rec.firstMismatch(rec.sounds(), Self.pop)); cued: missed cycles \(st.missedCycles)"
-        if otherWhole == 3 { print("PipeWireTests: parec lost frames pw-record heard: \(what)") }
-        else { run.judgeHole(what, cycle: 64) }
     }
 
     /// `play … wait` on the native stream answers once the cue has sounded: not before its last
     /// frame can have reached the graph (its length after the request), and not long after (the
     /// stream's timing, not a guess); the cue is heard once, sample-exact.
     @Test func playWaitOnTheNativeStreamRepliesOnceTheCueHasSounded() throws {
-        let run = try PipeWireRun()
-        let stack = run.stack
-        let d = try run.cued("pipewire")
-        #expect(try d.request("play pop") == "ok")  // opened: the waits below time the stream, not the connection
-        #expect(waitIdle(d))
-        let path = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
-        let recorder = try stack.record(to: path)
-        let recorder2 = try stack.recordNatively(to: second)
-        let popSeconds = Double(Self.pop.count / 2) / 48_000
-        let c = try d.client()
-        var took: [Double] = []
-        for _ in 0..<5 {
-            let t0 = Date()
-            #expect(try c.request("play pop wait") == "ok")
-            took.append(Date().timeIntervalSince(t0))
+        try PipeWireRun.measured { run in
+            let stack = run.stack
+            let d = try run.cued("pipewire")
+            #expect(try d.request("play pop") == "ok")  // opened: the waits below time the stream, not the connection
             #expect(waitIdle(d))
-        }
-        let rec = Recording.waiting(at: path, for: Self.pop, count: 5)
-        recorder.stop()
-        recorder2.stop()
-        for t in took {
-            if t < popSeconds {
-                // After the machine stalls, the null sink (a timer) runs the cycles it owes back
-                // to back: the graph then plays a cue's frames faster than real time.
-                run.judgeHole("replied \(t) s after the request, before a \(popSeconds) s cue can have sounded in real time", cycle: 128)
+            let path = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
+            let recorder = try stack.record(to: path)
+            let recorder2 = try stack.recordNatively(to: second)
+            let popSeconds = Double(Self.pop.count / 2) / 48_000
+            let c = try d.client()
+            var took: [Double] = []
+            for _ in 0..<5 {
+                let t0 = Date()
+                #expect(try c.request("play pop wait") == "ok")
+                took.append(Date().timeIntervalSince(t0))
+                #expect(waitIdle(d))
             }
-            #expect(t < popSeconds + 0.1, "replied \(t) s after the request for a \(popSeconds) s cue")
+            let rec = Recording.waiting(at: path, for: Self.pop, count: 5)
+            recorder.stop()
+            recorder2.stop()
+            for t in took {
+                if t < popSeconds {
+                    // After the machine stalls, the null sink (a timer) runs the cycles it owes back
+                    // to back: the graph then plays a cue's frames faster than real time.
+                    run.noteHole("replied \(t) s after the request, before a \(popSeconds) s cue can have sounded in real time", cycle: 128)
+                }
+                if t >= popSeconds + 0.1 { run.noteHole("replied \(t) s after the request for a \(popSeconds) s cue", cycle: 128) }
+            }
+            let st = try d.status()
+            if rec.occurrences(of: Self.pop).count != 5 {
+                let otherWhole = (try Recording(wav: second)).occurrences(of: Self.pop).count
+                let what = "\(rec.occurrences(of: Self.pop).count) of 5 pops sample-exact at parec's recording, \(otherWhole) at pw-record's: \(rec.firstMismatch(rec.sounds(), Self.pop)); cued: missed cycles \(st.missedCycles)"
+                if otherWhole == 5 { print("PipeWireTests: parec lost frames pw-record heard: \(what)") }
+                else { run.noteHole(what, cycle: 128) }
+            }
+            run.expectNoMissedCycle(st, sink: "pipewire")
+            #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
         }
-        let st = try d.status()
-        if rec.occurrences(of: Self.pop).count != 5 {
-            let otherWhole = (try Recording(wav: second)).occurrences(of: Self.pop).count
-            let what = "\(rec.occurrences(of: Self.pop).count) of 5 pops sample-exact at parec's recording, \(otherWhole) at pw-record's: \(rec.firstMismatch(rec.sounds(), Self.pop)); cued: missed cycles \(st.missedCycles)"
-            if otherWhole == 5 { print("PipeWireTests: parec lost frames pw-record heard: \(what)") }
-            else { run.judgeHole(what, cycle: 128) }
-        }
-        run.expectNoMissedCycle(st, sink: "pipewire")
-        #expect(st.sink.kind == "pipewire" && st.dropped == 0 && st.stalls == 0, "\(st.sink)")
     }
 
     /// The native stream stays active for a while after its last cue (fed silence, so that the next
@@ -226,28 +233,29 @@ extension PipeWireTests {
     /// playing the graph then suspends its sink (WirePlumber, after 5 s idle) and cued's device
     /// stays open, costing the server nothing. The next cue wakes it, heard whole.
     @Test func theNativeStreamLingersThenTheGraphSuspends() throws {
-        let run = try PipeWireRun()
-        let stack = run.stack
-        let d = try run.cued("pipewire")
-        func ours() -> String? { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state }
-        let t0 = Date()
-        #expect(try d.request("play pop wait") == "ok")
-        let lingering = ours()
-        // The linger is 2 s: a look taken within 1.5 s of the cue's end must see it (a slower look proves nothing).
-        if Date().timeIntervalSince(t0) < 1.5 { #expect(lingering == "running", "the stream did not linger after its cue") }
-        #expect(eventually(timeout: 8) { ours() == "idle" }, "cued's stream still \(ours() ?? "?") long after the linger")
-        #expect(eventually(timeout: 15) { (try? stack.nodes("Audio/Sink"))?.first { $0.props["node.name"] as? String == "nul" }?.state == "suspended" },
-                "the sink did not suspend with cued idle: \(((try? stack.nodes("Audio/Sink")) ?? []).map { $0.state })")
-        let st = try d.status()
-        #expect(st.sink.state == "idle" && st.dropped == 0, "\(st.sink)")
-        run.expectNoMissedCycle(st, sink: "pipewire")
-        let path = stack.dir.file("monitor.raw")
-        let recorder = try stack.record(to: path)
-        #expect(try d.request("play pop wait") == "ok")
-        let rec = Recording.waiting(at: path, for: Self.pop, count: 1)
-        recorder.stop()
-        if rec.occurrences(of: Self.pop).count != 1 {
-            run.judgeHole("the cue after the suspend was not heard whole: \(rec.sounds().prefix(4)); \(rec.firstMismatch(rec.sounds(), Self.pop))", cycle: 128)
+        try PipeWireRun.measured { run in
+            let stack = run.stack
+            let d = try run.cued("pipewire")
+            func ours() -> String? { (try? stack.outputStreams())?.first { $0.props["application.id"] as? String == "cued" }?.state }
+            let t0 = Date()
+            #expect(try d.request("play pop wait") == "ok")
+            let lingering = ours()
+            // The linger is 2 s: a look taken within 1.5 s of the cue's end must see it (a slower look proves nothing).
+            if Date().timeIntervalSince(t0) < 1.5 { #expect(lingering == "running", "the stream did not linger after its cue") }
+            #expect(eventually(timeout: 8) { ours() == "idle" }, "cued's stream still \(ours() ?? "?") long after the linger")
+            #expect(eventually(timeout: 15) { (try? stack.nodes("Audio/Sink"))?.first { $0.props["node.name"] as? String == "nul" }?.state == "suspended" },
+                    "the sink did not suspend with cued idle: \(((try? stack.nodes("Audio/Sink")) ?? []).map { $0.state })")
+            let st = try d.status()
+            #expect(st.sink.state == "idle" && st.dropped == 0, "\(st.sink)")
+            run.expectNoMissedCycle(st, sink: "pipewire")
+            let path = stack.dir.file("monitor.raw")
+            let recorder = try stack.record(to: path)
+            #expect(try d.request("play pop wait") == "ok")
+            let rec = Recording.waiting(at: path, for: Self.pop, count: 1)
+            recorder.stop()
+            if rec.occurrences(of: Self.pop).count != 1 {
+                run.noteHole("the cue after the suspend was not heard whole: \(rec.sounds().prefix(4)); \(rec.firstMismatch(rec.sounds(), Self.pop))", cycle: 128)
+            }
         }
     }
 }

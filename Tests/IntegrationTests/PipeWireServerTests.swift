@@ -61,54 +61,55 @@ extension PipeWireTests {
 
     @Test(arguments: sinks)
     func aServerRestartWhileIdleOpenIsNoticedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
-        let run = try PipeWireRun()
-        let stack = run.stack
-        let d = try run.cued(sink)
-        #expect(try d.request("play pop") == "ok")
-        #expect(waitIdle(d))  // the PCM stays open (idle-close is 30 s)
-        try stack.restart()
-        // PipeWire 0.3.65's ALSA plugin signals the lost connection on an idle PCM's descriptor, and
-        // the native stream on its loop's: noticed before any cue. 1.4's plugin does not (its idle
-        // descriptor stays quiet, measured on Debian 13): there the loss is found by the next cue's
-        // write, and that cue is still heard within a second (below).
-        if sink != "alsa:pulse" && !(sink == "alsa:default" && TestStack.inRoot) {
-            var seen: [String] = []
-            let closed = eventually(timeout: 3) {
-                let state = (try? d.status())?.sink.state ?? "no answer"
-                if seen.last != state { seen.append(state) }
-                return state == "closed"
+        try PipeWireRun.measured { run in
+            let stack = run.stack
+            let d = try run.cued(sink)
+            #expect(try d.request("play pop") == "ok")
+            #expect(waitIdle(d))  // the PCM stays open (idle-close is 30 s)
+            try stack.restart()
+            // PipeWire 0.3.65's ALSA plugin signals the lost connection on an idle PCM's descriptor, and
+            // the native stream on its loop's: noticed before any cue. 1.4's plugin does not (its idle
+            // descriptor stays quiet, measured on Debian 13): there the loss is found by the next cue's
+            // write, and that cue is still heard within a second (below).
+            if sink != "alsa:pulse" && !(sink == "alsa:default" && TestStack.inRoot) {
+                var seen: [String] = []
+                let closed = eventually(timeout: 3) {
+                    let state = (try? d.status())?.sink.state ?? "no answer"
+                    if seen.last != state { seen.append(state) }
+                    return state == "closed"
+                }
+                #expect(closed, "cued's sink after the restart: \(seen), \(((try? d.status()).map { "\($0.sink), dropped \($0.dropped)" }) ?? "no status"); its log: \(d.readStderr().suffix(2000))")
             }
-            #expect(closed, "cued's sink after the restart: \(seen), \(((try? d.status()).map { "\($0.sink), dropped \($0.dropped)" }) ?? "no status"); its log: \(d.readStderr().suffix(2000))")
+            try expectTheNextPopHeardWithinASecond(d, run, sink: sink)
+            #expect((try d.status().dropped) == 0)
         }
-        try expectTheNextPopHeardWithinASecond(d, run, sink: sink)
-        #expect((try d.status().dropped) == 0)
     }
 
     @Test(arguments: sinks)
     func aServerRestartWhilePlayingIsSurvivedAndTheNextCueIsHeardWithinASecond(sink: String) throws {
-        let (run, d, recorder) = try longCueUnderWay(on: sink, seconds: 3, recording: "before.raw")
-        let stack = run.stack
-        recorder.stop()
-        try stack.restart()
-        try expectTheNextPopHeardWithinASecond(d, run, sink: sink)
-        #expect(try d.request("ping") == "ok pong")
+        try PipeWireRun.measured { run in
+            let (d, recorder) = try longCueUnderWay(run, on: sink, seconds: 3, recording: "before.raw")
+            recorder.stop()
+            try run.stack.restart()
+            try expectTheNextPopHeardWithinASecond(d, run, sink: sink)
+            #expect(try d.request("ping") == "ok pong")
+        }
     }
 
     /// cued on `sink` playing a constant cue of `seconds`, heard at the monitor (recorded to
     /// `recording` in the stack's directory): well under way (a stream that has not started
     /// yet is given a second).
-    func longCueUnderWay(on sink: String, seconds: Int, recording: String,
-                         sourceLocation: SourceLocation = #_sourceLocation) throws -> (PipeWireRun, DaemonHarness, Subprocess) {
+    func longCueUnderWay(_ run: PipeWireRun, on sink: String, seconds: Int, recording: String,
+                         sourceLocation: SourceLocation = #_sourceLocation) throws -> (DaemonHarness, Subprocess) {
         var cues = Fixture.standard
         cues["long"] = Fixture.constant(500, frames: 48_000 * seconds)
-        let run = try PipeWireRun()
         let d = try run.cued(sink, cues: cues)
         let path = run.stack.dir.file(recording)
         let recorder = try run.stack.record(to: path)
         #expect(try d.request("play long") == "ok", sourceLocation: sourceLocation)
         #expect(heard(at: path), "the long cue was not heard; sink \((try? d.status().sink).map { "\($0)" } ?? "no status"); cued's threads: \(d.threadStates()); its log: \(d.readStderr().suffix(2500))",
                 sourceLocation: sourceLocation)
-        return (run, d, recorder)
+        return (d, recorder)
     }
 
     /// After a restart: the next pop is heard, sample-exact, within a second.
@@ -131,7 +132,7 @@ extension PipeWireTests {
             if !rec.holds(partOf: Self.pop) {
                 Issue.record("the cue after the restart was not heard; \(what)", sourceLocation: sourceLocation)
             } else {
-                run.judgeHole("the cue after the restart was heard, not sample-exact; \(what)", cycle: PipeWireRun.cycle(of: sink),
+                run.noteHole("the cue after the restart was heard, not sample-exact; \(what)", cycle: PipeWireRun.cycle(of: sink),
                               sourceLocation: sourceLocation)
             }
             return
@@ -142,7 +143,8 @@ extension PipeWireTests {
 
     @Test(arguments: sinks)
     func sigtermEndsCuedByItselfWhenTheServerStopsPulling(sink: String) throws {
-        let (run, d, recorder) = try longCueUnderWay(on: sink, seconds: 5, recording: "monitor.raw")
+        let run = try PipeWireRun()
+        let (d, recorder) = try longCueUnderWay(run, on: sink, seconds: 5, recording: "monitor.raw")
         let stack = run.stack
         recorder.stop()
         stack.freeze(true)  // the graph stops: cued's running PCM takes no more frames

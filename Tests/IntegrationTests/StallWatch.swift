@@ -126,6 +126,24 @@ final class StallWatch: @unchecked Sendable {
         return Double(worst) / 1e6
     }
 
+    /// Why a run with a hole on a graph whose shortest cycle is `frames` (48 kHz) proves nothing
+    /// of cued (nil: it does): the watch saw the machine stop for a cycle (less the half
+    /// millisecond it looks every), or lose a cycle in stalls within four; or, where cued's audio
+    /// thread is a normal one (`normalThread`: no RTKit), the kernel kept it waiting to run for a
+    /// cycle. Unavailable (no real time for the watch), it saw nothing: every hole is cued's.
+    func spoiled(cycle frames: Int, normalThread: Bool) -> String? {
+        guard available else { return nil }
+        let cycle = Double(frames) * 1000 / 48_000
+        let burst = worstBurstMs(windowMs: 4 * cycle)
+        if stalled(atLeastMs: cycle - 0.5) || burst >= cycle {
+            return String(format: "the machine stopped running threads for a graph cycle of %d frames (%.1f ms) or more (at most %.1f ms lost on one CPU within 4 cycles)", frames, cycle, burst)
+        }
+        if normalThread && waited(atLeastMs: cycle - 0.5) {
+            return String(format: "the kernel kept a normal audio thread of cued's waiting for a graph cycle of %d frames (%.1f ms) or more", frames, cycle)
+        }
+        return nil
+    }
+
     /// For messages: how many stalls, the worst ones, over how long.
     var summary: String {
         let all = noted
