@@ -8,9 +8,10 @@
  * the process) and, with CANBERRA_DEBUG, one debug writer for the process (connection.c).
  *
  * The lock rule. `ctx.lock` guards everything here but the fallback's queue. It is held for
- * table work and, when a caller sends, across one non-blocking send of one line; never across
- * a read, a parse, a connect, a wait, a callback, a write to stderr (debug() only buffers) or a
- * call into another driver. So a caller waits for it at most for another thread's table work,
+ * table work and, when a caller sends, across one non-blocking send of one line (or, the
+ * connection doomed, the shutdown of its write side, which does not block either); never
+ * across a read, a parse, a connect, a wait, a callback, a write to stderr (debug() only
+ * buffers) or a call into another driver. So a caller waits for it at most for another thread's table work,
  * which is bounded (MAX_PLAYS, LINES_PER_TURN). The order: ctx.lock, then a fallback's own lock,
  * then the process's fallback pool lock or the debug lock (leaves: table work only); never
  * the other way. A fallback driver's callback takes only its fallback's lock. */
