@@ -11,10 +11,11 @@
  * table work and, when a caller sends, across one non-blocking send of one line (or, the
  * connection doomed, the shutdown of its write side, which does not block either); never
  * across a read, a parse, a connect, a wait, a callback, a write to stderr (debug() only
- * buffers) or a call into another driver. So a caller waits for it at most for another thread's table work,
- * which is bounded (MAX_PLAYS, LINES_PER_TURN). The order: ctx.lock, then a fallback's own lock,
- * then the process's fallback pool lock or the debug lock (leaves: table work only); never
- * the other way. A fallback driver's callback takes only its fallback's lock. */
+ * buffers) or a call into another driver. So a caller waits for it at most for another
+ * thread's table work, which is bounded (MAX_PLAYS, LINES_PER_TURN). The order: ctx.lock,
+ * then a fallback's own lock, then the process's fallback pool lock or the debug lock
+ * (leaves: table work only); never the other way. A fallback driver's callback takes only
+ * its fallback's lock. */
 #ifndef CUED_DRIVER_H
 #define CUED_DRIVER_H
 
