@@ -1,12 +1,17 @@
 /* The connection to cued: connecting, sending, giving it up.
  *
  * Callers send: one non-blocking send of one line, under ctx.lock; they never read, never
- * wait for a reply, and connect outside the lock. A send that cannot go whole (cued not
- * reading), a full ring of unanswered requests, or the reader's verdict (reader.c: a lie, a
- * stall, an end of file) breaks the connection: every play cued has not sounded is
- * re-routed at once to the fallback (plays.c), the rest end, and the reader closes the
- * descriptor. After a stall or a lie the next connection waits a backoff (1 s, doubling to
- * 30 s) and is on probation: plays go to the fallback until cued answers its greeting. */
+ * wait for a reply, and connect outside the lock. The reader's verdict on a cued that is gone,
+ * stopped or lies in its lines (reader.c: a stall, a garbled line, an end of file) breaks the
+ * connection at once: every play cued has not answered with a voice is re-routed to the
+ * fallback (plays.c), the rest end, and the reader closes the descriptor. A cued that is given
+ * up on while it still reads (a send that cannot go, a full ring of unanswered requests, more
+ * voices claimed than it mixes, a voice never ended) is doomed first: nothing more is sent,
+ * the socket is half-closed, and its answers to what it was sent are applied until its end of
+ * file (DRAIN_NS at most); only the plays still unanswered then are re-routed, since cued reads
+ * and plays the lines it has (re-routed at once, they were heard twice). After a stall or a lie
+ * the next connection waits a backoff (1 s, doubling to 30 s) and is on probation: plays go to
+ * the fallback until cued answers its greeting. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -132,14 +137,22 @@ void conn_break(struct ctx *x, const char *why, bool stalled) {
         wake_reader(x);
 }
 
-/* A send failed. The caller cannot read, and cued's replies to plays sent before may be waiting
- * on the socket: breaking now would re-route plays cued took, and they would sound twice. So
- * nothing more is sent, and the reader breaks the connection once it has read what waits. */
-static void doom(struct ctx *x, const char *why, bool stalled) {
+/* Given up on a cued that is alive and reads (a send failed, it lies about its voices, it never
+ * ended one): cued has read, or will read, the plays sent before, and plays them, so breaking now
+ * would re-route plays it took, heard twice (no-end32: up to 14 of 800 under load). So nothing
+ * more is sent, the write side is shut (cued answers what it has, sees the end of file and
+ * closes: cued's Connection answers a half-closed client's lines, then closes), and the reader
+ * applies those answers, a play answered with a voice being cued's, until cued's end of file
+ * or DRAIN_NS; then it breaks the connection (reader.c: watchdog, read_lines). The caller may
+ * be a host thread: the shutdown does not block. */
+void conn_doom(struct ctx *x, const char *why, bool stalled) {
         if (x->state != UP || x->doomed)
                 return;
+        debug("giving up the connection to cued once it has answered", why);
         x->doomed = why;
         x->doomed_stalled = stalled;
+        x->drain_due_ns = now_ns() + DRAIN_NS;
+        shutdown(x->fd, SHUT_WR);
         wake_reader(x);
 }
 
@@ -155,15 +168,16 @@ static bool send_line(struct ctx *x, const struct line *l) {
                 return true;
         bool full = n >= 0 || errno == EAGAIN;
         if (n > 0)
-                conn_break(x, "cued is not reading (a line cut)", true);   /* the next line would be garbled: at once */
+                conn_break(x, "cued is not reading (a line cut)", true);   /* the next line would be garbled, and a drain
+                                                                                     * would have cued read the half line at its EOF: at once */
         else
-                doom(x, full ? "cued is not reading" : strerror(errno), full);
+                conn_doom(x, full ? "cued is not reading" : strerror(errno), full);
         return false;
 }
 
 bool send_request(struct ctx *x, const struct line *l, enum pending_kind kind, struct play *pl) {
         if (x->count == MAX_PENDING) {
-                doom(x, "too many requests unanswered", true);
+                conn_doom(x, "too many requests unanswered", true);
                 return false;
         }
         if (!send_line(x, l))

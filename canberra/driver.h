@@ -8,12 +8,14 @@
  * the process) and, with CANBERRA_DEBUG, one debug writer for the process (connection.c).
  *
  * The lock rule. `ctx.lock` guards everything here but the fallback's queue. It is held for
- * table work and, when a caller sends, across one non-blocking send of one line; never across
- * a read, a parse, a connect, a wait, a callback, a write to stderr (debug() only buffers) or a
- * call into another driver. So a caller waits for it at most for another thread's table work,
- * which is bounded (MAX_PLAYS, LINES_PER_TURN). The order: ctx.lock, then a fallback's own lock,
- * then the process's fallback pool lock or the debug lock (leaves: table work only); never
- * the other way. A fallback driver's callback takes only its fallback's lock. */
+ * table work and, when a caller sends, across one non-blocking send of one line (or, the
+ * connection doomed, the shutdown of its write side, which does not block either); never
+ * across a read, a parse, a connect, a wait, a callback, a write to stderr (debug() only
+ * buffers) or a call into another driver. So a caller waits for it at most for another
+ * thread's table work, which is bounded (MAX_PLAYS, LINES_PER_TURN). The order: ctx.lock,
+ * then a fallback's own lock, then the process's fallback pool lock or the debug lock
+ * (leaves: table work only); never the other way. A fallback driver's callback takes only
+ * its fallback's lock. */
 #ifndef CUED_DRIVER_H
 #define CUED_DRIVER_H
 
@@ -48,6 +50,8 @@ static const uint64_t SOUND_MAX_NS = 10000 * MS; /* cued's longest sound (it ref
 static const uint64_t VOICE_GRACE_NS = 1500 * MS; /* a voice's end later than its sound could last plus this: cued failed us */
 static const uint64_t ALIVE_NS = 250 * MS;       /* while voices are open, how often the reader looks whether cued is stopped */
 static const uint64_t REROUTE_NS = 2000 * MS;    /* a play older than this is not played late through the fallback */
+static const uint64_t DRAIN_NS = 250 * MS;       /* a cued given up on while it reads: its answers to what it was sent, awaited
+                                                  * this long at most (until its end of file) before the rest is re-routed */
 static const uint64_t SOUNDED_NS = 300 * MS;     /* a voice started this long ago was heard: not played again */
 static const uint64_t BACKOFF_MIN_NS = 1000 * MS, BACKOFF_MAX_NS = 30000 * MS;
 static const uint64_t FALLBACK_LATE_NS = 2500 * MS; /* a play the fallback has not taken this long after it was asked: dropped */
@@ -107,9 +111,11 @@ struct ctx {
         uint64_t generation;          /* moved on at every connection */
         bool greeted;                 /* cued answered the greeting on this connection */
         bool on_probation;            /* after a stall or a lie: plays go to the fallback until cued greets */
-        const char *doomed;           /* a caller's send failed (why): nothing more is sent, and the reader breaks
-                                       * the connection once it has read the replies waiting (doomed_stalled) */
+        const char *doomed;           /* given up on (why): nothing more is sent, the socket is half-closed, and the
+                                       * reader applies cued's answers until its end of file or drain_due_ns, then
+                                       * breaks the connection (doomed_stalled): see conn_doom */
         bool doomed_stalled;
+        uint64_t drain_due_ns;
         uint64_t retry_ns, backoff_ns;
         pid_t peer;                   /* the listening process (SO_PEERCRED), 0 unknown */
         char app[CUED_LABEL_BYTES + 1];          /* the app the connection declared */
@@ -187,6 +193,7 @@ bool send_request(struct ctx *x, const struct line *l, enum pending_kind kind, s
 bool declare_app(struct ctx *x, const char *app, enum pending_kind kind);
 void send_stop(struct ctx *x, uint64_t voice);
 void conn_break(struct ctx *x, const char *why, bool stalled);
+void conn_doom(struct ctx *x, const char *why, bool stalled);   /* cued reads: what it was sent is answered, then conn_break */
 void connect_if_due(struct ctx *x);                          /* not held */
 
 /* reader.c: the reader thread. */

@@ -17,7 +17,10 @@
  * open voice's end has not come by the time its sound must have ended (SOUND_MAX_NS +
  * VOICE_GRACE_NS after `ok N`), when cued's process is stopped while voices are open (looked
  * at every ALIVE_NS), or when cued claims more voices open than it can mix (MAX_VOICES).
- * Replies waiting on the socket are read before any of these verdicts. */
+ * Replies waiting on the socket are read before any of these verdicts. The last two, and a
+ * send that could not go, find a cued that still reads the lines it was sent and plays them:
+ * the connection is doomed instead (connection.c: conn_doom), its answers applied until its
+ * end of file or DRAIN_NS, and only the plays left unanswered then are re-routed. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -229,12 +232,18 @@ static int watchdog(struct ctx *x, struct probe *pr, bool *suspect, bool *look) 
         *look = false;
         if (x->state != UP)
                 return -1;
+        /* Doomed (connection.c: conn_doom): cued's answers to what it was sent are applied until its
+         * end of file (read_lines breaks the connection then) or this deadline; no other verdict. */
         if (x->doomed) {
-                conn_break(x, x->doomed, x->doomed_stalled);
-                return 0;
+                if (now >= x->drain_due_ns) {
+                        conn_break(x, x->doomed, x->doomed_stalled);
+                        return 0;
+                }
+                sooner(&timeout, x->drain_due_ns, now);
+                return timeout;
         }
         if (x->nvoices > MAX_VOICES) {
-                conn_break(x, "cued claims more voices open than it mixes", true);
+                conn_doom(x, "cued claims more voices open than it mixes", true);
                 return 0;
         }
         if (x->count) {
@@ -261,7 +270,7 @@ static int watchdog(struct ctx *x, struct probe *pr, bool *suspect, bool *look) 
                         if (pl->voice_open) {
                                 uint64_t d = pl->voice_ns + SOUND_MAX_NS + VOICE_GRACE_NS;
                                 if (d <= now) {
-                                        conn_break(x, "cued never ended a voice (11.5 s)", true);
+                                        conn_doom(x, "cued never ended a voice (11.5 s)", true);
                                         return 0;
                                 }
                                 due = d < due ? d : due;
@@ -288,8 +297,10 @@ static bool read_lines(struct ctx *x, int fd, uint64_t gen, char *buf, size_t *l
         if (n <= 0) {
                 int e = errno;
                 pthread_mutex_lock(&x->lock);
+                /* doomed: cued has answered what it was sent (or is gone); the verdict is the doom's */
                 if (gen == x->generation && (n == 0 || (e != EAGAIN && e != EINTR)))
-                        conn_break(x, n == 0 ? "cued closed the connection" : strerror(e), false);
+                        conn_break(x, x->doomed ? x->doomed : n == 0 ? "cued closed the connection" : strerror(e),
+                                   x->doomed ? x->doomed_stalled : false);
                 return false;
         }
         *len += (size_t) n;
