@@ -61,7 +61,7 @@ STRIP     ?= strip
 SYSTEMCTL ?= systemctl
 MAN_PAGES := docs/man/cued.1 docs/man/cuectl.1 docs/man/cued.toml.5
 
-.PHONY: deps test-deps deb-deps debian13-root pkgconfig bench-deps build canberra canberra-stress canberra-fuzz canberra-fuzz-build wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
+.PHONY: deps test-deps deb-deps debian13-root test-sudo pkgconfig bench-deps build canberra canberra-stress canberra-fuzz canberra-fuzz-build wire run deb deb-package test bench fuzz reliability glitch-soak sounds man man-check install install-files install-units install-canberra uninstall uninstall-canberra clean
 
 # What building and running cued needs (RUN_PKGS); test-deps, bench-deps and deb-deps add theirs.
 deps:
@@ -260,7 +260,14 @@ DEBIAN13      := '$(CURDIR)/Tests/stacks/debian13.sh'
 # Built before the tests start, so that its sudo (a normal user's) is asked at the start, not midway.
 debian13-root: test-deps
 	@$(DEBIAN13) root >/dev/null
-test: test-deps build canberra-stress canberra-fuzz-build $(if $(filter 1,$(TEST_DEBIAN13)),debian13-root)
+# A normal user's tests run the private RTKit's daemons (a system bus, polkitd, rtkit-daemon) as
+# root through `sudo -n`, as a desktop runs them: sudo is asked here, once (without it those tests
+# are skipped, and the summary says why).
+test-sudo:
+	@if [ "$$(id -u)" != 0 ] && ! sudo -n /bin/true 2>/dev/null; then \
+	  echo "make test: not root: sudo runs the private RTKit's daemons for the real-time tests (asked once)"; \
+	  sudo -v || echo "make test: no sudo: the tests that need RTKit are skipped"; fi
+test: test-deps build canberra-stress canberra-fuzz-build $(if $(filter 1,$(TEST_DEBIAN13)),debian13-root) test-sudo
 	$(SWIFT) build --build-tests $(SWIFTPM_FLAGS)
 	rm -rf '$(TEST_PREFIX)'
 	$(MAKE) --no-print-directory -s install-files $(TEST_DIRS) >/dev/null

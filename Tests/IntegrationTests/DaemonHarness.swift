@@ -68,6 +68,8 @@ final class DaemonHarness: @unchecked Sendable {
     init(cues: [String: [Int16]] = Fixture.standard, args: [String], extraEnv: [String: String] = [:],
          config: String? = nil, waitReady: Bool = true, launcher: [String] = [], stderrPath: String? = nil,
          asUser: Bool = false) throws {
+        // Tests not run as root are a user's already: cued runs as that user.
+        let asUser = asUser && getuid() == 0
         let cuedSocket: String
         if let i = args.firstIndex(of: "--socket"), i + 1 < args.count { cuedSocket = args[i + 1] }
         else { cuedSocket = dir.file("run/cued/cued.sock") }

@@ -18,13 +18,15 @@ final class PipeWireRun: @unchecked Sendable {
     let rtkit: RealtimeKitStack?
     /// cued runs as the desktop user (else, not root, as the tester).
     let asUser = DesktopUser.unavailableReason == nil
+    /// cued runs as a user: the desktop user (the tests are root) or the tester (they are not).
+    var aUser: Bool { asUser || getuid() != 0 }
     /// cued's audio thread runs at normal scheduling: a user's without RTKit.
-    var normalThread: Bool { asUser && rtkit == nil }
+    var normalThread: Bool { aUser && rtkit == nil }
 
     init() throws {
         stack = try PipeWireStack(forUser: asUser)
-        rtkit = asUser && Self.withRTKit && RealtimeKitStack.unavailableReason == nil ? try RealtimeKitStack() : nil
-        watch = StallWatch()
+        rtkit = Self.withRTKit && RealtimeKitStack.unavailableReason == nil ? try RealtimeKitStack() : nil
+        watch = StallWatch(rtkit: getuid() == 0 ? nil : rtkit)
     }
 
     deinit { watch.stop() }
@@ -49,7 +51,7 @@ final class PipeWireRun: @unchecked Sendable {
     /// The audio thread's scheduling cued must report here: real time from RTKit, or (no RTKit)
     /// normal and why. Once cued is up it has asked (a bounded exchange, well under the wait).
     func expectScheduling(_ d: DaemonHarness, sourceLocation: SourceLocation = #_sourceLocation) {
-        guard asUser else { return }
+        guard aUser else { return }
         var thread = ""
         let want = rtkit == nil ? "normal: no rtkit" : "realtime (rtkit)"
         #expect(eventually(timeout: 5) { thread = (try? d.status().audioThread) ?? "?"; return thread.hasPrefix(want) },

@@ -12,16 +12,36 @@ final class RealtimeKitStack: @unchecked Sendable {
 
     /// Why the stack cannot run here, or nil.
     static var unavailableReason: String? {
-        if let why = DesktopUser.unavailableReason { return why }
+        if getuid() == 0, let why = DesktopUser.unavailableReason { return why }
+        if privilege == nil {
+            return "not root, and sudo asks for a password: RTKit's private stack runs its daemons as root (make test asks for sudo at its start; or run sudo -v first)"
+        }
         let missing = tools.filter { !TestStack.hasProgram($0) }
         return missing.isEmpty ? nil : "\(missing.joined(separator: ", ")) missing (make test-deps installs dbus, polkitd, rtkit)"
     }
 
+    /// How the stack's daemons run as root, as on a desktop: the tests are root (cued then runs as
+    /// `DesktopUser`), or a normal user's `sudo -n` (cued runs as that user, who is granted). The
+    /// machine's /etc is never written in the second case: polkitd reads the rule in a mount
+    /// namespace of its own.
+    enum Privilege { case root, sudo }
+    static let privilege: Privilege? = {
+        if getuid() == 0 { return .root }
+        return (try? runProcess("/usr/bin/sudo", ["-n", "/bin/true"], timeout: 10))?.status == 0 ? .sudo : nil
+    }()
+
+    /// The user polkit grants RTKit's actions to: the user cued runs as.
+    static let grantedUser: String = {
+        if getuid() == 0 { return DesktopUser.name }
+        guard let pw = getpwuid(getuid()) else { return "\(getuid())" }
+        return String(cString: pw.pointee.pw_name)
+    }()
+
     let dir = TempDir()
     let address: String
-    private var bus: Subprocess?
-    private var polkit: Subprocess?
-    private var rtkit: Subprocess?
+    private var bus: Daemon?
+    private var polkit: Daemon?
+    private var rtkit: Daemon?
     private var granted = false
 
     /// `grant`: polkit grants RTKit's actions to the test user (as to an active session); else it
@@ -47,20 +67,22 @@ final class RealtimeKitStack: @unchecked Sendable {
             """.write(toFile: dir.file("system.conf"), atomically: true, encoding: .utf8)
         // On a Debian 13 test stack polkitd runs in the root: the rule is copied into its /etc for it
         // alone (the machine's /etc is not touched).
-        var polkitFiles: [(String, String)] = []
-        if grant && TestStack.inRoot {
-            try PolkitGrant.rule.write(toFile: dir.file("rtkit.rules"), atomically: true, encoding: .utf8)
-            polkitFiles = [(dir.file("rtkit.rules"), PolkitGrant.directory + "/" + PolkitGrant.prefix + "stack.rules")]
+        // A normal user's (sudo): the same, with the rule bound over the host's rules directory
+        // in polkitd's own mount namespace.
+        var polkitFiles: [(String, String)] = [], polkitRules: String?
+        if grant && (TestStack.inRoot || Self.privilege == .sudo) {
+            let rules = dir.file("rules.d")
+            try FileManager.default.createDirectory(atPath: rules, withIntermediateDirectories: true)
+            try PolkitGrant.rule.write(toFile: rules + "/" + PolkitGrant.prefix + "stack.rules", atomically: true, encoding: .utf8)
+            if TestStack.inRoot { polkitFiles = [(rules + "/" + PolkitGrant.prefix + "stack.rules", PolkitGrant.directory + "/" + PolkitGrant.prefix + "stack.rules")] }
+            else { polkitRules = rules }
         } else if grant { try PolkitGrant.acquire(); granted = true }
-        bus = try Subprocess(onStack: "/usr/bin/dbus-daemon", ["--config-file=" + dir.file("system.conf"), "--nofork", "--nopidfile"],
-                             env: environment(), stderr: dir.file("bus.log"))
+        bus = try daemon("bus", "/usr/bin/dbus-daemon", ["--config-file=" + dir.file("system.conf"), "--nofork", "--nopidfile"])
         guard eventually(interval: 0.005, { FileManager.default.fileExists(atPath: socket) }) else {
             throw HarnessError.timeout("the system bus did not start: \(log("bus.log"))")
         }
-        polkit = try Subprocess(onStack: "/usr/lib/polkit-1/polkitd", ["--no-debug"], env: environment(), stderr: dir.file("polkit.log"),
-                                files: polkitFiles)
-        rtkit = try Subprocess(onStack: "/usr/libexec/rtkit-daemon", ["--no-canary", "--no-chroot", "--no-limit-resources", "--stderr"],
-                               env: environment(), stderr: dir.file("rtkit.log"))
+        polkit = try daemon("polkit", "/usr/lib/polkit-1/polkitd", ["--no-debug"], files: polkitFiles, rules: polkitRules)
+        rtkit = try daemon("rtkit", "/usr/libexec/rtkit-daemon", ["--no-canary", "--no-chroot", "--no-limit-resources", "--stderr"])
         // Up once both answer on the bus (polkitd takes ~50 ms).
         for (name, path, interface, property) in [("org.freedesktop.RealtimeKit1", "/org/freedesktop/RealtimeKit1", "org.freedesktop.RealtimeKit1", "MaxRealtimePriority"),
                                                   ("org.freedesktop.PolicyKit1", "/org/freedesktop/PolicyKit1/Authority", "org.freedesktop.PolicyKit1.Authority", "BackendName")] {
@@ -79,6 +101,50 @@ final class RealtimeKitStack: @unchecked Sendable {
 
     /// SIGSTOP/SIGCONT the bus: a system bus that does not answer.
     func freezeBus(_ frozen: Bool) { bus?.signal(frozen ? SIGSTOP : SIGCONT) }
+
+    /// One of the stack's daemons, run as root (`privilege`), its stderr to NAME.log; `rules`: a
+    /// directory bound over polkit's rules directory for it alone (a normal user's stack).
+    private func daemon(_ name: String, _ path: String, _ args: [String], files: [(String, String)] = [],
+                        rules: String? = nil) throws -> Daemon {
+        let (p, a) = TestStack.command(path, args, files: files)
+        let log = dir.file(name + ".log")
+        guard Self.privilege == .sudo else { return Daemon(process: try Subprocess(p, a, env: environment(), stderr: log), pidFile: nil) }
+        // sudo resets the environment (the bus address is given again) and its child's pid is
+        // the one to signal (sudo itself cannot relay SIGKILL); a socket others can connect to.
+        let pidFile = dir.file(name + ".pid")
+        let bind = rules == nil ? "" : "mount --bind \"$2\" \(PolkitGrant.directory) || exit 1; "
+        let namespace = rules == nil ? [] : ["/usr/bin/unshare", "--mount", "--propagation", "private"]
+        let command = ["-n", "/usr/bin/env", "DBUS_SYSTEM_BUS_ADDRESS=" + address] + namespace
+            + ["/bin/sh", "-c", "umask 0; echo $$ > \"$1\"; \(bind)shift 2; exec \"$@\"", "sh", pidFile, rules ?? "-", p] + a
+        return Daemon(process: try Subprocess("/usr/bin/sudo", command, env: environment(), stderr: log), pidFile: pidFile)
+    }
+
+    /// A daemon of the stack: its process (sudo's, for a normal user's stack) and where the pid to
+    /// signal as root was written.
+    struct Daemon {
+        let process: Subprocess
+        let pidFile: String?
+
+        func signal(_ sig: Int32) {
+            guard let pidFile else { process.signal(sig); return }
+            guard let pid = (try? String(contentsOfFile: pidFile, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines),
+                  !pid.isEmpty else { process.signal(sig); return }
+            _ = try? runProcess("/usr/bin/sudo", ["-n", "/bin/kill", "-\(sig)", pid], timeout: 10)
+        }
+
+        func wait(timeout: Double) { process.wait(timeout: timeout) }
+    }
+
+    /// Asks RTKit for real time (its highest priority) for thread `tid` of `pid`, as a desktop
+    /// program's thread asks; whether it was granted.
+    func makeRealtime(pid: pid_t, tid: pid_t) -> Bool {
+        guard let max = try? get("org.freedesktop.RealtimeKit1", "/org/freedesktop/RealtimeKit1", "org.freedesktop.RealtimeKit1", "MaxRealtimePriority"),
+              max.status == 0, let priority = max.out.split(whereSeparator: { !$0.isNumber }).last.flatMap({ UInt32($0) }) else { return false }
+        let r = try? runOnStack("/usr/bin/gdbus", ["call", "--system", "-d", "org.freedesktop.RealtimeKit1", "-o", "/org/freedesktop/RealtimeKit1",
+                                                   "-m", "org.freedesktop.RealtimeKit1.MakeThreadRealtimeWithPID", "\(pid)", "\(tid)", "\(priority)"],
+                                env: environment(), timeout: 5)
+        return r?.status == 0
+    }
 
     /// RTKit's log (it says each thread it made real-time).
     var rtkitLog: String { (try? String(contentsOfFile: dir.file("rtkit.log"), encoding: .utf8)) ?? "" }
@@ -113,7 +179,7 @@ enum PolkitGrant {
         // Written by cued's tests for their run (removed after): the test user gets RTKit's
         // real time as an active desktop session does.
         polkit.addRule(function(action, subject) {
-            if (action.id.indexOf("org.freedesktop.RealtimeKit1.") == 0 && subject.user == "\(DesktopUser.name)")
+            if (action.id.indexOf("org.freedesktop.RealtimeKit1.") == 0 && subject.user == "\(RealtimeKitStack.grantedUser)")
                 return polkit.Result.YES;
         });
         """

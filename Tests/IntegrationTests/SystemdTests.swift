@@ -99,15 +99,17 @@ final class NotifyListener: @unchecked Sendable {
         #expect(limit.count == 2 && limit[0] > 0 && limit[0] < limit[1] && limit[1] <= 200, "LimitRTTIME \(limit)")
 
         let rtkit = try RealtimeKitStack()
-        let readOnly = ["/usr/bin/unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
-                        "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro / && exec \"$@\"", "/tmp",
-                        "/usr/bin/prlimit", "--rttime=\(limit[0] * 1000):\(limit[1] * 1000)", "--"]
+        // (Not root: in a user namespace of its own, where it may mount; RTKit sees its real uid.)
+        let readOnly = MountNamespace.unshare(["/bin/sh", "-c",
+                                               "mount --bind \"$0\" \"$0\" && mount -o remount,bind,ro / && exec \"$@\"", "/tmp",
+                                               "/usr/bin/prlimit", "--rttime=\(limit[0] * 1000):\(limit[1] * 1000)", "--"])
         let d = try DaemonHarness(args: ["--sink", "null"], extraEnv: rtkit.environment([:]), launcher: readOnly, asUser: true)
         var thread = ""
         #expect(eventually(timeout: 5) { thread = (try? d.status().audioThread) ?? "?"; return thread == "realtime (rtkit)" }, "\(thread)")
         #expect(try d.request("play pop wait") == "ok")
         // It ran read-only: nothing it may not write was writable.
-        let probe = try runProcess("/usr/bin/nsenter", ["-t", "\(d.pid)", "-m", "/bin/sh", "-c", "touch /cued-probe 2>&1; echo $?"])
+        let enter = MountNamespace.nsenter(d.pid, ["/bin/sh", "-c", "touch /cued-probe 2>&1; echo $?"])
+        let probe = try runProcess(enter[0], Array(enter.dropFirst()))
         #expect(probe.out.hasSuffix("1\n") && !FileManager.default.fileExists(atPath: "/cued-probe"), "\(probe)")
     }
 
