@@ -5,8 +5,9 @@ import TestSupport
 /// own (`DBUS_SYSTEM_BUS_ADDRESS`), polkitd on it, and rtkit-daemon (without its canary, the
 /// chroot and the resource limits it cannot set outside systemd), as PipeWire's clients and cued
 /// ask it. An active desktop session is granted `org.freedesktop.RealtimeKit1.*` by polkit; the
-/// test user has no session, so a rule grants it (`grant`), in /etc/polkit-1/rules.d for as long
-/// as a stack needs it (`PolkitGrant`). Every process is killed when the stack is released.
+/// test user has no session, so a rule grants it (`grant`), for this polkitd alone (`PolkitGrant`).
+/// The daemons run as root: the tests', or a normal user's through `sudo -n`. Every process is
+/// killed when the stack is released.
 final class RealtimeKitStack: @unchecked Sendable {
     static let tools = ["/usr/bin/dbus-daemon", "/usr/lib/polkit-1/polkitd", "/usr/libexec/rtkit-daemon"]
 
@@ -21,9 +22,7 @@ final class RealtimeKitStack: @unchecked Sendable {
     }
 
     /// How the stack's daemons run as root, as on a desktop: the tests are root (cued then runs as
-    /// `DesktopUser`), or a normal user's `sudo -n` (cued runs as that user, who is granted). The
-    /// machine's /etc is never written in the second case: polkitd reads the rule in a mount
-    /// namespace of its own.
+    /// `DesktopUser`), or a normal user's `sudo -n` (cued runs as that user, who is granted).
     enum Privilege { case root, sudo }
     static let privilege: Privilege? = {
         if getuid() == 0 { return .root }
@@ -42,7 +41,6 @@ final class RealtimeKitStack: @unchecked Sendable {
     private var bus: Daemon?
     private var polkit: Daemon?
     private var rtkit: Daemon?
-    private var granted = false
 
     /// `grant`: polkit grants RTKit's actions to the test user (as to an active session); else it
     /// refuses them (as to a user logged in remotely).
@@ -65,18 +63,13 @@ final class RealtimeKitStack: @unchecked Sendable {
               </policy>
             </busconfig>
             """.write(toFile: dir.file("system.conf"), atomically: true, encoding: .utf8)
-        // On a Debian 13 test stack polkitd runs in the root: the rule is copied into its /etc for it
-        // alone (the machine's /etc is not touched).
-        // A normal user's (sudo): the same, with the rule bound over the host's rules directory
-        // in polkitd's own mount namespace.
-        var polkitFiles: [(String, String)] = [], polkitRules: String?
-        if grant && (TestStack.inRoot || Self.privilege == .sudo) {
-            let rules = dir.file("rules.d")
-            try FileManager.default.createDirectory(atPath: rules, withIntermediateDirectories: true)
-            try PolkitGrant.rule.write(toFile: rules + "/" + PolkitGrant.prefix + "stack.rules", atomically: true, encoding: .utf8)
-            if TestStack.inRoot { polkitFiles = [(rules + "/" + PolkitGrant.prefix + "stack.rules", PolkitGrant.directory + "/" + PolkitGrant.prefix + "stack.rules")] }
-            else { polkitRules = rules }
-        } else if grant { try PolkitGrant.acquire(); granted = true }
+        // The rule (or, refusing, none) for this polkitd alone: copied into the Debian 13 root's
+        // /etc, or bound over this machine's rules directory in polkitd's own mount namespace.
+        let rules = dir.file("rules.d")
+        try FileManager.default.createDirectory(atPath: rules, withIntermediateDirectories: true)
+        if grant { try PolkitGrant.rule.write(toFile: rules + "/" + PolkitGrant.file, atomically: true, encoding: .utf8) }
+        let polkitFiles = grant && TestStack.inRoot ? [(rules + "/" + PolkitGrant.file, PolkitGrant.directory + "/" + PolkitGrant.file)] : []
+        let polkitRules = TestStack.inRoot ? nil : rules
         bus = try daemon("bus", "/usr/bin/dbus-daemon", ["--config-file=" + dir.file("system.conf"), "--nofork", "--nopidfile"])
         guard eventually(interval: 0.005, { FileManager.default.fileExists(atPath: socket) }) else {
             throw HarnessError.timeout("the system bus did not start: \(log("bus.log"))")
@@ -102,21 +95,23 @@ final class RealtimeKitStack: @unchecked Sendable {
     /// SIGSTOP/SIGCONT the bus: a system bus that does not answer.
     func freezeBus(_ frozen: Bool) { bus?.signal(frozen ? SIGSTOP : SIGCONT) }
 
-    /// One of the stack's daemons, run as root (`privilege`), its stderr to NAME.log; `rules`: a
-    /// directory bound over polkit's rules directory for it alone (a normal user's stack).
+    /// One of the stack's daemons, run as root (`privilege`: the tests', or sudo's), its stderr to
+    /// NAME.log; `rules`: a directory bound over polkit's rules directory for it alone.
     private func daemon(_ name: String, _ path: String, _ args: [String], files: [(String, String)] = [],
                         rules: String? = nil) throws -> Daemon {
         let (p, a) = TestStack.command(path, args, files: files)
-        let log = dir.file(name + ".log")
-        guard Self.privilege == .sudo else { return Daemon(process: try Subprocess(p, a, env: environment(), stderr: log), pidFile: nil) }
-        // sudo resets the environment (the bus address is given again) and its child's pid is
-        // the one to signal (sudo itself cannot relay SIGKILL); a socket others can connect to.
+        // Its pid is written for signals (sudo cannot relay SIGKILL); a socket others can connect to.
         let pidFile = dir.file(name + ".pid")
         let bind = rules == nil ? "" : "mount --bind \"$2\" \(PolkitGrant.directory) || exit 1; "
         let namespace = rules == nil ? [] : ["/usr/bin/unshare", "--mount", "--propagation", "private"]
-        let command = ["-n", "/usr/bin/env", "DBUS_SYSTEM_BUS_ADDRESS=" + address] + namespace
-            + ["/bin/sh", "-c", "umask 0; echo $$ > \"$1\"; \(bind)shift 2; exec \"$@\"", "sh", pidFile, rules ?? "-", p] + a
-        return Daemon(process: try Subprocess("/usr/bin/sudo", command, env: environment(), stderr: log), pidFile: pidFile)
+        let command = namespace + ["/bin/sh", "-c", "umask 0; echo $$ > \"$1\"; \(bind)shift 2; exec \"$@\"", "sh", pidFile, rules ?? "-", p] + a
+        let log = dir.file(name + ".log")
+        guard Self.privilege == .sudo else {
+            return Daemon(process: try Subprocess(command[0], Array(command.dropFirst()), env: environment(), stderr: log), pidFile: nil)
+        }
+        // sudo resets the environment: the bus address is given again.
+        return Daemon(process: try Subprocess("/usr/bin/sudo", ["-n", "/usr/bin/env", "DBUS_SYSTEM_BUS_ADDRESS=" + address] + command,
+                                              env: environment(), stderr: log), pidFile: pidFile)
     }
 
     /// A daemon of the stack: its process (sudo's, for a normal user's stack) and where the pid to
@@ -159,54 +154,22 @@ final class RealtimeKitStack: @unchecked Sendable {
     deinit {
         bus?.signal(SIGCONT)
         for p in [rtkit, polkit, bus] { p?.signal(SIGKILL); p?.wait(timeout: 5) }
-        if granted { PolkitGrant.release() }
     }
 }
 
-/// The polkit rule that grants RTKit's actions to the test user, in /etc/polkit-1/rules.d (polkitd
-/// reads rules from there only) while any stack needs it: written by the first, removed by the last
-/// and at the test process's exit; a rule a killed run left behind (its pid gone) is removed by the next.
+/// The polkit rule that grants RTKit's actions to the test user, as to an active desktop session.
+/// polkitd reads rules from its rules directory only: the stack binds a directory of its own over
+/// it, in polkitd's mount namespace (the machine's /etc is never written).
 enum PolkitGrant {
     static let directory = "/etc/polkit-1/rules.d"
-    static let prefix = "49-cued-test-rtkit."
-    private static let lock = NSLock()
-    nonisolated(unsafe) private static var holders = 0
-    static var path: String { directory + "/" + prefix + "\(getpid()).rules" }
-    private static let removedAtExit: Void = { atexit { try? FileManager.default.removeItem(atPath: PolkitGrant.path) } }()
+    static let file = "49-cued-test-rtkit.rules"
 
-    /// The rule: the test user gets RTKit's real time as an active desktop session does.
     static let rule = """
-        // Written by cued's tests for their run (removed after): the test user gets RTKit's
-        // real time as an active desktop session does.
+        // Written by cued's tests for their run: the test user gets RTKit's real time as an
+        // active desktop session does.
         polkit.addRule(function(action, subject) {
             if (action.id.indexOf("org.freedesktop.RealtimeKit1.") == 0 && subject.user == "\(RealtimeKitStack.grantedUser)")
                 return polkit.Result.YES;
         });
         """
-
-    static func acquire() throws {
-        lock.lock()
-        defer { lock.unlock() }
-        if holders == 0 {
-            removeStale()
-            try rule.write(toFile: path, atomically: true, encoding: .utf8)
-            _ = removedAtExit
-        }
-        holders += 1
-    }
-
-    static func release() {
-        lock.lock()
-        defer { lock.unlock() }
-        holders -= 1
-        if holders == 0 { try? FileManager.default.removeItem(atPath: path) }
-    }
-
-    /// Rules of test runs whose process is gone.
-    private static func removeStale() {
-        for f in (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? [] where f.hasPrefix(prefix) {
-            guard let pid = Int32(f.dropFirst(prefix.count).prefix { $0 != "." }), kill(pid, 0) != 0 else { continue }
-            try? FileManager.default.removeItem(atPath: directory + "/" + f)
-        }
-    }
 }

@@ -28,6 +28,8 @@ final class StallWatch: @unchecked Sendable {
         let at: UInt64
         let cpu: Int
         let lateNs: UInt64
+        /// A followed thread's wait: its name (`audioThreads`); "" for a watcher's late wake.
+        var thread = ""
         var lateMs: Double { Double(lateNs) / 1e6 }
         var description: String { String(format: "%.1f ms on cpu%d", lateMs, cpu) }
     }
@@ -123,7 +125,13 @@ final class StallWatch: @unchecked Sendable {
     var waits: [Stall] { state.waits.withLock { $0 } }
 
     /// Whether a followed thread waited at least `ms` to run, at once (less the watch's period).
-    func waited(atLeastMs ms: Double) -> Bool { Self.any(waits, atLeastMs: ms) }
+    func waited(atLeastMs ms: Double, threads: Set<String> = audioThreads) -> Bool {
+        Self.any(waits.filter { threads.contains($0.thread) }, atLeastMs: ms)
+    }
+
+    /// The followed threads that run at normal scheduling whatever cued's own does: the pulse
+    /// plugin's mainloop (libasound2-plugins asks no real time for it).
+    static let normalThreads: Set<String> = ["threaded-ml"]
 
     /// The most time one CPU lost to stalls within any `windowMs` (their lateness summed): a
     /// storm of short stalls starves a thread of a cycle as one long stall does.
@@ -146,7 +154,8 @@ final class StallWatch: @unchecked Sendable {
     /// of cued (nil: it does): the watch saw the machine stop for a cycle (less the half
     /// millisecond it looks every), or lose a cycle in stalls within four; or, where cued's audio
     /// thread is a normal one (`normalThread`: no RTKit), the kernel kept it waiting to run for a
-    /// cycle. Unavailable (no real time for the watch), it saw nothing: every hole is cued's.
+    /// cycle; so too a thread that is normal whatever cued's is (`normalThreads`: the pulse
+    /// plugin's, which carries cued's audio to pipewire-pulse). Unavailable (no real time for the watch), it saw nothing: every hole is cued's.
     func spoiled(cycle frames: Int, normalThread: Bool) -> String? {
         guard available else { return nil }
         let cycle = Double(frames) * 1000 / 48_000
@@ -154,8 +163,8 @@ final class StallWatch: @unchecked Sendable {
         if stalled(atLeastMs: cycle - 0.5) || burst >= cycle {
             return String(format: "the machine stopped running threads for a graph cycle of %d frames (%.1f ms) or more (at most %.1f ms lost on one CPU within 4 cycles)", frames, cycle, burst)
         }
-        if normalThread && waited(atLeastMs: cycle - 0.5) {
-            return String(format: "the kernel kept a normal audio thread of cued's waiting for a graph cycle of %d frames (%.1f ms) or more", frames, cycle)
+        if waited(atLeastMs: cycle - 0.5, threads: normalThread ? Self.audioThreads : Self.normalThreads) {
+            return String(format: "the kernel kept a normal audio thread of cued's (or of its ALSA plugin's) waiting for a graph cycle of %d frames (%.1f ms) or more", frames, cycle)
         }
         return nil
     }
@@ -212,7 +221,7 @@ final class StallWatch: @unchecked Sendable {
         var param = sched_param(sched_priority: 99)
         if sched_setscheduler(0, SCHED_FIFO, &param) != 0 { state.tids.withLock { $0.append((threadID(), false)) } }
         state.started.add(1, ordering: .releasing)
-        var threads: [String: (fd: Int32, delay: UInt64)] = [:]  // by "pid/tid"
+        var threads: [String: (fd: Int32, delay: UInt64, name: String)] = [:]  // by "pid/tid"
         var looks = 0
         tick(state, each: {
             // Threads are looked for every 10 ms (cued starts its own after its socket, a plugin's
@@ -226,16 +235,16 @@ final class StallWatch: @unchecked Sendable {
                     }
                     for tid in tids where threads["\(pid)/\(tid)"] == nil {
                         let task = "/proc/\(pid)/task/\(tid)/"
-                        let comm = (try? String(contentsOfFile: task + "comm", encoding: .utf8)) ?? ""
-                        guard audioThreads.contains(comm.trimmingCharacters(in: .whitespacesAndNewlines)) else { continue }
+                        let comm = ((try? String(contentsOfFile: task + "comm", encoding: .utf8)) ?? "").trimmingCharacters(in: .whitespacesAndNewlines)
+                        guard audioThreads.contains(comm) else { continue }
                         let fd = open(task + "schedstat", O_RDONLY | O_CLOEXEC)
-                        if fd >= 0 { threads["\(pid)/\(tid)"] = (fd, runDelay(fd) ?? 0) }
+                        if fd >= 0 { threads["\(pid)/\(tid)"] = (fd, runDelay(fd) ?? 0, comm) }
                     }
                 }
             }
             for (key, t) in threads {
                 guard let delay = runDelay(t.fd) else { close(t.fd); threads[key] = nil; continue }
-                if delay >= t.delay + waitNoteNs { state.waits.withLock { $0.append(Stall(at: now(), cpu: -1, lateNs: delay - t.delay)) } }
+                if delay >= t.delay + waitNoteNs { state.waits.withLock { $0.append(Stall(at: now(), cpu: -1, lateNs: delay - t.delay, thread: t.name)) } }
                 threads[key]?.delay = delay
             }
             state.following.store(threads.count, ordering: .releasing)
