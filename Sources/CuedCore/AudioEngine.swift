@@ -147,14 +147,54 @@ public final class AudioEngine: @unchecked Sendable {
     /// Drops the audio thread to normal scheduling for good (from any thread): it ran past its
     /// real-time budget (SIGXCPU from RLIMIT_RTTIME's soft limit), and a thread that spins must not
     /// hold a core, nor be killed at the hard limit. Lowering a policy needs no privilege.
-    public func dropRealtime() {
-        guard let thread = audioThread.withLock({ $0 }) else { return }
-        var param = sched_param()
-        // With SCHED_RESET_ON_FORK kept: clearing it takes a privilege RTKit's threads' owner lacks.
-        if pthread_setschedparam(thread, SCHED_OTHER | Self.resetOnFork, &param) != 0 {
-            _ = pthread_setschedparam(thread, SCHED_OTHER, &param)
+    /// Which thread overran is not said, and a device's library may run real-time threads of its
+    /// own in cued (PipeWire's ALSA plugin asks RTKit for its data loop's): every real-time thread
+    /// of the process is dropped, or the kernel kills cued at the hard limit. Returns their names.
+    @discardableResult
+    public func dropRealtime() -> [String] {
+        var dropped: [String] = []
+        if let thread = audioThread.withLock({ $0 }) {
+            var param = sched_param()
+            // With SCHED_RESET_ON_FORK kept: clearing it takes a privilege RTKit's threads' owner lacks.
+            if pthread_setschedparam(thread, SCHED_OTHER | Self.resetOnFork, &param) != 0 {
+                _ = pthread_setschedparam(thread, SCHED_OTHER, &param)
+            }
         }
+        dropped = Self.dropRealtimeThreads()
         stats.realtime.withLock { $0.overran() }
+        return dropped
+    }
+
+    /// Every thread of this process at a real-time policy, set to normal; their names.
+    static func dropRealtimeThreads() -> [String] {
+        guard let dir = opendir("/proc/self/task") else { return [] }
+        defer { closedir(dir) }
+        var names: [String] = []
+        while let entry = readdir(dir) {
+            let tid = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                pid_t(String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)) ?? 0
+            }
+            guard tid > 0 else { continue }
+            let policy = sched_getscheduler(tid) & ~Self.resetOnFork
+            guard policy == SCHED_FIFO || policy == SCHED_RR else { continue }
+            var param = sched_param()
+            if sched_setscheduler(tid, SCHED_OTHER | Self.resetOnFork, &param) != 0 {
+                _ = sched_setscheduler(tid, SCHED_OTHER, &param)
+            }
+            names.append(threadName(tid) ?? "\(tid)")
+        }
+        return names
+    }
+
+    /// A thread's name (its `comm`), as `ps -L` shows it.
+    private static func threadName(_ tid: pid_t) -> String? {
+        let fd = open("/proc/self/task/\(tid)/comm", O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var buf = [UInt8](repeating: 0, count: 32)
+        let n = buf.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+        guard n > 0 else { return nil }
+        return String(decoding: buf[0..<n].prefix { $0 != 10 }, as: UTF8.self)
     }
 
     /// Hands a command to the audio thread; false if the queue is full.

@@ -233,6 +233,11 @@ final class Playback {
         // The state itself comes from the machine once it took the open (idle, or running a cue
         // that waited): saying idle here showed a cue about to sound as idle for a moment.
         stats.setOpened(format: f, kind: d.kind)
+        // A library the device loaded may have set RLIMIT_RTTIME's soft limit to its hard one
+        // (libpipewire's module-rt does, in the ALSA plugin): then a real-time thread that ran
+        // long was killed at once, with no SIGXCPU to drop it to normal first (seen as a user
+        // with RTKit: SIGKILL after a PipeWire restart). The budget is set again, soft below hard.
+        AudioEngine.limitRealtimeBudget(hardUs: 200_000)
         onEvent(.opened(f, kind: d.kind))
         followUps.append(.opened(Machine.Device(d)))
     }

@@ -213,8 +213,9 @@ public final class Server: Sendable {
             case .ignore:
                 logger.notice("ignored signal", metadata: ["signal": "\(signal)"])
             case .overran:
-                engine.dropRealtime()
-                logger.warning("the audio thread ran past its real-time budget without sleeping (SIGXCPU): dropped to normal scheduling")
+                let dropped = engine.dropRealtime()
+                logger.warning("a real-time thread ran past its real-time budget without sleeping (SIGXCPU): dropped to normal scheduling",
+                               metadata: ["threads": "\(dropped.joined(separator: " "))"])
             case .stop:
                 // The flag before the line: whoever reads "stopping" in the log knows no new cue starts.
                 stopping.store(true, ordering: .relaxed)
