@@ -256,6 +256,9 @@ PIPEWIRE_TIMING_TESTS := PipeWireTests/(fiftyCuesInARow|cuesMidStream|theNativeS
 # built when missing, with sudo when not root, said once; cached in /var/cache/cued-test, rebuilt when
 # Tests/stacks/debian13.packages changes). On by default; TEST_DEBIAN13=0 leaves it out (said so).
 TEST_DEBIAN13 ?= 1
+# There: the PipeWire suites, and the desktop's (feedbackd and notifications on a private bus, the
+# portal stand-in and the real portal, libcanberra's clients through cued's plug-in).
+DEBIAN13_TESTS := PipeWireTests|DesktopBusTests|DesktopSettingsTests|RealPortalTests|CanberraTests
 DEBIAN13      := '$(CURDIR)/Tests/stacks/debian13.sh'
 # Built before the tests start, so that its sudo (a normal user's) is asked at the start, not midway.
 debian13-root: test-deps
@@ -283,7 +286,7 @@ test: test-deps build canberra-stress canberra-fuzz-build $(if $(filter 1,$(TEST
 	$(call PHASE,'PipeWire (Debian 12)') $(TEST_WIDTH) CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests
 	$(call PHASE,'PipeWire without RTKit (Debian 12)') $(TEST_WIDTH) CUED_TEST_RTKIT=off CUED_BIN_DIR='$(BIN_DEBUG)' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter '$(PIPEWIRE_TIMING_TESTS)'
 ifeq ($(TEST_DEBIAN13),1)
-	$(call PHASE,'PipeWire (Debian 13)') $(TEST_WIDTH) CUED_TEST_STACK=debian13 CUED_TEST_ROOT="$$($(DEBIAN13) path)" CUED_BIN_DIR='$(CURDIR)/.build/release' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter PipeWireTests
+	$(call PHASE,'PipeWire and the desktop (Debian 13)') $(TEST_WIDTH) CUED_TEST_STACK=debian13 CUED_TEST_ROOT="$$($(DEBIAN13) path)" CUED_BIN_DIR='$(CURDIR)/.build/release' $(SWIFT) test --skip-build --disable-xctest $(RESULTS) --filter '$(DEBIAN13_TESTS)'
 else
 	@echo "make test: the PipeWire phase on Debian 13's stack is off (make test TEST_DEBIAN13=1 runs it)"
 endif

@@ -153,7 +153,7 @@ struct CanberraTests {
         #expect(status.apps["canberra-gtk-play"]?.via == ["libcanberra"] && status.apps["canberra-gtk-play"]?.played == 2, "\(status.apps)")
     }
 
-    /// Debian 12's feedbackd plays its theme's sounds through GSound: started with
+    /// feedbackd (Debian 12's 0.0.x, Debian 13's 0.8) plays its theme's sounds through GSound: started with
     /// CANBERRA_DRIVER=cued, fbcli's event sounds through cued.
     @Test(.enabled(if: PrivateBus.unavailableReason == nil))
     func feedbackdSoundsItsThemeThroughTheDriver() throws {
@@ -168,7 +168,7 @@ struct CanberraTests {
         var env = CanberraSandbox.environment(d.environment)
         env["FEEDBACK_THEME"] = bus.dir.file("theme.json")
         let (path, args) = sandbox.wrap(["/usr/libexec/feedbackd"])
-        try bus.spawn(path, args, env: env)
+        try bus.spawn(path, args, env: env, onStack: false)
         #expect(eventually { bus.owner() != nil }, "feedbackd did not take its name")
         // fbcli ends the feedback when its stdin closes: hold it open with a FIFO.
         let fifo = bus.dir.file("stdin")

@@ -5,13 +5,16 @@ import TestSupport
 
 /// A private session bus for one test: dbus-daemon on a socket in a temp
 /// directory, allow-all, and no service directories, so no D-Bus activation
-/// can start the system's own feedbackd. Killed when released.
+/// can start the system's own feedbackd. Its programs run on the test stack
+/// (`TestStack`: this machine's, or Debian 13's feedbackd 0.8, fbcli and gdbus).
+/// Killed when released.
 final class PrivateBus: @unchecked Sendable {
     static let tools = ["/usr/bin/dbus-daemon", "/usr/bin/fbcli", "/usr/bin/gdbus", "/usr/bin/notify-send", "/usr/libexec/feedbackd"]
     static var unavailableReason: String? {
-        let missing = tools.filter { !FileManager.default.isExecutableFile(atPath: $0) }
+        if let why = TestStack.unavailableReason { return why }
+        let missing = tools.filter { !TestStack.hasProgram($0) }
         if !missing.isEmpty { return "D-Bus tests skipped: \(missing.joined(separator: ", ")) missing (make test-deps installs dbus, feedbackd, libnotify-bin, libglib2.0-bin)" }
-        let gi = try? runProcess("/usr/bin/python3", ["-c", "import gi; gi.require_version('Lfb', '0.0'); from gi.repository import Lfb"])
+        let gi = try? runOnStack("/usr/bin/python3", ["-c", "import gi; gi.require_version('Lfb', '0.0'); from gi.repository import Lfb"])
         if gi?.status != 0 { return "D-Bus tests skipped: python3-gi or gir1.2-lfb-0.0 missing (make test-deps installs them)" }
         return nil
     }
@@ -41,7 +44,7 @@ final class PrivateBus: @unchecked Sendable {
     }
 
     func start() throws {
-        daemon = try Subprocess("/usr/bin/dbus-daemon", ["--config-file=\(dir.file("bus.conf"))", "--nofork", "--nopidfile"],
+        daemon = try Subprocess(onStack: "/usr/bin/dbus-daemon", ["--config-file=\(dir.file("bus.conf"))", "--nofork", "--nopidfile"],
                                 stderr: dir.file("dbus.log"))
         guard eventually({ FileManager.default.fileExists(atPath: socket) }) else { throw HarnessError.timeout("dbus-daemon did not start") }
     }
@@ -62,17 +65,20 @@ final class PrivateBus: @unchecked Sendable {
         return env.merging(extra) { $1 }
     }
 
-    /// A process kept until the bus is released (a monitor, a stand-in server, feedbackd).
+    /// A process kept until the bus is released (a monitor, a stand-in server, feedbackd), on the
+    /// test stack (`onStack` false: `path args` already runs there, e.g. `CanberraSandbox.wrap`'s).
     @discardableResult
-    func spawn(_ path: String, _ args: [String], stdin: String? = nil, stdout: String? = nil, env: [String: String] = [:]) throws -> Subprocess {
-        let p = try Subprocess(path, args, env: environment(env), stdin: stdin, stdout: stdout, stderr: dir.file("spawn-\(others.count).log"))
+    func spawn(_ path: String, _ args: [String], stdin: String? = nil, stdout: String? = nil, env: [String: String] = [:],
+               onStack: Bool = true) throws -> Subprocess {
+        let (p0, a0) = onStack ? TestStack.command(path, args) : (path, args)
+        let p = try Subprocess(p0, a0, env: environment(env), stdin: stdin, stdout: stdout, stderr: dir.file("spawn-\(others.count).log"))
         others.append(p)
         return p
     }
 
     /// A command's status and output, on this bus.
     func run(_ path: String, _ args: [String], env: [String: String] = [:], timeout: Double = 30) throws -> (status: Int32, out: String, err: String) {
-        try runProcess(path, args, env: environment(env), timeout: timeout)
+        try runOnStack(path, args, env: environment(env), timeout: timeout)
     }
 
     /// org.sigxcpu.Feedback's owner, or nil.

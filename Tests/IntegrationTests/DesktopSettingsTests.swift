@@ -280,7 +280,7 @@ final class RealPortal: @unchecked Sendable {
     static let portal = "/usr/libexec/xdg-desktop-portal", gtk = "/usr/libexec/xdg-desktop-portal-gtk"
     static var unavailableReason: String? {
         if let why = PrivateBus.unavailableReason { return why }
-        let missing = [portal, gtk, "/usr/bin/Xvfb", "/usr/bin/gsettings"].filter { !FileManager.default.isExecutableFile(atPath: $0) }
+        let missing = [portal, gtk, "/usr/bin/Xvfb", "/usr/bin/gsettings"].filter { !TestStack.hasProgram($0) }
         return missing.isEmpty ? nil : "the real portal's tests skipped: \(missing.joined(separator: ", ")) missing (make test installs xdg-desktop-portal, xdg-desktop-portal-gtk, xvfb, libglib2.0-bin)"
     }
 
