@@ -26,7 +26,7 @@ let package = Package(
         .target(name: "CuedProtocol", linkerSettings: [.linkedLibrary("m")]),
         // Glibc helpers in place of Foundation: untrusted-file opening, paths, environment.
         .target(name: "CuedSystem"),
-        .target(name: "CuedCore", dependencies: ["CuedProtocol"]),
+        .target(name: "CuedCore", dependencies: ["CuedProtocol", "CuedSystem"]),
         .target(name: "CueDSP"),
 
         // The config file: TOML (our own parser) → a validated `Config`, errors with file, line and key.

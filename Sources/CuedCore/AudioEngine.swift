@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import CuedSystem
 import Synchronization
 
 /// What the audio thread reports (state changes, stops, voice ends; nothing per

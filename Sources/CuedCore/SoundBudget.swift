@@ -1,3 +1,4 @@
+import CuedSystem
 import Synchronization
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import CuedSystem
 import NIOConcurrencyHelpers
 import NIOCore
 import CuedCore
@@ -351,23 +352,12 @@ public final class DecodeLane: @unchecked Sendable {
     }
 
     private func startWorker(_ pool: Pool) {
-        let box = Unmanaged.passRetained(Start(lane: self, pool: pool))
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { arg in
-            let start = Unmanaged<Start>.fromOpaque(arg!).takeRetainedValue()
-            start.lane.work(start.pool)
-            return nil
-        }, box.toOpaque())
-        if rc == 0 {
-            nameThread(thread, "cued-decode")
-            pthread_detach(thread)
-        } else {
-            box.release()
-            pool.workers -= 1
-        }
+        let start = Start(lane: self, pool: pool)
+        if case .failure = CuedThread.start("cued-decode", { start.lane.work(start.pool) }) { pool.workers -= 1 }
     }
 
-    private final class Start {
+    /// What a new worker takes: its pool is the lane's, behind the lane's lock.
+    private final class Start: @unchecked Sendable {
         let lane: DecodeLane
         let pool: Pool
         init(lane: DecodeLane, pool: Pool) { self.lane = lane; self.pool = pool }

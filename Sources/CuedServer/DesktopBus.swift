@@ -148,20 +148,11 @@ public final class DesktopBus: @unchecked Sendable {
             return
         }
         guard phase.compareExchange(expected: Phase.notStarted.rawValue, desired: Phase.running.rawValue, ordering: .acquiringAndReleasing).exchanged else { return }
-        let box = Unmanaged.passRetained(self)
-        var all = sigset_t(), old = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_SETMASK, &all, &old)
-        let rc = pthread_create(&thread, nil, { arg in
-            let bus = Unmanaged<DesktopBus>.fromOpaque(arg!).takeRetainedValue()
-            bus.run()
-            return nil
-        }, box.toOpaque())
-        pthread_sigmask(SIG_SETMASK, &old, nil)
-        if rc == 0 { nameThread(thread, "cued-dbus") } else {
-            box.release()
+        switch CuedThread.start("cued-dbus", joinable: true, { [self] in run() }) {
+        case .success(let t): thread = t
+        case .failure(let why):
             phase.store(Phase.notStarted.rawValue, ordering: .releasing)
-            logger.error("D-Bus: cannot start its thread; the bus stays off", metadata: ["error": "\(rc)"])
+            logger.error("D-Bus: cannot start its thread; the bus stays off", metadata: ["error": "\(why)"])
         }
     }
 

@@ -1,3 +1,4 @@
+import CuedSystem
 import Logging
 import CuedCore
 import Synchronization
@@ -118,13 +119,7 @@ public final class LogWriter: @unchecked Sendable {
     }
 
     private func startThread() {
-        var thread = pthread_t()
-        // Signals stay blocked in this thread (it inherits the main thread's mask).
-        let rc = pthread_create(&thread, nil, { arg in
-            Unmanaged<LogWriter>.fromOpaque(arg!).takeUnretainedValue().run()
-            return nil
-        }, Unmanaged.passUnretained(self).toOpaque())
-        if rc == 0 { nameThread(thread, "cued-log"); pthread_detach(thread) }
+        CuedThread.start("cued-log") { [self] in run() }
     }
 
     private func run() {

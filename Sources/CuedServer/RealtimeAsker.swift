@@ -50,19 +50,10 @@ final class RealtimeAsker: Sendable {
             return g.chance(now: now)
         }
         guard let ask else { return }
-        let box = Unmanaged.passRetained(Job(asker: self, first: ask))
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { arg in
-            Unmanaged<Job>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
-        guard rc == 0 else {
-            box.release()
-            _ = stats.realtime.withLock { $0.answered(.unreachable("cannot start a thread to ask (\(String(cString: strerror(rc))))"), now: now) }
-            return
+        let job = Job(asker: self, first: ask)
+        if case .failure(let why) = CuedThread.start("cued-rt", { job.run() }) {
+            _ = stats.realtime.withLock { $0.answered(.unreachable("cannot start a thread to ask (\(why))"), now: now) }
         }
-        nameThread(thread, "cued-rt")
-        pthread_detach(thread)
     }
 
     private final class Job {

@@ -401,18 +401,15 @@ final class DeviceLog: Sendable {
 /// device that never returns, a disk that never syncs), the process ends anyway.
 enum ExitDeadline {
     static func arm(afterMs ms: Int, logger: Logger) {
-        let box = Unmanaged.passRetained(DeadlineArgs(ms: ms, logger: logger))
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { arg in
-            let args = Unmanaged<DeadlineArgs>.fromOpaque(arg!).takeRetainedValue()
+        let args = DeadlineArgs(ms: ms, logger: logger)
+        CuedThread.start("cued-deadline") {
             var ts = timespec(tv_sec: args.ms / 1000, tv_nsec: (args.ms % 1000) * 1_000_000)
             var rest = timespec()
             while nanosleep(&ts, &rest) != 0 && errno == EINTR { ts = rest }
             args.logger.error("stopping took longer than \(args.ms) ms; exiting anyway")
             LogWriter.shared.flush(timeoutMs: 100)
             _exit(0)
-        }, box.toOpaque())
-        if rc == 0 { pthread_detach(thread) } else { box.release() }
+        }
     }
 
     final class DeadlineArgs: Sendable {

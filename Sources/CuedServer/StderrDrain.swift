@@ -1,3 +1,4 @@
+import CuedSystem
 import CuedCore
 import Logging
 #if canImport(Glibc)
@@ -45,20 +46,8 @@ public enum StderrDrain {
         }
         close(fds[1])
         CrashPath.install(pipe: fds[0], original: original)
-        let box = Unmanaged.passRetained(Drain(fd: fds[0], logger: logger))
-        var thread = pthread_t()
-        // Every signal blocked in the drain (the mask is inherited): signals are
-        // the main thread's, taken with sigwaitinfo, even if they arrive before it blocks them.
-        var all = sigset_t(), old = sigset_t()
-        sigfillset(&all)
-        pthread_sigmask(SIG_SETMASK, &all, &old)
-        let rc = pthread_create(&thread, nil, { arg in
-            Unmanaged<Drain>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, box.toOpaque())
-        pthread_sigmask(SIG_SETMASK, &old, nil)
-        guard rc == 0 else {
-            box.release()
+        let drain = Drain(fd: fds[0], logger: logger)
+        guard case .success = CuedThread.start("cued-stderr", { drain.run() }) else {
             // No drain: give fd 2 back to the original stderr.
             CrashPath.uninstall()
             dup2(original, 2)
@@ -66,8 +55,6 @@ public enum StderrDrain {
             close(fds[0]); close(original)
             return false
         }
-        nameThread(thread, "cued-stderr")
-        pthread_detach(thread)
         return true
     }
 
