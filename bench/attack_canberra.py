@@ -57,7 +57,7 @@ def attack(name, runs):
     calls = plain.get("calls") or {}
     timed = bool(calls) and not plain.get("slow")
     san = ", ".join("%s %s" % ("ASan+UBSan" if v == "asan" else "TSan", "held" if by[v]["held"] else "**%s**" % by[v]["why"])
-                    for v in ("asan", "tsan") if v in by)
+                    for v in ("asan", "tsan") if v in by) or "the plain build only"
     cb = res.get("callback") or {}
     bound = ("bound %.1f s: " % plain["bound_s"]) if plain.get("bound_s") else ""
     fig = ("%s plays (%s accepted%s): every callback once, before destroy; %splay → callback max %s s (p99 %s s), %s without "
