@@ -53,6 +53,9 @@ def attack(name, runs):
     """One row from a scenario's three builds."""
     by = {r["variant"]: r for r in runs}
     plain = by.get("plain", {})
+    if plain.get("skipped"):
+        row("libcanberra plug-in: %s" % WHAT.get(name, name), "bench/canberra_stress.py %s" % name, "not run: " + plain["skipped"], False)
+        return
     res = plain.get("result") or {}
     calls = plain.get("calls") or {}
     timed = bool(calls) and not plain.get("slow")
