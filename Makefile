@@ -134,10 +134,14 @@ SAN_asan        := -O1 -fno-omit-frame-pointer -fsanitize=address,undefined -fno
 SAN_tsan        := -O1 -fno-omit-frame-pointer -fsanitize=thread
 SAN_plain       := -O2
 canberra-stress: canberra $(STRESS_DIR)/fake-cued $(foreach v,plain asan tsan,$(STRESS_DIR)/$(v)/canberra-host $(STRESS_DIR)/$(v)/libcanberra-stressfb.so) \
-                 $(foreach v,asan tsan,$(STRESS_DIR)/$(v)/libcanberra-cued.so)
+                 $(foreach v,asan tsan,$(STRESS_DIR)/$(v)/libcanberra-cued.so) $(STRESS_DIR)/slow-player-end.so
 $(STRESS_DIR)/fake-cued: canberra/stress/fake-cued.c
 	@mkdir -p $(@D)
 	$(CC) $(STRESS_CFLAGS) -O2 -o '$@' $<
+# Preloaded (unsanitized, for every build) to widen the alsa driver's end-of-play race (its header).
+$(STRESS_DIR)/slow-player-end.so: canberra/stress/slow-player-end.c
+	@mkdir -p $(@D)
+	$(CC) $(STRESS_CFLAGS) -O2 -fPIC -shared -fvisibility=hidden -o '$@' $< -ldl
 define STRESS_VARIANT
 $(STRESS_DIR)/$(1)/canberra-host: canberra/stress/host.c canberra/stress/cued-control.c canberra/stress/figures.c canberra/stress/host.h
 	@mkdir -p $$(@D)

@@ -27,12 +27,14 @@ WHAT = {
     "cued-stopped": "the real cued stopped (SIGSTOP) for 3 s under live plays",
     "alsa-null-cancel": "no cued, libcanberra's alsa driver as the fallback on ALSA's null PCM, a play every 1 ms, a cancel after every other",
     "alsa-null-silent32": "the same against a cued that never answers, 32 threads",
+    "alsa-null-slow-end": "no cued, libcanberra's alsa driver on ALSA's null PCM, its player threads slowed at their end (a preloaded shim): the race behind 1 crash in 181 ASan runs of the above, made to happen every run",
     "cued-stopped-long": "the real cued stopped (SIGSTOP) 0.3 s into a 3 s sound, its one play, for 25 s",
     "no-end": "a cued that acks every play (`ok N`) and never ends a voice",
     "no-end32": "the same, 32 threads (past 512 voices open cued is lying)",
     "slow-callback": "an app whose one callback takes 1.5 s, a play every 100 ms, cued healthy",
     "fallback-hung-play": "no cued, the fallback driver's every play call hung 30 s",
-    "fallback-hung-open": "no cued, the fallback driver's every open hung 30 s, a context per sound at 50 a second",
+    "fallback-hung-open": "no cued, the fallback driver's every open hung 30 s holding 2 descriptors, a context per sound at 50 a second, `ulimit -n 1024`",
+    "fallback-hung-file": "no cued, a sound file on a FUSE mount whose open never returns, through libcanberra's alsa driver, a context every 10 plays",
     "fallback-open-fails": "no cued, the fallback driver's every open failing",
     "garbage": "a cued sending random bytes", "long-line": "a 1 MiB line", "nul": "NUL bytes in a reply",
     "fake-ends": "`end` lines for voices never started", "dup-ends": "each `end` line twice",
@@ -51,11 +53,14 @@ def attack(name, runs):
     """One row from a scenario's three builds."""
     by = {r["variant"]: r for r in runs}
     plain = by.get("plain", {})
+    if plain.get("skipped"):
+        row("libcanberra plug-in: %s" % WHAT.get(name, name), "bench/canberra_stress.py %s" % name, "not run: " + plain["skipped"], False)
+        return
     res = plain.get("result") or {}
     calls = plain.get("calls") or {}
     timed = bool(calls) and not plain.get("slow")
     san = ", ".join("%s %s" % ("ASan+UBSan" if v == "asan" else "TSan", "held" if by[v]["held"] else "**%s**" % by[v]["why"])
-                    for v in ("asan", "tsan") if v in by)
+                    for v in ("asan", "tsan") if v in by) or "the plain build only"
     cb = res.get("callback") or {}
     bound = ("bound %.1f s: " % plain["bound_s"]) if plain.get("bound_s") else ""
     fig = ("%s plays (%s accepted%s): every callback once, before destroy; %splay → callback max %s s (p99 %s s), %s without "
@@ -70,6 +75,17 @@ def attack(name, runs):
     if plain.get("baseline_calls"):
         fig += "; the stand-in driver alone under the same load: play %s, cancel %s, playing %s ms (the machine's floor)" % (
             ms(plain["baseline_calls"].get("play")), ms(plain["baseline_calls"].get("cancel")), ms(plain["baseline_calls"].get("playing")))
+    if plain.get("peak"):
+        fig += "; at their peak (every 10 plays) threads %d, descriptors %d under `ulimit -n %s`" % (
+            plain["peak"]["threads"], plain["peak"]["fds"], next(e.get("nofile") for n, v, a, e in scenarios(False) if n == name))
+    if "main_done_s" in plain:
+        fig += ("; the host's main done %s s after its start (bound %.1f s), the process %s; reaped %s s after the mount's "
+                "server was killed (bound %.1f s)" % (
+                    "%.1f" % plain["main_done_s"] if plain.get("main_done_s") is not None else "never",
+                    next(e.get("exit_bound_s") for n, v, a, e in scenarios(False) if n == name),
+                    "ending alone" if plain.get("ended_alone") else "held by the kernel meanwhile (a thread in its FUSE wait, unkillable)",
+                    "%.2f" % plain["reaped_after_release_s"] if plain.get("reaped_after_release_s") is not None else "never",
+                    next(e.get("reap_bound_s") for n, v, a, e in scenarios(False) if n == name)))
     if by.get("asan", {}).get("runs", 1) > 1:
         fig += "; ASan+UBSan: %d of %d runs held" % (by["asan"]["runs_held"], by["asan"]["runs"])
     if not plain.get("held", False):
@@ -109,11 +125,11 @@ def canberra_hostile(sounds):
 
 
 def canberra_fallback(sounds):
-    run_all(["alsa-null-cancel", "alsa-null-silent32"])
+    run_all(["alsa-null-cancel", "alsa-null-silent32", "alsa-null-slow-end"])
 
 
 def canberra_bounds(sounds):
-    run_all(["no-end", "no-end32", "slow-callback", "fallback-hung-play", "fallback-hung-open", "fallback-open-fails"])
+    run_all(["no-end", "no-end32", "slow-callback", "fallback-hung-play", "fallback-hung-open", "fallback-hung-file", "fallback-open-fails"])
 
 
 def canberra_fuzz(sounds):

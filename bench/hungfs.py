@@ -3,7 +3,9 @@
 foreground: a network mount that stopped answering, for the hung-mount rows of
 reliability.py and for Tests/IntegrationTests/StuckFileTests. Any `hang*.wav` exists
 (48,044 bytes: a WAV header's worth of metadata answers at once); `hang.wav`, `hang1.wav`
-and `hang2.wav` are listed; every read waits forever."""
+and `hang2.wav` are listed; every read waits forever. The open of any `hangopen*.wav` waits
+forever too (a server that stopped answering before the file was opened: the opener in
+fuse_open, in D state)."""
 import errno
 import stat
 import sys
@@ -26,6 +28,8 @@ class Hung(Operations):
         return ['.', '..', 'hang.wav', 'hang1.wav', 'hang2.wav']
 
     def open(self, path, flags):
+        if path.startswith('/hangopen'):
+            threading.Event().wait()
         return 0
 
     def read(self, path, size, offset, fh):

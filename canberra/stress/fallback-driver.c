@@ -4,7 +4,8 @@
  * pulse's does; each play's id is appended to the file STRESSFB_LOG as a line, so the host
  * knows which plays were heard through the fallback. STRESSFB_BLOCK_MS makes every play call
  * block that long first (the pulse driver blocked its caller 30 s with its server stopped),
- * STRESSFB_OPEN_BLOCK_MS each open; STRESSFB_OPEN_FAIL=1 makes every open fail (each attempt
+ * STRESSFB_OPEN_BLOCK_MS each open (STRESSFB_OPEN_FDS=N: holding N descriptors meanwhile, as
+ * pulse's open held its socket and event descriptors while its server hung); STRESSFB_OPEN_FAIL=1 makes every open fail (each attempt
  * is logged as a line `open`). */
 #define _GNU_SOURCE
 #include <fcntl.h>
@@ -112,8 +113,16 @@ EXPORT int stressfb_driver_open(ca_context *c) {
                 close(fd);
         }
         uint64_t block = env_ms("STRESSFB_OPEN_BLOCK_MS", 0);
-        if (block)
+        if (block) {
+                int held[16], n = getenv("STRESSFB_OPEN_FDS") ? atoi(getenv("STRESSFB_OPEN_FDS")) : 0;
+                n = n < 0 ? 0 : n > 16 ? 16 : n;
+                for (int i = 0; i < n; i++)
+                        held[i] = open("/dev/null", O_RDONLY | O_CLOEXEC);
                 sleep_ns(block);
+                for (int i = 0; i < n; i++)
+                        if (held[i] >= 0)
+                                close(held[i]);
+        }
         if (getenv("STRESSFB_OPEN_FAIL"))
                 return CA_ERROR_NOTAVAILABLE;
         struct fb *f = calloc(1, sizeof *f);
