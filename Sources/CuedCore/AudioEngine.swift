@@ -55,8 +55,11 @@ public final class AudioEngine: @unchecked Sendable {
         public var idleCloseSeconds = 30.0
         /// A cue that cannot start within this of its request is dropped, never played late.
         public var maxStartDelayMs = 250
-        /// Plays that can wait for the next period: 8192 covers > 1.6 M plays/s at 5 ms periods.
-        public var queueCapacity = 8192
+        /// Commands that can wait for the audio thread's next turn (a power of two). The slots are
+        /// allocated up front (a command is 120 bytes): 1024 take
+        /// 120 KiB and cover 200 k plays/s at 5 ms periods; past them `submit` says false and
+        /// the client is told the queue is full.
+        public var queueCapacity = 1024
         /// Test hook: the first cue makes the audio thread hang forever, as a
         /// stuck driver would (for watchdog and shutdown tests only).
         public var hangOnPlayForTesting = false
