@@ -23,6 +23,10 @@ public final class EngineStats: Sendable {
     /// Graph cycles a sound server played without the stream's audio (a hole inside a
     /// sounding stream) that no xrun reported: the native PipeWire stream's.
     public let missedCycles = Atomic<Int>(0)
+    /// Events the audio thread could not hand out, its outbox full (a relay thread starved).
+    public let eventsLost = Atomic<Int>(0)
+    /// What the audio thread let go of and released itself, its outbox too full to take it.
+    public let releasedByAudioThread = Atomic<Int>(0)
     /// The margin the device is given against stalls (`MarginTuner`), in frames (0: fixed), and
     /// the times it grew after a miss and shrank after a quiet while.
     public let marginFrames = Atomic<Int>(0)

@@ -20,6 +20,8 @@ final class Playback {
     let stats: EngineStats
     let configuration: AudioEngine.Configuration
     private let onEvent: (EngineEvent) -> Void
+    /// Takes the requests of ended voices, to be released off this thread (`Outbox`).
+    private let retire: (VoiceRequest) -> Void
     private(set) var machine: Machine
     private(set) var ledger: VoiceLedger
     /// The stream to the opened device (kept after a close: its margin goes on with the next).
@@ -34,11 +36,12 @@ final class Playback {
     private var published: Machine.Phase?
 
     init(sink: any Sink, configuration: AudioEngine.Configuration, stats: EngineStats,
-         onEvent: @escaping (EngineEvent) -> Void) {
+         onEvent: @escaping (EngineEvent) -> Void, retire: @escaping (VoiceRequest) -> Void = { _ in }) {
         self.sink = sink
         self.configuration = configuration
         self.stats = stats
         self.onEvent = onEvent
+        self.retire = retire
         machine = Machine(settings: configuration.machineSettings)
         ledger = VoiceLedger(capacity: configuration.voices * 2 + machine.settings.maxPending + 256)
         actions.reserveCapacity(256)
@@ -273,6 +276,7 @@ final class Playback {
             }
             if end.isReported { onEvent(.voiceEnded(end)) }
         }
+        ledger.takeRetired(retire)
     }
 
     // MARK: - Writing

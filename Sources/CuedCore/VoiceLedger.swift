@@ -148,12 +148,16 @@ public struct VoiceLedger {
     private var sounding: [UInt64] = []
     /// Ends not yet handed over (`takeEnds`).
     public private(set) var ends: [VoiceEnd] = []
+    /// The requests of ended voices, not yet handed over (`takeRetired`): the audio thread
+    /// gives them away rather than release their cue and strings itself.
+    private var retired: [VoiceRequest] = []
 
     public init(capacity: Int = 512) {
         self.capacity = capacity
         records.reserveCapacity(capacity)
         sounding.reserveCapacity(capacity)
         ends.reserveCapacity(capacity)
+        retired.reserveCapacity(capacity)
     }
 
     public var count: Int { records.count }
@@ -165,6 +169,7 @@ public struct VoiceLedger {
     public mutating func admit(_ request: VoiceRequest) {
         guard records[request.id] == nil else {
             ends.append(Self.end(request, .busy, started: false))
+            retire(request)
             return
         }
         if records.count >= capacity, let oldest = sounding.first {
@@ -192,6 +197,7 @@ public struct VoiceLedger {
         guard let r = records.removeValue(forKey: id) else { return }
         if case .sounding = r.phase, let i = sounding.firstIndex(of: id) { sounding.remove(at: i) }
         ends.append(Self.end(r.request, reason, started: started, lateNs: lateNs))
+        retire(r.request)
     }
 
     /// A voice the mixer removed before its end (a reopen, a reset): a stopped one ends as it
@@ -217,6 +223,7 @@ public struct VoiceLedger {
             if case .sounding(let last)? = records[id]?.phase, last < frame {
                 let r = records.removeValue(forKey: id)!
                 ends.append(Self.end(r.request, .played, started: true))
+                retire(r.request)
             } else {
                 sounding[kept] = id
                 kept += 1
@@ -229,6 +236,7 @@ public struct VoiceLedger {
         guard let r = records.removeValue(forKey: id) else { return }
         if let i = sounding.firstIndex(of: id) { sounding.remove(at: i) }
         ends.append(Self.end(r.request, .played, started: true))
+        retire(r.request)
     }
 
     /// The earliest stream position a `sounding` voice waits for, if any.
@@ -246,6 +254,7 @@ public struct VoiceLedger {
         for id in sounding {
             guard let r = records.removeValue(forKey: id) else { continue }
             ends.append(Self.end(r.request, reason, started: true))
+            retire(r.request)
         }
         sounding.removeAll(keepingCapacity: true)
     }
@@ -257,6 +266,18 @@ public struct VoiceLedger {
     public func matches(_ id: UInt64, _ scope: StopScope) -> Bool {
         guard let r = records[id] else { return false }
         return scope.matches(r.request)
+    }
+
+    /// Kept within the reserved capacity (past it, rare, the request is released where it is).
+    private mutating func retire(_ r: VoiceRequest) {
+        if retired.count < retired.capacity { retired.append(r) }
+    }
+
+    /// Hands over the requests of the voices ended since the last call, and forgets them.
+    public mutating func takeRetired(_ each: (VoiceRequest) -> Void) {
+        guard !retired.isEmpty else { return }
+        for r in retired { each(r) }
+        retired.removeAll(keepingCapacity: true)
     }
 
     /// Hands over the ends gathered since the last call, in order, and forgets them.
