@@ -129,9 +129,19 @@ public final class Mixer {
     }
 
     /// Voices playing, not counting stolen ones fading out.
-    public var activeVoices: Int { voices.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
+    /// (Index loops here and in `place`: `reduce`, `contains(where:)` and `firstIndex(where:)`
+    /// allocate in a debug build, where the audio thread's allocations are counted.)
+    public var activeVoices: Int {
+        var n = 0
+        for i in 0..<voices.count where voices[i] != nil { n += 1 }
+        return n
+    }
     /// True while anything (including a fading tail) still makes sound.
-    public var isSounding: Bool { voices.contains { $0 != nil } || tails.contains { $0 != nil } }
+    public var isSounding: Bool {
+        for i in 0..<voices.count where voices[i] != nil { return true }
+        for i in 0..<tails.count where tails[i] != nil { return true }
+        return false
+    }
     /// Whether voice `id` is in a slot (playing or fading).
     public func contains(_ id: UInt64) -> Bool {
         voices.contains { $0?.id == id } || tails.contains { $0?.id == id }
@@ -194,7 +204,7 @@ public final class Mixer {
                           played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority, owner: owner,
                           important: important, requestTime: requestTime, started: false, stopReason: nil)
         if let limit, let own = overLimit(cue.name, limit) { return (steal(own, for: voice), own) }
-        if let free = voices.firstIndex(where: { $0 == nil }) {
+        for free in 0..<voices.count where voices[free] == nil {
             voices[free] = voice
             return (.started, free)
         }

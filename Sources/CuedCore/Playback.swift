@@ -108,13 +108,13 @@ final class Playback {
     /// Every clock that wakes the thread, in one place: the machine's deadline, the
     /// stream's pacing, and the moment the next ending voice has been heard.
     func wake(paced: UInt64?, now: UInt64) -> UInt64? {
-        var wake = machine.deadline
-        func earliest(_ t: UInt64?) { if let t { wake = min(wake ?? t, t) } }
-        earliest(paced)
+        var wake = Earliest()
+        wake.add(machine.deadline)
+        wake.add(paced)
         if machine.wantsToWrite, let writer, let frame = ledger.nextSoundingFrame {
-            earliest(writer.stream.timeHeard(frame, now: now))
+            wake.add(writer.stream.timeHeard(frame, now: now))
         }
-        return wake
+        return wake.value
     }
 
     /// The device's descriptors woke the thread (their `revents` are set). Returns

@@ -181,14 +181,18 @@ public struct VoiceLedger {
 
     /// It got a mixer slot.
     public mutating func playing(_ id: UInt64) {
-        records[id]?.phase = .playing
+        // Read and set, not modified in place: a debug build allocates the modify's frame.
+        guard var r = records[id] else { return }
+        r.phase = .playing
+        records[id] = r
     }
 
     /// The mixer rendered its last frame at stream position `lastFrame`.
     public mutating func rendered(_ id: UInt64, lastFrame: Int) {
-        guard let r = records[id] else { return }
+        guard var r = records[id] else { return }
         if case .sounding = r.phase { return }
-        records[id]!.phase = .sounding(lastFrame: lastFrame)
+        r.phase = .sounding(lastFrame: lastFrame)
+        records[id] = r
         sounding.append(id)
     }
 
@@ -242,8 +246,8 @@ public struct VoiceLedger {
     /// The earliest stream position a `sounding` voice waits for, if any.
     public var nextSoundingFrame: Int? {
         var best: Int?
-        for id in sounding {
-            if case .sounding(let last)? = records[id]?.phase { best = min(best ?? last, last) }
+        for i in 0..<sounding.count {
+            if case .sounding(let last)? = records[sounding[i]]?.phase { best = min(best ?? last, last) }
         }
         return best
     }
@@ -276,14 +280,14 @@ public struct VoiceLedger {
     /// Hands over the requests of the voices ended since the last call, and forgets them.
     public mutating func takeRetired(_ each: (VoiceRequest) -> Void) {
         guard !retired.isEmpty else { return }
-        for r in retired { each(r) }
+        for i in 0..<retired.count { each(retired[i]) }
         retired.removeAll(keepingCapacity: true)
     }
 
     /// Hands over the ends gathered since the last call, in order, and forgets them.
     public mutating func takeEnds(_ each: (VoiceEnd) -> Void) {
         guard !ends.isEmpty else { return }
-        for e in ends { each(e) }
+        for i in 0..<ends.count { each(ends[i]) }
         ends.removeAll(keepingCapacity: true)
     }
 }
