@@ -251,8 +251,7 @@ final class Playback {
         }
         ledger.playing(id)
         let report = writer.startVoice(id, mixer: mixer, streaming: machine.phase == .streaming, now: now) { scratch, frames in
-            mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey, important: r.important,
-                        limit: r.limit, loop: r.loop, requestTime: r.requestTime, mixedInto: scratch, frames: frames)
+            mixer.start(r, mixedInto: scratch, frames: frames)
         }
         // Also when nothing was mixed in: `status wait` after a play counts the voice at once, not at the next render.
         report.record(into: stats, ledger: &ledger, now: now)

@@ -52,7 +52,7 @@ public struct VoiceRequest: Sendable {
     public var detached: Bool
     public var notify: VoiceNotify
     /// `owner` as the mixer's fair share counts it (FNV-1a: no string on the audio thread).
-    public let ownerKey: UInt64
+    public internal(set) var ownerKey: UInt64
 
     public init(id: UInt64, cue: Cue, gain: Float = 1, requestTime: UInt64 = 0, owner: String = "", connection: UInt64 = 0,
                 priority: Int = 0, important: Bool = false, loop: VoiceLoop = .once, detached: Bool = false,
