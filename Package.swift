@@ -73,7 +73,9 @@ let package = Package(
         .testTarget(name: "CuedProtocolTests", dependencies: ["CuedProtocol"]),
         .testTarget(name: "CuedSystemTests", dependencies: ["CuedSystem"]),
         .testTarget(name: "CuectlCommandsTests", dependencies: ["CuectlCommands", "CuedProtocol"]),
-        .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore", "TestSupport"]),
+        // Counts one thread's allocations (the audio thread's: none in the steady state).
+        .target(name: "CMallocCount", path: "Tests/CMallocCount"),
+        .testTarget(name: "CuedCoreTests", dependencies: ["CuedCore", "TestSupport", "CMallocCount"]),
         .testTarget(name: "CuedServerTests", dependencies: [
             "CuedServer", "TestSupport", "CuedProtocol", "CuedCore", "CuedConfig", "CuedAudio",
             .product(name: "Logging", package: "swift-log"),

@@ -5,8 +5,8 @@ import CuedSystem
 import Synchronization
 
 /// What the audio thread reports (state changes, stops, voice ends; nothing per
-/// period). `onEvent` runs on the audio thread: keep it cheap and non-blocking
-/// (hop to another thread for anything else).
+/// period). `onEvent` runs on the engine's relay thread, in the order the audio thread
+/// sent them: it may lock or allocate, but should not wait (the events behind it would).
 public enum EngineEvent: Sendable {
     case opened(SinkFormat, kind: String)
     case openFailed(String)
@@ -35,6 +35,11 @@ public enum EngineEvent: Sendable {
 /// device's descriptors, until the time `Playback` names; then it lets `Playback`
 /// take the commands and do one step. Idle it has no timeout but idle-close: no
 /// wakeups. No Dispatch, no Foundation.
+///
+/// The audio thread takes no lock and frees nothing in the steady state: commands come
+/// through a lock-free ring (`CommandQueue`), and its events and everything it lets go of
+/// (the commands it took, the requests of ended voices) go out through another (`Outbox`)
+/// to the relay thread, which delivers the events (`onEvent`) and drops the rest there.
 public final class AudioEngine: @unchecked Sendable {
     public enum Command: Sendable {
         /// Play a voice (its id, cue, owner, priority, loops, who hears of its end).
@@ -56,8 +61,14 @@ public final class AudioEngine: @unchecked Sendable {
         public var idleCloseSeconds = 30.0
         /// A cue that cannot start within this of its request is dropped, never played late.
         public var maxStartDelayMs = 250
-        /// Plays that can wait for the next period: 8192 covers > 1.6 M plays/s at 5 ms periods.
-        public var queueCapacity = 8192
+        /// Commands that can wait for the audio thread's next turn (a power of two). The slots are
+        /// allocated up front (a command is 120 bytes): 1024 take
+        /// 120 KiB and cover 200 k plays/s at 5 ms periods; past them `submit` says false and
+        /// the client is told the queue is full.
+        public var queueCapacity = 1024
+        /// What the audio thread sends out (events, and what it let go of) that the relay thread
+        /// has not taken yet; past it an event is counted in `eventsLost`, never waited for.
+        public var outboxCapacity = 1024
         /// Test hook: the first cue makes the audio thread hang forever, as a
         /// stuck driver would (for watchdog and shutdown tests only).
         public var hangOnPlayForTesting = false
@@ -90,6 +101,7 @@ public final class AudioEngine: @unchecked Sendable {
     public let configuration: Configuration
     private let onEvent: @Sendable (EngineEvent) -> Void
     private let queue: CommandQueue
+    private let outbox: Outbox
     private let started = Atomic<Bool>(false)
     /// Commands: producers write to it only while the audio thread sleeps.
     private let wakeFD: Int32
@@ -112,7 +124,10 @@ public final class AudioEngine: @unchecked Sendable {
         wakeFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
         doneFD = SystemCall.eventfd(flags: O_NONBLOCK | O_CLOEXEC)
         precondition(wakeFD >= 0 && doneFD >= 0, "eventfd: \(errno)")
-        playback = Playback(sink: sink, configuration: configuration, stats: stats, onEvent: onEvent)
+        let outbox = Outbox(capacity: configuration.outboxCapacity, stats: stats)
+        self.outbox = outbox
+        playback = Playback(sink: sink, configuration: configuration, stats: stats,
+                            onEvent: { outbox.send($0) }, retire: { outbox.retire(.request($0)) })
         self.onEvent = onEvent
         pollFDs = .allocate(capacity: 1 + Self.maxDeviceFDs)
     }
@@ -132,6 +147,7 @@ public final class AudioEngine: @unchecked Sendable {
         guard !started.exchange(true, ordering: .relaxed) else { return }
         // Sample memory whose last reference the audio thread drops is unmapped there.
         SampleReclaimer.start()
+        outbox.startRelay(owner: self, doneFD: doneFD, deliver: onEvent)
         let box = Unmanaged.passRetained(self)
         var thread = pthread_t()
         let rc = pthread_create(&thread, nil, { arg in
@@ -260,7 +276,7 @@ public final class AudioEngine: @unchecked Sendable {
         } else {
             (got, why) = (.normal, "not allowed to raise itself (\(String(cString: strerror(rc))))")
         }
-        if stats.realtime.withLock({ $0.ownAttempt(got, refused: why) }) { onEvent(.threadStarted) }
+        if stats.realtime.withLock({ $0.ownAttempt(got, refused: why) }) { outbox.send(.threadStarted) }
     }
 
     /// SCHED_RESET_ON_FORK: a child of cued's never inherits the thread's real time.
@@ -284,17 +300,23 @@ public final class AudioEngine: @unchecked Sendable {
         var deviceWoke = false  // the last sleep ended on the device's descriptors
         while !playback.exited {
             stats.heartbeat.store(MonotonicClock.now(), ordering: .relaxed)
-            while let command = queue.pop() { playback.take(command, now: MonotonicClock.now()) }
+            while let command = queue.pop() {
+                playback.take(command, now: MonotonicClock.now())
+                if command.holdsReferences { outbox.retire(.command(command)) }
+            }
             if playback.exited { break }
-            switch playback.step(now: MonotonicClock.now(), deviceWoke: deviceWoke) {
+            let wait = playback.step(now: MonotonicClock.now(), deviceWoke: deviceWoke)
+            // Out once a turn, in one go: the turn's own copies of what they carry are gone by now.
+            outbox.flush()
+            switch wait {
             case .again:
                 deviceWoke = false
             case .sleep(let until, let watch):
                 deviceWoke = sleep(until: until, watch: playback.exited ? .none : watch)
             }
         }
-        var one: UInt64 = 1
-        _ = write(doneFD, &one, 8)
+        // The relay delivers what is left, then says the engine is done (`doneFD`).
+        outbox.finish()
     }
 
     /// Sleeps until a command, `until`, or (as `watch` says) the device's descriptors.
@@ -323,5 +345,121 @@ public final class AudioEngine: @unchecked Sendable {
         guard n > 0, (0..<n).contains(where: { pollFDs[1 + $0].revents != 0 }) else { return false }
         for i in 0..<n { device[i].revents = pollFDs[1 + i].revents }
         return playback.deviceReadable(watch, now: MonotonicClock.now())
+    }
+}
+
+extension AudioEngine.Command {
+    /// It carries references (a cue, strings) whose release belongs off the audio thread.
+    var holdsReferences: Bool {
+        switch self {
+        case .play: return true
+        case .stop(let scope, _):
+            switch scope {
+            case .owner, .cue: return true
+            case .all, .id, .loopsOf: return false
+            }
+        case .fadeOutAll, .prewarm, .sync, .shutdown: return false
+        }
+    }
+}
+
+/// What the audio thread hands the relay thread: an event to deliver, or something it let
+/// go of, to be released there.
+enum Outbound {
+    case event(EngineEvent)
+    case command(AudioEngine.Command)
+    case request(VoiceRequest)
+    /// The audio thread has ended: the relay delivers what came before and ends too.
+    case finished
+}
+
+/// The audio thread's way out: a lock-free ring (`EventRing`) it stages into, published and
+/// signalled once a turn (an eventfd write: a syscall, no lock or allocation in user space),
+/// and a relay thread of normal priority that delivers the events, in order, and drops the
+/// rest. A quarter of the ring is kept for events: past that, what is let go of is released
+/// on the audio thread after all (`stats.releasedByAudioThread`); a full ring loses the event
+/// (`stats.eventsLost`, in `status`) rather than make the audio thread wait.
+final class Outbox: @unchecked Sendable {
+    private let ring: EventRing<Outbound>
+    private let stats: EngineStats
+    private let wakeFD: Int32
+
+    init(capacity: Int, stats: EngineStats) {
+        ring = EventRing(capacity: capacity)
+        self.stats = stats
+        wakeFD = SystemCall.eventfd(flags: O_CLOEXEC)
+        precondition(wakeFD >= 0, "eventfd: \(errno)")
+    }
+
+    deinit { close(wakeFD) }
+
+    /// Audio thread.
+    func send(_ event: EngineEvent) {
+        if !ring.stage(.event(event)) { stats.eventsLost.add(1, ordering: .relaxed) }
+    }
+
+    /// Audio thread: `o` is released on the relay thread (if there is room).
+    func retire(_ o: consuming Outbound) {
+        guard ring.room > ring.capacity / 4, ring.stage(o) else {
+            stats.releasedByAudioThread.add(1, ordering: .relaxed)
+            return
+        }
+    }
+
+    /// Audio thread: what was staged goes out, and the relay is woken.
+    func flush() {
+        guard ring.publish() else { return }
+        var one: UInt64 = 1
+        _ = write(wakeFD, &one, 8)
+    }
+
+    /// Audio thread, as it ends: waits for room if it must (it no longer plays).
+    func finish() {
+        while !ring.stage(.finished) {
+            flush()
+            usleep(1000)
+        }
+        flush()
+    }
+
+    /// Starts the relay thread: it delivers each event to `deliver` and, after `finished`,
+    /// writes `doneFD` and ends; until then it keeps `owner` (of `doneFD`) alive.
+    func startRelay(owner: AnyObject & Sendable, doneFD: Int32, deliver: @escaping @Sendable (EngineEvent) -> Void) {
+        let relay = Relay(outbox: self, owner: owner, doneFD: doneFD, deliver: deliver)
+        var thread = pthread_t()
+        let rc = pthread_create(&thread, nil, { arg in
+            Unmanaged<Relay>.fromOpaque(arg!).takeRetainedValue().run()
+            return nil
+        }, Unmanaged.passRetained(relay).toOpaque())
+        precondition(rc == 0, "cannot start the audio relay thread: \(rc)")
+        nameThread(thread, "cued-relay")
+        pthread_detach(thread)
+    }
+
+    private final class Relay: Sendable {
+        let outbox: Outbox
+        let owner: AnyObject & Sendable
+        let doneFD: Int32
+        let deliver: @Sendable (EngineEvent) -> Void
+        init(outbox: Outbox, owner: AnyObject & Sendable, doneFD: Int32, deliver: @escaping @Sendable (EngineEvent) -> Void) {
+            self.outbox = outbox; self.owner = owner; self.doneFD = doneFD; self.deliver = deliver
+        }
+
+        func run() {
+            while true {
+                var n: UInt64 = 0
+                if read(outbox.wakeFD, &n, 8) < 0 && errno != EINTR { return }
+                while let o = outbox.ring.pop() {
+                    switch o {
+                    case .event(let e): deliver(e)
+                    case .command, .request: break  // released here, as `o` goes
+                    case .finished:
+                        var one: UInt64 = 1
+                        _ = write(doneFD, &one, 8)
+                        return
+                    }
+                }
+            }
+        }
     }
 }

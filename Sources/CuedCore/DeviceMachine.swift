@@ -79,27 +79,26 @@ public struct DeviceMachine<Job> {
 
     /// When the shell must feed `.timer` even if nothing else happens; nil: sleep until an event.
     public var deadline: UInt64? {
-        var d: UInt64?
-        func earliest(_ t: UInt64?) { if let t { d = min(d ?? t, t) } }
+        var d = Earliest()
         switch state {
         case .closed, .opening, .finished: break
         case .failed(let a, let retryAt):
             if let first = a.pending.first {
-                earliest(retryAt)
+                d.add(retryAt)
                 // The first instant it is too late (`isTooLate` is strict): firing at the deadline
                 // itself would find nothing to do, and fire again.
-                if first.requestTime != 0 { earliest(first.requestTime &+ settings.maxStartDelayNs &+ 1) }
+                if first.requestTime != 0 { d.add(first.requestTime &+ settings.maxStartDelayNs &+ 1) }
             }
         case .idle(let o, let since):
-            earliest(o.idleCloseNs.map { since &+ $0 })
+            d.add(o.idleCloseNs.map { since &+ $0 })
         case .streaming(let o, let r):
-            earliest(r.lastProgress &+ stallNs(o, r))
+            d.add(r.lastProgress &+ stallNs(o, r))
         case .draining(let o, let r, let until), .lingering(let o, let r, let until):
-            earliest(until)
-            earliest(r.lastProgress &+ stallNs(o, r))
+            d.add(until)
+            d.add(r.lastProgress &+ stallNs(o, r))
         }
-        if phase != .finished { earliest(shutdownDeadline) }
-        return d
+        if phase != .finished { d.add(shutdownDeadline) }
+        return d.value
     }
 
     /// Feeds one event; the actions to carry out, in order.
@@ -128,17 +127,20 @@ public struct DeviceMachine<Job> {
     /// for the device); `removed` sees each. Returns how many.
     public mutating func removePending(where matches: (Job) -> Bool, removed: (Job) -> Void) -> Int {
         var count = 0
-        func sift(_ a: inout Attempts) {
-            a.pending.removeAll { p in
-                guard matches(p.job) else { return false }
-                removed(p.job)
-                count += 1
-                return true
+        // A loop, not `removeAll(where:)` with a captured counter: that allocates in a debug
+        // build, where the audio thread's test counts (AudioThreadAllocationTests).
+        func sift(_ a: inout Attempts) -> Int {
+            var kept = 0, n = 0
+            for i in 0..<a.pending.count {
+                let p = a.pending[i]
+                if matches(p.job) { removed(p.job); n += 1 } else { a.pending[kept] = p; kept += 1 }
             }
+            a.pending.removeLast(a.pending.count - kept)
+            return n
         }
         switch state {
-        case .opening(var a): sift(&a); state = .opening(a)
-        case .failed(var a, let retryAt): sift(&a); state = .failed(a, retryAt: retryAt)
+        case .opening(var a): count = sift(&a); state = .opening(a)
+        case .failed(var a, let retryAt): count = sift(&a); state = .failed(a, retryAt: retryAt)
         default: break
         }
         return count
@@ -448,4 +450,11 @@ extension DeviceMachine.Event {
     public static func opened(bufferNs: UInt64, bufferFrames: Int = 0) -> Self {
         .opened(DeviceMachine.Device(bufferNs: bufferNs, bufferFrames: bufferFrames))
     }
+}
+
+/// The earliest of some instants (nil: none yet). A value, not a variable captured by a
+/// nested function: a debug build boxes such a variable on the heap, on the audio thread.
+struct Earliest {
+    private(set) var value: UInt64?
+    mutating func add(_ t: UInt64?) { if let t { value = min(value ?? t, t) } }
 }

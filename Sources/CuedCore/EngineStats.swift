@@ -5,6 +5,17 @@ import Glibc
 
 public enum SinkState: String, Sendable {
     case running, idle, closed, failed
+
+    /// As an atomic holds it.
+    var code: Int {
+        switch self {
+        case .running: 0
+        case .idle: 1
+        case .closed: 2
+        case .failed: 3
+        }
+    }
+    init(code: Int) { self = code == 0 ? .running : code == 1 ? .idle : code == 3 ? .failed : .closed }
 }
 
 /// Counters and state the audio thread publishes and the server reads.
@@ -23,6 +34,10 @@ public final class EngineStats: Sendable {
     /// Graph cycles a sound server played without the stream's audio (a hole inside a
     /// sounding stream) that no xrun reported: the native PipeWire stream's.
     public let missedCycles = Atomic<Int>(0)
+    /// Events the audio thread could not hand out, its outbox full (a relay thread starved).
+    public let eventsLost = Atomic<Int>(0)
+    /// What the audio thread let go of and released itself, its outbox too full to take it.
+    public let releasedByAudioThread = Atomic<Int>(0)
     /// The margin the device is given against stalls (`MarginTuner`), in frames (0: fixed), and
     /// the times it grew after a miss and shrank after a quiet while.
     public let marginFrames = Atomic<Int>(0)
@@ -80,17 +95,21 @@ public final class EngineStats: Sendable {
         waiting.load(ordering: .relaxed) || now &- heartbeat.load(ordering: .relaxed) < maxStallNanoseconds
     }
 
-    struct SinkStatus { var state = SinkState.closed; var format: SinkFormat?; var error: String?; var kind: String? }
+    /// The sink's format, error and kind: set as a device opens or fails (never in the steady
+    /// state). Its state, which changes as each burst of cues starts and ends, is an atomic:
+    /// the audio thread takes no lock for it.
+    struct SinkStatus { var format: SinkFormat?; var error: String?; var kind: String? }
     private let sink = Mutex(SinkStatus())
+    private let state = Atomic<Int>(SinkState.closed.code)
 
-    /// The most recent trigger-to-sink latencies, µs.
-    private let latencies = Mutex(LatencyRing())
+    /// The most recent trigger-to-sink latencies, µs (one a voice start: no lock).
+    private let latencies = LatencyRing()
 
     public init(realtime: RealtimeGrant = RealtimeGrant()) {
         self.realtime = Mutex(realtime)
     }
 
-    public var sinkState: SinkState { sink.withLock { $0.state } }
+    public var sinkState: SinkState { SinkState(code: state.load(ordering: .relaxed)) }
     public var sinkFormat: SinkFormat? { sink.withLock { $0.format } }
     public var sinkError: String? { sink.withLock { $0.error } }
     /// The output's kind (`hw`, `pipewire`, `pulse`, `dmix`, `null`, …), known once it opened.
@@ -102,10 +121,8 @@ public final class EngineStats: Sendable {
     }
 
     func setSink(_ state: SinkState, error: String? = nil, keepError: Bool = false) {
-        sink.withLock {
-            $0.state = state
-            if !keepError { $0.error = error }
-        }
+        if !keepError { sink.withLock { $0.error = error } }
+        self.state.store(state.code, ordering: .relaxed)
     }
 
     /// A device opened: its format and kind, and no error; its state follows from the machine.
@@ -138,14 +155,14 @@ public final class EngineStats: Sendable {
 
     func recordLatency(ns: UInt64) {
         let us = UInt32(min(ns / 1000, UInt64(UInt32.max)))
-        latencies.withLock { $0.add(us) }
+        latencies.add(us)
     }
 
     /// p50, p99 and max of the recent latencies in µs (nil when none yet). By
     /// selection, not a sort: every `status` asks for them, and sorting the 4,096
     /// samples was 40 % of cued's CPU under 250 clients pipelining `status wait`.
     public func latencyPercentiles() -> (p50: UInt32, p99: UInt32, max: UInt32)? {
-        var values = latencies.withLock { $0.snapshot() }
+        var values = latencies.snapshot()
         guard !values.isEmpty else { return nil }
         return Self.percentiles(&values)
     }
@@ -184,14 +201,34 @@ public final class EngineStats: Sendable {
     }
 }
 
-struct LatencyRing {
-    private var values = [UInt32](repeating: 0, count: 4096)
-    private var next = 0
-    private var count = 0
-    mutating func add(_ v: UInt32) {
-        values[next] = v
-        next = (next + 1) % values.count
-        count = min(count + 1, values.count)
+/// The last 4,096 values: one writer (the audio thread) stores, readers copy, neither locks. A
+/// reader racing the writer may see a value of the round before beside one of this: figures for
+/// percentiles, not a record.
+final class LatencyRing: @unchecked Sendable {  // its slots are atomics
+    private static let size = 4096
+    private let values: UnsafeMutablePointer<Atomic<UInt32>>
+    /// Values written so far (the next goes to `written % size`).
+    private let written = Atomic<Int>(0)
+
+    init() {
+        values = .allocate(capacity: Self.size)
+        for i in 0..<Self.size { (values + i).initialize(to: Atomic(0)) }
     }
-    func snapshot() -> [UInt32] { Array(values[0..<count]) }
+
+    deinit {
+        values.deinitialize(count: Self.size)
+        values.deallocate()
+    }
+
+    /// The one writer.
+    func add(_ v: UInt32) {
+        let n = written.load(ordering: .relaxed)
+        values[n % Self.size].store(v, ordering: .relaxed)
+        written.store(n + 1, ordering: .releasing)
+    }
+
+    func snapshot() -> [UInt32] {
+        let count = min(written.load(ordering: .acquiring), Self.size)
+        return (0..<count).map { values[$0].load(ordering: .relaxed) }
+    }
 }

@@ -129,35 +129,38 @@ public final class Mixer {
     }
 
     /// Voices playing, not counting stolen ones fading out.
-    public var activeVoices: Int { voices.reduce(0) { $0 + ($1 == nil ? 0 : 1) } }
+    /// (Index loops here and in `place`: `reduce`, `contains(where:)` and `firstIndex(where:)`
+    /// allocate in a debug build, where the audio thread's allocations are counted.)
+    public var activeVoices: Int {
+        var n = 0
+        for i in 0..<voices.count where voices[i] != nil { n += 1 }
+        return n
+    }
     /// True while anything (including a fading tail) still makes sound.
-    public var isSounding: Bool { voices.contains { $0 != nil } || tails.contains { $0 != nil } }
+    public var isSounding: Bool {
+        for i in 0..<voices.count where voices[i] != nil { return true }
+        for i in 0..<tails.count where tails[i] != nil { return true }
+        return false
+    }
     /// Whether voice `id` is in a slot (playing or fading).
     public func contains(_ id: UInt64) -> Bool {
         voices.contains { $0?.id == id } || tails.contains { $0?.id == id }
     }
 
-    /// Starts a cue for `owner`. When all voices are busy one is faded out and replaced
+    /// Starts the voice `request` asks for (its cue, gain, rate, priority, owner's key, limit,
+    /// loop), handed over whole. When all voices are busy one is faded out and replaced
     /// (see `victim`: a fair share per owner first, then the lowest priority and the
     /// oldest), unless the new voice may not take any.
     @discardableResult
-    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, rate: Double = 1, priority: Int = 0, owner: UInt64 = 0,
-                      important: Bool = false, limit: CueVoiceLimit? = nil, loop: VoiceLoop = .once,
-                      requestTime: UInt64 = 0) -> Start {
-        place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important, limit: limit,
-              loop: loop, requestTime: requestTime).result
-    }
+    public func start(_ request: VoiceRequest) -> Start { place(request).result }
 
     /// Starts a cue whose first frames are mixed at once into `frames` frames
     /// already rendered (`into`, interleaved stereo: audio the device gave back to be
     /// written again); it goes on from there at the next `render`. As after `render`,
     /// `started…` and `ended` then say what started and ended in those frames.
     @discardableResult
-    public func start(_ cue: Cue, id: UInt64 = 0, gain: Float, rate: Double = 1, priority: Int = 0, owner: UInt64 = 0,
-                      important: Bool = false, limit: CueVoiceLimit? = nil, loop: VoiceLoop = .once, requestTime: UInt64 = 0,
-                      mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
-        let (result, slot) = place(cue, id: id, gain: gain, rate: rate, priority: priority, owner: owner, important: important,
-                                   limit: limit, loop: loop, requestTime: requestTime)
+    public func start(_ request: VoiceRequest, mixedInto rendered: UnsafeMutablePointer<Float>, frames: Int) -> Start {
+        let (result, slot) = place(request)
         startedCount = 0
         endedCount = 0
         if let slot, frames > 0 {
@@ -175,10 +178,10 @@ public final class Mixer {
         return result
     }
 
-    private func place(_ cue: Cue, id: UInt64, gain: Float, rate speed: Double, priority: Int, owner: UInt64, important: Bool,
-                       limit: CueVoiceLimit?, loop: VoiceLoop, requestTime: UInt64) -> (result: Start, slot: Int?) {
+    private func place(_ r: VoiceRequest) -> (result: Start, slot: Int?) {
+        let (cue, priority, owner, important) = (r.cue, r.priority, r.ownerKey, r.important)
         var loopsLeft = 0, frameLimit = Int.max
-        switch loop {
+        switch r.loop {
         case .once: break
         case .times(let n): loopsLeft = max(0, n - 1)
         case .forever: loopsLeft = -1
@@ -188,13 +191,13 @@ public final class Mixer {
         }
         if cue.frames == 0 { loopsLeft = 0 }  // nothing to repeat
         serial &+= 1
-        let step = speed.isFinite ? min(max(speed, Interpolator.minRate), Interpolator.maxRate) : 1
-        let voice = Voice(cue: cue, id: id, position: 0, phase: 0, step: step, looped: false, gain: gain,
+        let step = r.rate.isFinite ? min(max(r.rate, Interpolator.minRate), Interpolator.maxRate) : 1
+        let voice = Voice(cue: cue, id: r.id, position: 0, phase: 0, step: step, looped: false, gain: r.gain,
                           loopsLeft: loopsLeft, frameLimit: frameLimit,
                           played: 0, fadeLeft: -1, fadeLength: 0, serial: serial, priority: priority, owner: owner,
-                          important: important, requestTime: requestTime, started: false, stopReason: nil)
-        if let limit, let own = overLimit(cue.name, limit) { return (steal(own, for: voice), own) }
-        if let free = voices.firstIndex(where: { $0 == nil }) {
+                          important: important, requestTime: r.requestTime, started: false, stopReason: nil)
+        if let limit = r.limit, let own = overLimit(cue.name, limit) { return (steal(own, for: voice), own) }
+        for free in 0..<voices.count where voices[free] == nil {
             voices[free] = voice
             return (.started, free)
         }

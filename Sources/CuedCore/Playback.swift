@@ -20,6 +20,8 @@ final class Playback {
     let stats: EngineStats
     let configuration: AudioEngine.Configuration
     private let onEvent: (EngineEvent) -> Void
+    /// Takes the requests of ended voices, to be released off this thread (`Outbox`).
+    private let retire: (VoiceRequest) -> Void
     private(set) var machine: Machine
     private(set) var ledger: VoiceLedger
     /// The stream to the opened device (kept after a close: its margin goes on with the next).
@@ -34,11 +36,12 @@ final class Playback {
     private var published: Machine.Phase?
 
     init(sink: any Sink, configuration: AudioEngine.Configuration, stats: EngineStats,
-         onEvent: @escaping (EngineEvent) -> Void) {
+         onEvent: @escaping (EngineEvent) -> Void, retire: @escaping (VoiceRequest) -> Void = { _ in }) {
         self.sink = sink
         self.configuration = configuration
         self.stats = stats
         self.onEvent = onEvent
+        self.retire = retire
         machine = Machine(settings: configuration.machineSettings)
         ledger = VoiceLedger(capacity: configuration.voices * 2 + machine.settings.maxPending + 256)
         actions.reserveCapacity(256)
@@ -105,13 +108,13 @@ final class Playback {
     /// Every clock that wakes the thread, in one place: the machine's deadline, the
     /// stream's pacing, and the moment the next ending voice has been heard.
     func wake(paced: UInt64?, now: UInt64) -> UInt64? {
-        var wake = machine.deadline
-        func earliest(_ t: UInt64?) { if let t { wake = min(wake ?? t, t) } }
-        earliest(paced)
+        var wake = Earliest()
+        wake.add(machine.deadline)
+        wake.add(paced)
         if machine.wantsToWrite, let writer, let frame = ledger.nextSoundingFrame {
-            earliest(writer.stream.timeHeard(frame, now: now))
+            wake.add(writer.stream.timeHeard(frame, now: now))
         }
-        return wake
+        return wake.value
     }
 
     /// The device's descriptors woke the thread (their `revents` are set). Returns
@@ -253,8 +256,7 @@ final class Playback {
         }
         ledger.playing(id)
         let report = writer.startVoice(id, mixer: mixer, streaming: machine.phase == .streaming, now: now) { scratch, frames in
-            mixer.start(r.cue, id: id, gain: r.gain, rate: r.rate, priority: r.priority, owner: r.ownerKey, important: r.important,
-                        limit: r.limit, loop: r.loop, requestTime: r.requestTime, mixedInto: scratch, frames: frames)
+            mixer.start(r, mixedInto: scratch, frames: frames)
         }
         // Also when nothing was mixed in: `status wait` after a play counts the voice at once, not at the next render.
         report.record(into: stats, ledger: &ledger, now: now)
@@ -278,6 +280,7 @@ final class Playback {
             }
             if end.isReported { onEvent(.voiceEnded(end)) }
         }
+        ledger.takeRetired(retire)
     }
 
     // MARK: - Writing

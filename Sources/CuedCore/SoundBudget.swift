@@ -24,6 +24,9 @@ public final class SoundBudget: Sendable {
     private let decodingBytes = Atomic<Int>(0)
     private let refusals = Atomic<Int>(0)
     private let relief = Mutex<(@Sendable (_ needed: Int) -> Void)?>(nil)
+    /// Buffers of its memory whose last reference the audio thread dropped (their unmapping
+    /// handed to the reclaimer): 0 while the audio thread lets go of nothing (tests).
+    let droppedByAudioThread = Atomic<Int>(0)
 
     public init(limitBytes: Int = SoundBudget.defaultLimitBytes) {
         precondition(limitBytes >= 0)
@@ -313,6 +316,7 @@ public enum SampleReclaimer {
             }
             if queued {
                 handedOver.add(1, ordering: .relaxed)
+                budget?.droppedByAudioThread.add(1, ordering: .relaxed)
                 var one: UInt64 = 1
                 _ = write(queue.wake, &one, 8)
                 return

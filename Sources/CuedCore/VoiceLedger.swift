@@ -52,7 +52,7 @@ public struct VoiceRequest: Sendable {
     public var detached: Bool
     public var notify: VoiceNotify
     /// `owner` as the mixer's fair share counts it (FNV-1a: no string on the audio thread).
-    public let ownerKey: UInt64
+    public internal(set) var ownerKey: UInt64
 
     public init(id: UInt64, cue: Cue, gain: Float = 1, requestTime: UInt64 = 0, owner: String = "", connection: UInt64 = 0,
                 priority: Int = 0, important: Bool = false, loop: VoiceLoop = .once, detached: Bool = false,
@@ -148,12 +148,16 @@ public struct VoiceLedger {
     private var sounding: [UInt64] = []
     /// Ends not yet handed over (`takeEnds`).
     public private(set) var ends: [VoiceEnd] = []
+    /// The requests of ended voices, not yet handed over (`takeRetired`): the audio thread
+    /// gives them away rather than release their cue and strings itself.
+    private var retired: [VoiceRequest] = []
 
     public init(capacity: Int = 512) {
         self.capacity = capacity
         records.reserveCapacity(capacity)
         sounding.reserveCapacity(capacity)
         ends.reserveCapacity(capacity)
+        retired.reserveCapacity(capacity)
     }
 
     public var count: Int { records.count }
@@ -165,6 +169,7 @@ public struct VoiceLedger {
     public mutating func admit(_ request: VoiceRequest) {
         guard records[request.id] == nil else {
             ends.append(Self.end(request, .busy, started: false))
+            retire(request)
             return
         }
         if records.count >= capacity, let oldest = sounding.first {
@@ -176,14 +181,18 @@ public struct VoiceLedger {
 
     /// It got a mixer slot.
     public mutating func playing(_ id: UInt64) {
-        records[id]?.phase = .playing
+        // Read and set, not modified in place: a debug build allocates the modify's frame.
+        guard var r = records[id] else { return }
+        r.phase = .playing
+        records[id] = r
     }
 
     /// The mixer rendered its last frame at stream position `lastFrame`.
     public mutating func rendered(_ id: UInt64, lastFrame: Int) {
-        guard let r = records[id] else { return }
+        guard var r = records[id] else { return }
         if case .sounding = r.phase { return }
-        records[id]!.phase = .sounding(lastFrame: lastFrame)
+        r.phase = .sounding(lastFrame: lastFrame)
+        records[id] = r
         sounding.append(id)
     }
 
@@ -192,6 +201,7 @@ public struct VoiceLedger {
         guard let r = records.removeValue(forKey: id) else { return }
         if case .sounding = r.phase, let i = sounding.firstIndex(of: id) { sounding.remove(at: i) }
         ends.append(Self.end(r.request, reason, started: started, lateNs: lateNs))
+        retire(r.request)
     }
 
     /// A voice the mixer removed before its end (a reopen, a reset): a stopped one ends as it
@@ -217,6 +227,7 @@ public struct VoiceLedger {
             if case .sounding(let last)? = records[id]?.phase, last < frame {
                 let r = records.removeValue(forKey: id)!
                 ends.append(Self.end(r.request, .played, started: true))
+                retire(r.request)
             } else {
                 sounding[kept] = id
                 kept += 1
@@ -229,13 +240,14 @@ public struct VoiceLedger {
         guard let r = records.removeValue(forKey: id) else { return }
         if let i = sounding.firstIndex(of: id) { sounding.remove(at: i) }
         ends.append(Self.end(r.request, .played, started: true))
+        retire(r.request)
     }
 
     /// The earliest stream position a `sounding` voice waits for, if any.
     public var nextSoundingFrame: Int? {
         var best: Int?
-        for id in sounding {
-            if case .sounding(let last)? = records[id]?.phase { best = min(best ?? last, last) }
+        for i in 0..<sounding.count {
+            if case .sounding(let last)? = records[sounding[i]]?.phase { best = min(best ?? last, last) }
         }
         return best
     }
@@ -246,6 +258,7 @@ public struct VoiceLedger {
         for id in sounding {
             guard let r = records.removeValue(forKey: id) else { continue }
             ends.append(Self.end(r.request, reason, started: true))
+            retire(r.request)
         }
         sounding.removeAll(keepingCapacity: true)
     }
@@ -259,10 +272,22 @@ public struct VoiceLedger {
         return scope.matches(r.request)
     }
 
+    /// Kept within the reserved capacity (past it, rare, the request is released where it is).
+    private mutating func retire(_ r: VoiceRequest) {
+        if retired.count < retired.capacity { retired.append(r) }
+    }
+
+    /// Hands over the requests of the voices ended since the last call, and forgets them.
+    public mutating func takeRetired(_ each: (VoiceRequest) -> Void) {
+        guard !retired.isEmpty else { return }
+        for i in 0..<retired.count { each(retired[i]) }
+        retired.removeAll(keepingCapacity: true)
+    }
+
     /// Hands over the ends gathered since the last call, in order, and forgets them.
     public mutating func takeEnds(_ each: (VoiceEnd) -> Void) {
         guard !ends.isEmpty else { return }
-        for e in ends { each(e) }
+        for i in 0..<ends.count { each(ends[i]) }
         ends.removeAll(keepingCapacity: true)
     }
 }

@@ -161,6 +161,8 @@ public struct Status: Sendable, Equatable {
     public var stalls = 0
     /// Devices whose recovery made no progress (e.g. the sound server restarted) and were reopened.
     public var devicesLost = 0
+    /// Events the audio thread could not hand out, its outbox full (its relay thread starved): never waited for.
+    public var eventsLost = 0
     /// How the audio thread is scheduled: realtime, nice or normal.
     public var audioThread = "normal"
     public var dropped = 0
@@ -212,7 +214,7 @@ public struct Status: Sendable, Equatable {
         case clientOutputBytes = "client_output_bytes", clientOutputLimitBytes = "client_output_limit_bytes"
         case appsUnlisted = "apps_unlisted", appsUnlistedPlayed = "apps_unlisted_played"
         case latencyUs = "latency_us", theme, devicesLost = "devices_lost", audioThread = "audio_thread"
-        case missedCycles = "missed_cycles"
+        case missedCycles = "missed_cycles", eventsLost = "events_lost"
         // sink
         case spec, state, kind, rate, channels, format, periodFrames = "period_frames", bufferFrames = "buffer_frames"
         case delayUs = "device_delay_us", error, why
@@ -273,7 +275,7 @@ public struct Status: Sendable, Equatable {
             (.profile, .string(profile.rawValue)),
             (.stateSaved, .bool(stateSaved)), (.stateError, s(stateError)), (.config, s(config)), (.warnings, .array(warnings.map(JSON.string))), (.sink, sinkJSON), (.cues, cuesJSON), (.played, n(played)),
             (.voicesActive, n(voicesActive)), (.voicesStolen, n(voicesStolen)), (.clippedSamples, n(clippedSamples)),
-            (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.audioThread, .string(audioThread)),
+            (.xruns, n(xruns)), (.missedCycles, n(missedCycles)), (.rewinds, n(rewinds)), (.stalls, n(stalls)), (.devicesLost, n(devicesLost)), (.eventsLost, n(eventsLost)), (.audioThread, .string(audioThread)),
             (.dropped, n(dropped)), (.decodersStuck, n(decodersStuck)), (.clients, n(clients)),
             (.maxClients, n(maxClients)), (.rateLimited, n(rateLimited)), (.refusedBusy, n(refusedBusy)), (.evictedIdle, n(evictedIdle)),
             (.evictedShare, n(evictedShare)), (.closedUnread, n(closedUnread)), (.clientProcesses, n(clientProcesses)),
@@ -339,6 +341,7 @@ public struct Status: Sendable, Equatable {
         rewinds = int(field(.rewinds)) ?? 0
         stalls = int(field(.stalls)) ?? 0
         devicesLost = int(field(.devicesLost)) ?? 0
+        eventsLost = int(field(.eventsLost)) ?? 0
         audioThread = str(field(.audioThread)) ?? "normal"
         dropped = int(field(.dropped)) ?? 0
         decodersStuck = int(field(.decodersStuck)) ?? 0

@@ -38,7 +38,7 @@ extension Daemon {
         switch sound {
         case .named(let name):
             if let cue = fetch.cached(name, theme: options.theme) {
-                return broker.submit(cue, name: name, options, for: client, requestTime: view.now, gain: gain)
+                return broker.submit(.init(cue: cue, name: name), options, for: client, requestTime: view.now, gain: gain)
             }
             return whenFetched(fetch.themeSound(name, theme: options.theme, owner: client.owner, bankNames: current.bank.names),
                                name: name, options, client)
@@ -58,8 +58,8 @@ extension Daemon {
         var options = options
         options.gainDB += Admission.gainDB(ask, view) + pick.gainDB
         options.important = Admission.passesProfiles(ask, view)
-        return broker.submit(pick.cue, name: name, options, for: client, requestTime: at, gain: gain, rate: pick.rate,
-                             limit: pick.limit, bankCue: true)
+        return broker.submit(.init(cue: pick.cue, name: name, rate: pick.rate, limit: pick.limit, bankCue: true), options,
+                             for: client, requestTime: at, gain: gain)
     }
 
     /// When a fetch finishes (back on the loop), plays what it found or says why not.
@@ -70,7 +70,8 @@ extension Daemon {
             case .cue(let cue):
                 // Timed from now: the decode is not the audio path's latency, and
                 // the 250 ms start deadline must not drop a sound that just loaded.
-                switch self.broker.submit(cue, name: name, options, for: client, requestTime: MonotonicClock.now(), gain: self.gain) {
+                switch self.broker.submit(.init(cue: cue, name: name), options, for: client, requestTime: MonotonicClock.now(),
+                                          gain: self.gain) {
                 case .now(let r): return self.loop.makeSucceededFuture(r)
                 case .later(let f): return f
                 }

@@ -91,7 +91,7 @@ public final class Server: Sendable {
         let stats = EngineStats(realtime: RealtimeGrant(priority: Int(engineConfig.realtimePriority ?? 20), sandboxed: RealtimeAsker.sandboxed))
         let realtime = RealtimeAsker(stats: stats, environment: env, logger: logger)
         let engine = AudioEngine(sink: sink, configuration: engineConfig, stats: stats) { event in
-            // The audio thread: hop to the loop, never wait.
+            // The engine's relay thread (the audio thread's events, in order): hop to the loop.
             loop.execute {
                 deviceLog.log(event, output: daemonBox.value.map { ($0.engine.sinkSpec, $0.engine.sinkWhy) })
                 daemonBox.value?.handle(event)

@@ -164,6 +164,7 @@ struct StatusReport {
         out.stalls = s.stalls.load(ordering: .relaxed)
         out.rewinds = s.rewinds.load(ordering: .relaxed)
         out.devicesLost = s.lost.load(ordering: .relaxed)
+        out.eventsLost = s.eventsLost.load(ordering: .relaxed)
         out.audioThread = s.audioThreadStatus()
         out.dropped = s.dropped.load(ordering: .relaxed)
         out.decodersStuck = decodersStuck

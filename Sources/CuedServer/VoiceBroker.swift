@@ -76,11 +76,22 @@ final class VoiceBroker {
 
     // MARK: - Voices
 
-    /// Queues `cue` as a voice for `client`. `rate`: the picker's (jitter), times the
-    /// request's `rate=` and `pitch=`. `bankCue`: counted per cue in `status` (a bank
-    /// cue's variants together). With `wait`, the answer comes when it has sounded.
-    func submit(_ cue: Cue, name: String, _ options: PlayOptions, for client: Client, requestTime: UInt64,
-                gain: Gain, rate: Double = 1, limit: CueVoiceLimit? = nil, bankCue: Bool = false) -> Play {
+    /// What a voice plays: the sound found for the request, as the picker chose it.
+    struct Pick {
+        var cue: Cue
+        /// The name asked for (a bank cue's, a theme sound's, a file's path).
+        var name: String
+        /// The picker's (jitter); the request's `rate=` and `pitch=` multiply it.
+        var rate = 1.0
+        var limit: CueVoiceLimit?
+        /// Counted per cue in `status` (a bank cue's variants together).
+        var bankCue = false
+    }
+
+    /// Queues `pick` as a voice for `client`: one `VoiceRequest`, handed whole to the audio
+    /// thread. With `wait`, the answer comes when it has sounded.
+    func submit(_ pick: Pick, _ options: PlayOptions, for client: Client, requestTime: UInt64, gain: Gain) -> Play {
+        let (cue, name) = (pick.cue, pick.name)
         // SIGTERM's grace is for cues already playing (checked again: a decode took time).
         if isStopping { return .now(.held(.stopping)) }
         let id = nextVoiceID
@@ -98,13 +109,13 @@ final class VoiceBroker {
                                    requestTime: requestTime, owner: client.owner, connection: client.id,
                                    priority: options.priority, important: options.important, loop: loops,
                                    detached: options.detach, notify: notify)
-        request.rate = rate * options.rate * CueDesign.rate(cents: options.pitchCents)
-        request.limit = limit
+        request.rate = pick.rate * options.rate * CueDesign.rate(cents: options.pitchCents)
+        request.limit = pick.limit
         guard engine.submit(.play(request)) else { return .now(.failed(.queueFull)) }
         // Counted now, on the loop, so `status` right after the reply has it; taken off
         // again, here too, if the voice never sounds (`ended`). Only the loop counts.
         played += 1
-        if bankCue { playedByCue[name, default: 0] += 1 }
+        if pick.bankCue { playedByCue[name, default: 0] += 1 }
         if let app = client.app { counts.played(app, via: client.via) }
         // A socket's loops end when it closes (but those it detached).
         if loops != .once && !options.detach && client.kind == .socket { clients.startedLoop(client.id) }

@@ -20,7 +20,9 @@ import TestSupport
     /// What the mixer plays of a mono cue at `rate` (left channel).
     static func mixed(_ mono: [Float], rate: Double) -> [Float] {
         let m = Mixer(maxVoices: 1, maxFrames: 1024)
-        m.start(Cue(name: "c", stereo: mono.flatMap { [$0, $0] }), gain: 1, rate: rate)
+        var voice = VoiceRequest(id: 0, cue: Cue(name: "c", stereo: mono.flatMap { [$0, $0] }))
+        voice.rate = rate
+        m.start(voice)
         var out: [Float] = []
         while m.isSounding {
             m.render(frames: 1024)
