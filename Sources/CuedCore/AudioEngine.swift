@@ -148,17 +148,10 @@ public final class AudioEngine: @unchecked Sendable {
         // Sample memory whose last reference the audio thread drops is unmapped there.
         SampleReclaimer.start()
         outbox.startRelay(owner: self, doneFD: doneFD, deliver: onEvent)
-        let box = Unmanaged.passRetained(self)
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { arg in
-            let engine = Unmanaged<AudioEngine>.fromOpaque(arg!).takeRetainedValue()
-            engine.run()
-            return nil
-        }, box.toOpaque())
-        precondition(rc == 0, "cannot start the audio thread: \(rc)")
-        nameThread(thread, "cued-audio")
-        pthread_detach(thread)
-        audioThread.withLock { $0 = thread }
+        switch CuedThread.start("cued-audio", { [self] in run() }) {
+        case .success(let thread): audioThread.withLock { $0 = thread }
+        case .failure(let why): preconditionFailure("cannot start the audio thread: \(why)")
+        }
     }
 
     /// Drops the audio thread to normal scheduling for good (from any thread): it ran past its
@@ -426,14 +419,9 @@ final class Outbox: @unchecked Sendable {
     /// writes `doneFD` and ends; until then it keeps `owner` (of `doneFD`) alive.
     func startRelay(owner: AnyObject & Sendable, doneFD: Int32, deliver: @escaping @Sendable (EngineEvent) -> Void) {
         let relay = Relay(outbox: self, owner: owner, doneFD: doneFD, deliver: deliver)
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { arg in
-            Unmanaged<Relay>.fromOpaque(arg!).takeRetainedValue().run()
-            return nil
-        }, Unmanaged.passRetained(relay).toOpaque())
-        precondition(rc == 0, "cannot start the audio relay thread: \(rc)")
-        nameThread(thread, "cued-relay")
-        pthread_detach(thread)
+        if case .failure(let why) = CuedThread.start("cued-relay", { relay.run() }) {
+            preconditionFailure("cannot start the audio relay thread: \(why)")
+        }
     }
 
     private final class Relay: Sendable {

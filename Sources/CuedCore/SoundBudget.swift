@@ -287,15 +287,7 @@ public enum SampleReclaimer {
     public static func start() {
         guard queue.wake >= 0, !started.exchange(true, ordering: .relaxed) else { return }
         _ = audioThreadKey
-        var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { _ in
-            SampleReclaimer.run()
-            return nil
-        }, nil)
-        if rc == 0 {
-            nameThread(thread, "cued-reclaim")
-            pthread_detach(thread)
-        } else {
+        if case .failure = CuedThread.start("cued-reclaim", { SampleReclaimer.run() }) {
             started.store(false, ordering: .relaxed)
         }
     }
