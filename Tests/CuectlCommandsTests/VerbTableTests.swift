@@ -3,7 +3,8 @@ import CuectlCommands
 import Testing
 
 /// The verb table is the grammar: everything derived from it holds for every verb, so a
-/// new verb is one entry (and its handler: DaemonVerbTests' switch asks for it).
+/// new verb is its case, row and line in Verbs.swift, its handler and its wording
+/// (DaemonVerbTests' switch asks for them), and cuectl's words for it if cuectl offers it.
 @Suite struct VerbTableTests {
     /// Its example parses and says itself again (the wire line is canonical).
     @Test(arguments: VerbSpec.all.map(\.name))
