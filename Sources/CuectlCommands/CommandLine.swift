@@ -175,10 +175,10 @@ public enum CommandParser {
         var render = Invocation.Render.payload
         var line = [verb]
         switch offer.form {
-        case .plain:
+        case .plain(let shows):
             try only([])
             line += operands
-            if verb == "why" { render = .why }
+            if shows == .why { render = .why }
         case .options(let grammar):
             try only(grammar.options)
             try count(grammar.operands, oneLineUsage)
@@ -202,6 +202,7 @@ public enum CommandParser {
             case .payload: break
             case .play: render = .play(what: grammar.path ? absolute(operands[0], cwd: cwd) : operands[0])
             case .status: render = given.isEmpty ? .statusTable : .statusJSON
+            case .why: render = .why
             }
         }
 

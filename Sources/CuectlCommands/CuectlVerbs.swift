@@ -11,8 +11,9 @@ public struct CuectlVerb: Sendable {
     public let form: Form
 
     public enum Form: Sendable {
-        /// `cuectl NAME ARGS…` sends the words as given (the parser checks them).
-        case plain
+        /// `cuectl NAME ARGS…` sends the words as given (the parser checks them); `shows`: how
+        /// cuectl shows the reply (`.payload` or `.why`).
+        case plain(shows: Grammar.Shows)
         /// cuectl builds the line from options of its own (`--wait`, `--theme`…), as `Grammar` says.
         case options(Grammar)
     }
@@ -23,7 +24,9 @@ public struct CuectlVerb: Sendable {
         return []
     }
 
-    static func plain(_ usage: String, _ help: String) -> CuectlVerb { CuectlVerb(usage: usage, help: help, form: .plain) }
+    static func plain(_ usage: String, _ help: String, shows: Grammar.Shows = .payload) -> CuectlVerb {
+        CuectlVerb(usage: usage, help: help, form: .plain(shows: shows))
+    }
     static func options(_ usage: String, _ help: String, _ grammar: Grammar) -> CuectlVerb {
         CuectlVerb(usage: usage, help: help, form: .options(grammar))
     }
@@ -87,7 +90,7 @@ public struct CuectlVerb: Sendable {
             they apply, each with its fix: mute, profiles, the cue's cooldown, the memory budget, libcanberra's \
             routing, the desktop's event sounds and Do Not Disturb, cued's stream and the output on the sound \
             server, the device; exit 1 if there is one
-            """),
+            """, shows: .why),
     ]
 }
 
@@ -100,7 +103,9 @@ public struct Grammar: Sendable {
     public let options: [CuectlOption]
     /// How cuectl shows the reply.
     public let shows: Shows
-    public enum Shows: Sendable { case payload, play, status }
+    /// The payload as it is, a play's (`ok muted` and friends get a sentence), `status`'s
+    /// table (or its JSON with `--json`), `why`'s reasons each with its fix (`WhyRender`).
+    public enum Shows: Sendable { case payload, play, status, why }
 
     init(operands: ClosedRange<Int>, path: Bool = false, options: [CuectlOption], shows: Shows = .payload) {
         self.operands = operands; self.path = path; self.options = options; self.shows = shows
