@@ -34,7 +34,8 @@ final class FakeHost: ConnectionHost {
         if text == "rendered" {
             let p = loop.makePromise(of: Void.self)
             ready.append(p)
-            return .whenReady(p.futureResult, cost: VerbCost.of(verb: "status"), render: NIOLoopBound({ self.renders += 1; return .ok("rendered") }, eventLoop: loop))
+            let render = NIOLoopBound({ self.renders += 1; return Reply.ok("rendered") }, eventLoop: loop)
+            return .whenReady(p.futureResult, cost: VerbCost.of(verb: "status"), render: render)
         }
         if text == "bye" { return .close(.ok("bye")) }
         if text.hasPrefix("echo ") { return .now(.ok(String(text.dropFirst(5)))) }
