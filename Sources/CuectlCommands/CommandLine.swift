@@ -53,9 +53,9 @@ public struct UsageError: Error, Equatable, Sendable, CustomStringConvertible {
 }
 
 public enum CommandParser {
-    /// The options of every verb the table gives cuectl, by name.
+    /// The options of every verb cuectl offers, by name.
     static let verbOptions: [String: CuectlOption] = Dictionary(
-        VerbSpec.all.flatMap(\.cuectl.options).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
+        CuectlVerb.offered.flatMap(\.verb.options).map { ($0.name, $0) }, uniquingKeysWith: { a, _ in a })
 
     /// `cwd` makes a relative `play-file` path absolute.
     public static func parse(_ args: [String], cwd: String) throws(UsageError) -> Invocation {
@@ -165,23 +165,21 @@ public enum CommandParser {
         default: break
         }
 
-        // Everything else is one protocol request: a verb of the table. A plain one takes
-        // its words as they are; an options one is built as its table entry's grammar says.
+        // Everything else is one protocol request: a verb of the table that cuectl offers. A
+        // plain one takes its words as they are; an options one is built as its grammar says.
         // Either way the protocol's parser checks the words.
-        guard let spec = VerbSpec.named(Substring(verb)), let usage = spec.cuectl.usage else {
+        guard VerbSpec.named(Substring(verb)) != nil, let offer = CuectlVerb.named(verb) else {
             throw UsageError("unknown command '\(verb)'")
         }
-        let oneLineUsage = usage.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
+        let oneLineUsage = offer.usage.split(whereSeparator: { $0 == " " || $0 == "\n" }).joined(separator: " ")
         var render = Invocation.Render.payload
         var line = [verb]
-        switch spec.cuectl {
-        case .none:
-            throw UsageError("unknown command '\(verb)'")
-        case .plain:
+        switch offer.form {
+        case .plain(let shows):
             try only([])
             line += operands
-            if verb == "why" { render = .why }
-        case .options(_, _, let grammar):
+            if shows == .why { render = .why }
+        case .options(let grammar):
             try only(grammar.options)
             try count(grammar.operands, oneLineUsage)
             var words = operands
@@ -204,6 +202,7 @@ public enum CommandParser {
             case .payload: break
             case .play: render = .play(what: grammar.path ? absolute(operands[0], cwd: cwd) : operands[0])
             case .status: render = given.isEmpty ? .statusTable : .statusJSON
+            case .why: render = .why
             }
         }
 
@@ -214,7 +213,7 @@ public enum CommandParser {
             request = try RequestParser.parse(words: line)
         } catch {
             // An options verb's usage is cuectl's (its options), not the protocol's.
-            if error.message.hasPrefix("usage: "), case .options = spec.cuectl { throw UsageError("usage: cuectl " + oneLineUsage) }
+            if error.message.hasPrefix("usage: "), case .options = offer.form { throw UsageError("usage: cuectl " + oneLineUsage) }
             let message = error.message.escapingControls()
             throw UsageError(message.hasPrefix("usage: ") ? "usage: cuectl " + message.dropFirst(7) : message)
         }

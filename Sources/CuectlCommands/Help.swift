@@ -6,14 +6,11 @@ public enum CuectlHelp {
     /// cued's and cuectl's one version.
     public static var version: String { CuedVersion.string }
 
-    /// The help: the protocol's verbs as cuectl offers them (the verb table's usage and
-    /// help), then cuectl's own commands and options. Laid out to 100 columns.
+    /// The help: the protocol's verbs as cuectl offers them (`CuectlVerb`'s usage and help,
+    /// in the verb table's order), then cuectl's own commands and options. Laid out to 100 columns.
     public static var text: String {
         var out = ["usage: cuectl [--socket PATH] [--session NAME] [--app NAME] COMMAND [ARGS]", "commands:"]
-        for spec in VerbSpec.all {
-            guard let usage = spec.cuectl.usage, let help = spec.cuectl.help else { continue }
-            out += entry(usage, help)
-        }
+        for (_, verb) in CuectlVerb.offered { out += entry(verb.usage, verb.help) }
         for (usage, help) in own { out += entry(usage, help) }
         out.append("options:")
         for (usage, help) in optionHelp { out += entry(usage, help) }
@@ -68,11 +65,11 @@ public enum CuectlHelp {
 
     /// Every command and option the help names, for checks of the man page and completions.
     public static var commands: [String] {
-        VerbSpec.all.filter { $0.cuectl.usage != nil }.map(\.name) + own.map { String($0.0.split(separator: " ")[0]) }
+        CuectlVerb.offered.map(\.name) + own.map { String($0.0.split(separator: " ")[0]) }
     }
-    /// cuectl's own options, then those the verb table gives its verbs (`--theme=` as `--theme`).
+    /// cuectl's own options, then those of the verbs it offers (`--theme=` as `--theme`).
     public static var options: [String] {
-        let verbs = VerbSpec.all.flatMap(\.cuectl.options).map { $0.name.hasSuffix("=") ? String($0.name.dropLast()) : $0.name }
+        let verbs = CuectlVerb.offered.flatMap(\.verb.options).map { $0.name.hasSuffix("=") ? String($0.name.dropLast()) : $0.name }
         var seen: Set<String> = []
         return (["--socket", "--session", "--app"] + verbs + ["--help", "--version"]).filter { seen.insert($0).inserted }
     }

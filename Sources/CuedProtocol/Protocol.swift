@@ -10,55 +10,6 @@ public enum RefreshState: String, Sendable, CaseIterable {
     case idle, pull, release, loading
 }
 
-public enum Request: Equatable, Sendable {
-    case ping
-    /// A cue of the bank, else a sound of the desktop's sound theme.
-    case play(cue: String, options: PlayOptions)
-    /// A sound file by absolute path (decoded once, cached by identity).
-    case playFile(path: String, options: PlayOptions)
-    /// Fades out voices: this connection's app's, one cue of them, one voice, or all.
-    case stop(StopTarget)
-    /// Whether this connection gets an `end ID REASON` line when a voice it started ends.
-    case events(Bool)
-    /// `quiet`: set the state without any cue (forced state).
-    case state(RefreshState, quiet: Bool)
-    /// Binds the connection to a named session; nil asks which session it is in.
-    case session(String?)
-    /// Current pull distance in points (≥ 0).
-    case drag(Double)
-    /// The finger lifted.
-    case drop
-    /// The session's release threshold in points.
-    case threshold(Double)
-    /// The session's detent ticks: every N points of pull (0: none), nil to ask; `config`:
-    /// back to the config's `[pull] detent_points`.
-    case detent(DetentChoice?)
-    case mute
-    case unmute
-    /// Declares the connection's app (a label for per-app mute and counts); `via`: the
-    /// bridge its cues come through (`libcanberra`), shown in `status`.
-    case app(String, via: String? = nil)
-    case muteApp(String)
-    case unmuteApp(String)
-    /// The global profile: nil asks, else sets it.
-    case profile(Profile?)
-    /// One app's profile: nil asks (the profile its plays get), else sets it or forgets it.
-    case profileApp(String, ProfileChoice?)
-    /// Re-read the config and every cue; swap them in only if all load.
-    case reload
-    /// The loaded cues; `theme`: the sound theme's names instead; `variants`: each cue with
-    /// its variants' count.
-    case cues(theme: Bool, variants: Bool = false)
-    /// Decodes a sound of the theme (or a named one) ahead, into the cache, without playing it.
-    case preload(cue: String, theme: ThemeChoice?)
-    case status
-    /// `status wait`: the status once cued's audio thread has taken every request queued
-    /// before it (a cue just queued has started or its output failed), at most 3 s later.
-    case statusWait
-    /// Every reason the next `play CUE` of this connection's app would not be heard, in order (`WhyReport`).
-    case why(cue: String)
-}
-
 extension Request {
     public static func play(cue: String, gainDB: Double, wait: Bool) -> Request {
         .play(cue: cue, options: PlayOptions(gainDB: gainDB, wait: wait))
@@ -356,41 +307,6 @@ public enum RequestParser {
         let args = words.dropFirst().map { Substring($0) }
         guard (verb.minArgs...verb.maxArgs).contains(args.count) else { throw ProtocolError(.badArgument, "usage: \(verb.usage)") }
         return try verb.parse(args)
-    }
-}
-
-/// Encodes a request as the line a client sends (without LF).
-extension Request {
-    public var line: String {
-        switch self {
-        case .ping: return "ping"
-        case .play(let cue, let options): return "play \(cue)" + options.words
-        case .playFile(let path, let options): return "play-file \(FilePath.encode(path))" + options.words
-        case .stop(.mine): return "stop"
-        case .stop(.all): return "stop all"
-        case .stop(.cue(let name)): return "stop \(name)"
-        case .stop(.id(let id)): return "stop id \(id)"
-        case .events(let on): return on ? "events on" : "events off"
-        case .state(let s, let quiet): return "state \(s.rawValue)" + (quiet ? " quiet" : "")
-        case .session(let name): return name.map { "session \($0)" } ?? "session"
-        case .drag(let p): return "drag \(Self.number(p))"
-        case .drop: return "drop"
-        case .threshold(let p): return "threshold \(Self.number(p))"
-        case .detent(let d): return "detent" + (d.map { " " + $0.word } ?? "")
-        case .mute: return "mute"
-        case .unmute: return "unmute"
-        case .app(let name, let via): return "app \(name)" + (via.map { " via=\($0)" } ?? "")
-        case .muteApp(let name): return "mute app \(name)"
-        case .unmuteApp(let name): return "unmute app \(name)"
-        case .profile(let p): return "profile" + (p.map { " " + $0.rawValue } ?? "")
-        case .profileApp(let name, let choice): return "profile app \(name)" + (choice.map { " " + $0.word } ?? "")
-        case .reload: return "reload"
-        case .cues(let theme, let variants): return theme ? "cues theme" : variants ? "cues variants" : "cues"
-        case .preload(let cue, let theme): return "preload \(cue)" + (theme.map { " theme=\($0.word)" } ?? "")
-        case .status: return "status"
-        case .statusWait: return "status wait"
-        case .why(let cue): return "why \(cue)"
-        }
     }
 }
 

@@ -412,17 +412,12 @@ struct ConnectionMachine {
 }
 
 /// What a line costs to run, in units of a `ping` (about 2 µs of cued's CPU), by
-/// its verb, from the verb table (`VerbSpec.cost`): `status` builds a few KiB of
-/// JSON, about 100 µs (so does rendering `status wait`'s reply, charged then);
+/// its verb, read from the verb table (`VerbSpec.cost`: no verb is named here): `status`
+/// builds a few KiB of JSON, about 100 µs (so does rendering `status wait`'s reply, charged then);
 /// `stop`, `reload` and the plays go through other threads or the sound cache (a
 /// play about 7 µs). Measured by pipelining each verb on one connection (release
 /// build, 2026-11), checked with the reliability fairness rows (RELIABILITY.md).
 enum VerbCost {
-    static let status = VerbSpec.named("status")!.cost.alone
-    static let stop = VerbSpec.named("stop")!.cost.alone
-    static let reload = VerbSpec.named("reload")!.cost.alone
-    static let play = VerbSpec.named("play")!.cost.alone
-    static let cues = VerbSpec.named("cues")!.cost.alone
     static let other = 1
     static let tooLong = 1
 
@@ -430,4 +425,7 @@ enum VerbCost {
         guard case .line(let bytes) = event else { return tooLong }
         return VerbSpec.cost(ofLine: bytes)
     }
+
+    /// A verb's line alone (what a reply rendered later is charged: `status wait`'s, as `status`).
+    static func of(verb: String) -> Int { VerbSpec.named(Substring(verb))?.cost.alone ?? other }
 }

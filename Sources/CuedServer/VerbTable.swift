@@ -85,7 +85,8 @@ final class VerbTable: ConnectionHost {
         case .status: return .now(.ok(d.status().json.encoded))
         case .statusWait:
             guard let synced = d.broker.tickets.afterQueued() else { return .now(.ok(d.status().json.encoded)) }
-            return .whenReady(synced, cost: VerbCost.status, render: NIOLoopBound({ .ok(d.status().json.encoded) }, eventLoop: d.loop))
+            let render = NIOLoopBound({ Reply.ok(d.status().json.encoded) }, eventLoop: d.loop)
+            return .whenReady(synced, cost: VerbCost.of(verb: "status"), render: render)
         case .why(let cue): return .later(d.why(named: cue, c).map(Replies.reply))
         }
     }

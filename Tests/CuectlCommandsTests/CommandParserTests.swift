@@ -91,6 +91,8 @@ import Testing
         #expect(inv.app == "mutt")
         #expect(try parse(["status", "--json"]).action == .request(.status, render: .statusJSON))
         #expect(try parse(["status"]).action == .request(.status, render: .statusTable))
+        #expect(try parse(["why", "bell"]).action == .request(.why(cue: "bell"), render: .why))
+        #expect(try parse(["session"]).action == .request(.session(nil), render: .payload))
         #expect(try parse(["--help"]).action == .help)
         #expect(try parse(["play", "pop", "-h"]).action == .help)
         #expect(try parse(["--version"]).action == .version)

@@ -3,7 +3,8 @@ import CuectlCommands
 import Testing
 
 /// The verb table is the grammar: everything derived from it holds for every verb, so a
-/// new verb is one entry (and its handler: DaemonVerbTests' switch asks for it).
+/// new verb is its case, row and line in Verbs.swift, its handler and its wording
+/// (DaemonVerbTests' switch asks for them), and cuectl's words for it if cuectl offers it.
 @Suite struct VerbTableTests {
     /// Its example parses and says itself again (the wire line is canonical).
     @Test(arguments: VerbSpec.all.map(\.name))
@@ -26,20 +27,30 @@ import Testing
         #expect(VerbSpec.cost(ofLine: Array("statuses".utf8)) == 1)
     }
 
-    /// cuectl offers every verb the table gives it: its help shows the table's usage and help,
+    /// cuectl's words are keyed by the table's verbs: none names a verb the protocol lacks,
+    /// and only the socket's own verbs have none.
+    @Test func cuectlsWordsAreKeyedByTheTablesVerbs() {
+        let names = Set(VerbSpec.all.map(\.name))
+        #expect(Set(CuectlVerb.byVerb.keys).subtracting(names).isEmpty)
+        #expect(names.subtracting(CuectlVerb.byVerb.keys) == ["events", "app"])
+        #expect(CuectlVerb.offered.count == CuectlVerb.byVerb.count)
+    }
+
+    /// cuectl offers every verb it has words for: its help shows their usage and help,
     /// and a plain verb's words go on the wire as the protocol parses them.
     @Test(arguments: VerbSpec.all.map(\.name))
     func cuectlOffersWhatTheTableSays(verb: String) throws {
         let spec = try #require(VerbSpec.named(Substring(verb)))
-        guard let usage = spec.cuectl.usage, let help = spec.cuectl.help else {
+        guard let offer = CuectlVerb.named(verb) else {
             #expect(!CuectlHelp.commands.contains(verb))
             return
         }
+        let (usage, help) = (offer.usage, offer.help)
         #expect(CuectlHelp.commands.contains(verb))
         let text = CuectlHelp.text.split(whereSeparator: \.isWhitespace).joined(separator: " ")
         #expect(text.contains(usage.split(whereSeparator: \.isWhitespace).joined(separator: " ")), "\(usage)")
         #expect(text.contains(help.split(whereSeparator: \.isWhitespace).joined(separator: " ")), "\(help)")
-        if case .plain = spec.cuectl {
+        if case .plain = offer.form {
             let words = spec.example.split(separator: " ").map(String.init)
             let inv = try CommandParser.parse(words, cwd: "/")
             guard case .request(let r, _) = inv.action else { Issue.record("\(verb): \(inv.action)"); return }

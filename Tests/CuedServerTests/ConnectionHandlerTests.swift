@@ -34,7 +34,8 @@ final class FakeHost: ConnectionHost {
         if text == "rendered" {
             let p = loop.makePromise(of: Void.self)
             ready.append(p)
-            return .whenReady(p.futureResult, cost: VerbCost.status, render: NIOLoopBound({ self.renders += 1; return .ok("rendered") }, eventLoop: loop))
+            let render = NIOLoopBound({ self.renders += 1; return Reply.ok("rendered") }, eventLoop: loop)
+            return .whenReady(p.futureResult, cost: VerbCost.of(verb: "status"), render: render)
         }
         if text == "bye" { return .close(.ok("bye")) }
         if text.hasPrefix("echo ") { return .now(.ok(String(text.dropFirst(5)))) }
@@ -186,7 +187,7 @@ final class ReadCounter: ChannelOutboundHandler {
         try c.send(String(repeating: "status\n", count: 20))
         slice()
         let n = try c.replies().count
-        #expect(n >= 2 && n <= 64 / VerbCost.status + 1)
+        #expect(n >= 2 && n <= 64 / VerbCost.of(verb: "status") + 1)
     }
 
     /// The socket is not read while lines wait; a heavy connection's next read
@@ -366,15 +367,15 @@ final class ReadCounter: ChannelOutboundHandler {
         #expect(host.renders == 0)
         ticks.advance()
         for p in host.ready { p.succeed() }  // all in one loop tick
-        // Inline, a tick's share (64) and the one that crossed it: each costs VerbCost.status (24).
-        #expect(host.renders == 64 / VerbCost.status + 1)
+        // Inline, a tick's share (64) and the one that crossed it: each costs the status verb's (24).
+        #expect(host.renders == 64 / VerbCost.of(verb: "status") + 1)
         var slices = 0
         while host.renders < 40 && slices < 100 {
             let before = host.renders
             ticks.advance()
             slice()
             slices += 1
-            #expect(host.renders - before <= 64 / VerbCost.status + 1)
+            #expect(host.renders - before <= 64 / VerbCost.of(verb: "status") + 1)
         }
         #expect(host.renders == 40)
         for c in clients { #expect(try c.replies() == ["ok rendered"]) }

@@ -35,11 +35,11 @@ import Testing
         feed(&m, ["status", "ping"])
         m.grantTurn(4)
         #expect(drain(&m) == ["status"])
-        #expect(m.credit == 4 - VerbCost.status)
+        #expect(m.credit == 4 - VerbCost.of(verb: "status"))
         var turns = 0
         while true { let n = m.next(); guard n == .yield else { break }; m.grantTurn(4); turns += 1 }
         // 20 units of debt at 4 a turn: the ping waits 5 more turns, then runs.
-        #expect(turns == (VerbCost.status - 4) / 4 + 1)
+        #expect(turns == (VerbCost.of(verb: "status") - 4) / 4 + 1)
     }
 
     /// An idle connection does not hoard credit: a turn gives at most one quantum.
@@ -215,15 +215,15 @@ import Testing
     }
 
     @Test func verbCosts() {
-        #expect(VerbCost.of(line("status")) == VerbCost.status)
-        #expect(VerbCost.of(line("status\r")) == VerbCost.status)
+        #expect(VerbCost.of(line("status")) == VerbCost.of(verb: "status"))
+        #expect(VerbCost.of(line("status\r")) == VerbCost.of(verb: "status"))
         #expect(VerbCost.of(line("status wait")) == VerbCost.other)  // its reply is charged when rendered
-        #expect(VerbCost.of(line("stop all")) == VerbCost.stop)
-        #expect(VerbCost.of(line("stop")) == VerbCost.stop)
-        #expect(VerbCost.of(line("play pop")) == VerbCost.play)
-        #expect(VerbCost.of(line("play-file /a b.wav")) == VerbCost.play)
-        #expect(VerbCost.of(line("reload\r")) == VerbCost.reload)
-        #expect(VerbCost.of(line("cues theme")) == VerbCost.cues)
+        #expect(VerbCost.of(line("stop all")) == VerbCost.of(verb: "stop"))
+        #expect(VerbCost.of(line("stop")) == VerbCost.of(verb: "stop"))
+        #expect(VerbCost.of(line("play pop")) == VerbCost.of(verb: "play"))
+        #expect(VerbCost.of(line("play-file /a b.wav")) == VerbCost.of(verb: "play"))
+        #expect(VerbCost.of(line("reload\r")) == VerbCost.of(verb: "reload"))
+        #expect(VerbCost.of(line("cues theme")) == VerbCost.of(verb: "cues"))
         #expect(VerbCost.of(line("ping")) == VerbCost.other)
         #expect(VerbCost.of(line("mute")) == VerbCost.other)
         #expect(VerbCost.of(line("profile app mutt quiet")) == VerbCost.other)  // as mute: a state change
@@ -262,10 +262,10 @@ import Testing
         m.deferred()
         do { let v = m.next(); #expect(v == .idle) }
         #expect(m.busy)
-        m.replyReady(cost: VerbCost.status)
+        m.replyReady(cost: VerbCost.of(verb: "status"))
         m.grantTurn(4)
         do { let v = m.next(); #expect(v == .render) }
-        #expect(m.credit == 4 - VerbCost.status)
+        #expect(m.credit == 4 - VerbCost.of(verb: "status"))
         do { let v = m.next(); #expect(v == .yield) }
         while m.next() == .yield { m.grantTurn(4) }
         #expect(m.queuedLines == 0)

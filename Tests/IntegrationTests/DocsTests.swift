@@ -76,14 +76,14 @@ import TestSupport
         }
     }
 
-    /// Each verb's options as the verb table gives them to cuectl are what the bash completion
+    /// Each verb's options as cuectl's words for it (`CuectlVerb`) give them are what the bash completion
     /// offers after it: the options one place spells, the completion spells again (checked here).
     @Test func everyVerbsOptionsAreCompletedAsTheTableSays() throws {
         let bash = try text("completions/cuectl.bash")
-        for spec in VerbSpec.all where !spec.cuectl.options.isEmpty {
-            let line = bash.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("\(spec.name)) options+=") }
+        for (name, verb) in CuectlVerb.offered where !verb.options.isEmpty {
+            let line = bash.split(separator: "\n").first { $0.trimmingCharacters(in: .whitespaces).hasPrefix("\(name)) options+=") }
             let offered = line.map { Set($0.split(separator: "\"")[1].split(separator: " ").map(String.init)) }
-            #expect(offered == Set(spec.cuectl.options.map(\.name)), "\(spec.name): \(line ?? "no line")")
+            #expect(offered == Set(verb.options.map(\.name)), "\(name): \(line ?? "no line")")
         }
     }
 
