@@ -152,36 +152,35 @@ extension PipeWireTests {
     }
 
     /// A graph quantum below cued's own (the user, or a pro-audio app, forces 64 frames while cued
-    /// asks 128): the native stream fills the smaller buffers the graph asks for, and every cue is
-    /// heard whole, without a stall. (It stalled: cued waited for a period's room that a 64-frame
-    /// buffer never has, and no cue sounded at all.)
+    /// asks 128): the native stream fills the smaller buffers the graph asks for. Judged on what
+    /// the graph's cycles took of cued's (`CUED_TEST_HANDED_OVER`): every cue whole, in order, none
+    /// stalled or dropped, and heard at the monitor. (It stalled: cued waited for a period's room
+    /// that a 64-frame buffer never has, and no cue sounded at all.) Whether the monitor has each
+    /// sample-exact at a 1.3 ms cycle is the graph's: a stop of this VM of 0.8 ms loses it a cycle,
+    /// and at rest every run of this test had one (3 of 3 measured again, all spoiled); that rate
+    /// is `make bench`'s, not a verdict on cued.
     @Test func aGraphQuantumBelowCuedsIsFilledAsItAsks() throws {
-        try PipeWireRun.measured { run in
-            let stack = run.stack
-            let force = try runOnStack("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
-            #expect(force.status == 0, "\(force)")
-            let d = try run.cued("pipewire")
-            let raw = stack.dir.file("monitor.raw"), second = stack.dir.file("monitor2.wav")
-            let recorder = try stack.record(to: raw)
-            let recorder2 = try stack.recordNatively(to: second)
-            for _ in 0..<3 {
-                #expect(try d.request("play pop wait") == "ok")
-                Recording.waitFrames(at: raw, 4_800)
-            }
-            let st = try d.status()
-            #expect(st.stalls == 0 && st.dropped == 0, "stalls \(st.stalls), dropped \(st.dropped); \(d.readStderr().suffix(600))")
-            let rec = Recording.waiting(at: raw, for: Self.pop, count: 3)
-            recorder.stop()
-            recorder2.stop()
-            let whole = rec.occurrences(of: Self.pop).count
-            guard whole != 3 else { return }
-            // What the old build did, no cue sounding at all, fails outright, whatever the machine did.
-            #expect(rec.holds(partOf: Self.pop), "no pop at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
-            let otherWhole = (try Recording(wav: second)).occurrences(of: Self.pop).count
-            let what = "\(whole) of 3 pops whole at parec's recording, \(otherWhole) at pw-record's, at a forced quantum of 64; \(rec.firstMismatch(rec.sounds(), Self.pop)); cued: missed cycles \(st.missedCycles)"
-            if otherWhole == 3 { print("PipeWireTests: parec lost frames pw-record heard: \(what)") }
-            else { run.noteHole(what, cycle: 64) }
+        let run = try PipeWireRun()
+        let stack = run.stack
+        let force = try runOnStack("/usr/bin/pw-metadata", ["-n", "settings", "0", "clock.force-quantum", "64"], env: stack.environment, timeout: 10)
+        #expect(force.status == 0, "\(force)")
+        let handed = stack.dir.file("handed-over.raw")
+        let d = try run.cued("pipewire", extraEnv: ["CUED_TEST_HANDED_OVER": try run.writable(handed)])
+        let raw = stack.dir.file("monitor.raw")
+        let recorder = try stack.record(to: raw)
+        for _ in 0..<3 {
+            #expect(try d.request("play pop wait") == "ok")
+            Recording.waitFrames(at: raw, 4_800)
         }
+        let st = try d.status()
+        #expect(st.stalls == 0 && st.dropped == 0, "stalls \(st.stalls), dropped \(st.dropped); \(d.readStderr().suffix(600))")
+        let rec = Recording.waiting(at: raw, for: Self.pop, count: 3)
+        recorder.stop()
+        let mine = try Recording(path: handed)
+        #expect(mine.occurrences(of: Self.pop).count == 3,
+                "what the graph took of cued's: \(mine.occurrences(of: Self.pop).count) of 3 pops whole; \(mine.firstMismatch(mine.sounds(), Self.pop))")
+        #expect(rec.holds(partOf: Self.pop), "no pop at the monitor: \(rec.sounds().prefix(6)); missed cycles \(st.missedCycles)")
+        print("PipeWireTests: at a forced quantum of 64, \(rec.occurrences(of: Self.pop).count) of 3 pops sample-exact at the monitor; the machine: \(run.watch.summary)")
     }
 
     /// `play … wait` on the native stream answers once the cue has sounded: not before its last
