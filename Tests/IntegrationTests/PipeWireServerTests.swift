@@ -293,28 +293,32 @@ extension PipeWireTests {
     /// is back is heard and nothing is said. (Before, the status was asked as the cue was queued:
     /// both were one cue late, a new user found.)
     @Test func cuectlSaysWhetherThisVeryCueIsHeard() throws {
-        let run = try PipeWireRun()
-        let stack = run.stack
-        let d = try run.cued("auto")
-        func cuectl(_ args: String...) throws -> (status: Int32, out: String, err: String) {
-            try runOnStack(TestPaths.binary("cuectl"), ["--socket", d.socketPath] + args, env: d.environment)
+        try PipeWireRun.measured { run in
+            let stack = run.stack
+            let d = try run.cued("auto")
+            func cuectl(_ args: String...) throws -> (status: Int32, out: String, err: String) {
+                try runOnStack(TestPaths.binary("cuectl"), ["--socket", d.socketPath] + args, env: d.environment)
+            }
+            #expect(try cuectl("play", "pop", "--wait") == (0, "", ""))
+            stack.stopServers()  // while the native stream lingers (2 s after the cue)
+            let gone = try cuectl("play", "pop")
+            #expect(gone.status == 0 && gone.out == "", "\(gone)")
+            #expect(gone.err.hasPrefix("cuectl: warning: not heard: auto: no sound server answers"), "\(gone.err); cued's sink: \((try? d.status().sink) as Any)")
+            let waited = try cuectl("play", "pop", "--wait")  // `ok`: played, to nothing, and said so
+            #expect(waited.status == 0 && waited.err.hasPrefix("cuectl: warning: not heard: "), "\(waited)")
+            try stack.startServers()
+            // The cue played to nothing has ended: cued's device closed (it closes at once then).
+            #expect(eventually { (try? d.status())?.sink.state == "closed" }, "\((try? d.status().sink) as Any)")
+            let raw = stack.dir.file("monitor.raw")
+            _ = try stack.record(to: raw)
+            let back = try cuectl("play", "pop")
+            #expect(back == (0, "", ""), "\(back); cued's sink: \((try? d.status().sink) as Any)")
+            guard !eventually({ (try? Recording(path: raw))?.holds(partOf: Self.pop) ?? false }) else { return }
+            let rec = (try? Recording(path: raw)) ?? Recording(samples: [])
+            let what = "the cue cuectl said nothing of: at the monitor \(rec.sounds().prefix(4)); cued \(((try? d.status()).map { "\($0.sink), dropped \($0.dropped)" }) ?? "no status"); its log: \(d.readStderr().suffix(1500))"
+            // Nothing at all is cued's, whatever the machine did; the cue heard with its ends cut, a hole.
+            if rec.sounds().isEmpty { Issue.record("not heard: \(what)") } else { run.noteHole("heard, its first and last frames not whole: \(what)", cycle: 128) }
         }
-        #expect(try cuectl("play", "pop", "--wait") == (0, "", ""))
-        stack.stopServers()  // while the native stream lingers (2 s after the cue)
-        let gone = try cuectl("play", "pop")
-        #expect(gone.status == 0 && gone.out == "", "\(gone)")
-        #expect(gone.err.hasPrefix("cuectl: warning: not heard: auto: no sound server answers"), "\(gone.err); cued's sink: \((try? d.status().sink) as Any)")
-        let waited = try cuectl("play", "pop", "--wait")  // `ok`: played, to nothing, and said so
-        #expect(waited.status == 0 && waited.err.hasPrefix("cuectl: warning: not heard: "), "\(waited)")
-        try stack.startServers()
-        // The cue played to nothing has ended: cued's device closed (it closes at once then).
-        #expect(eventually { (try? d.status())?.sink.state == "closed" }, "\((try? d.status().sink) as Any)")
-        let raw = stack.dir.file("monitor.raw")
-        _ = try stack.record(to: raw)
-        let back = try cuectl("play", "pop")
-        #expect(back == (0, "", ""), "\(back); cued's sink: \((try? d.status().sink) as Any)")
-        #expect(eventually { (try? Recording(path: raw))?.holds(partOf: Self.pop) ?? false },
-                "the cue cuectl said nothing of was not heard: cued \(((try? d.status()).map { "\($0.sink), dropped \($0.dropped)" }) ?? "no status"); its log: \(d.readStderr().suffix(2000))")
     }
 
     /// `--sink pipewire:TARGET` sends every cue to one output, named by its node name or its

@@ -41,7 +41,9 @@ struct SystemSoundsPipeWireTests {
         let capture = stack.dir.file("monitor.raw")
         _ = try stack.record(to: capture)
         let pop = Self.stereo(Fixture.standard["pop"]!), psst1 = Self.stereo(Fixture.standard["psst1"]!)
-        func heard(_ cue: [Int16]) -> Int { ((try? Recording(path: capture))?.occurrences(of: cue).count) ?? 0 }
+        // Heard: its first 97 frames sample-exact (a claim on the volume and the mute, not on the
+        // graph's cycles: a hole the machine makes later in the cue does not unhear it).
+        func heard(_ cue: [Int16]) -> Int { ((try? Recording(path: capture))?.occurrences(of: Array(cue.prefix(2 * 97))).count) ?? 0 }
 
         #expect(try first.request("play pop wait") == "ok")
         #expect(eventually { heard(pop) == 1 }, "the first pop is not in the monitor")
