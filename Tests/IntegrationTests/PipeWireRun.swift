@@ -84,7 +84,7 @@ final class PipeWireRun: @unchecked Sendable {
 
     /// `body` on a new run (a new stack, a new cued), measured again while the machine spoils it
     /// (`HoleLedger.measured`).
-    static func measured(attempts: Int = 5, sourceLocation: SourceLocation = #_sourceLocation,
+    static func measured(attempts: Int = 8, sourceLocation: SourceLocation = #_sourceLocation,
                          _ body: (PipeWireRun) throws -> Void) throws {
         try HoleLedger.measured(attempts: attempts, sourceLocation: sourceLocation, make: { try PipeWireRun() }, ledger: \.holes, body)
     }
@@ -157,7 +157,7 @@ final class HoleLedger: @unchecked Sendable {
     /// the machine stop for a graph cycle, the run proves nothing and is measured again, up to
     /// `attempts` runs, and a machine that spoils every one fails the test too (cued could not be
     /// measured). Nothing is excused: a hole is never a known issue.
-    static func measured<Run>(attempts: Int = 5, sourceLocation: SourceLocation = #_sourceLocation,
+    static func measured<Run>(attempts: Int = 8, sourceLocation: SourceLocation = #_sourceLocation,
                               make: () throws -> Run, ledger: (Run) -> HoleLedger, _ body: (Run) throws -> Void) throws {
         var spoiled: [String] = []
         for attempt in 1...attempts {
