@@ -162,7 +162,7 @@ public final class AudioEngine: @unchecked Sendable {
     /// of the process is dropped, or the kernel kills cued at the hard limit. Returns their names.
     @discardableResult
     public func dropRealtime() -> [String] {
-        var dropped: [String] = []
+        // Its own thread by its handle first, whether or not /proc can be read.
         if let thread = audioThread.withLock({ $0 }) {
             var param = sched_param()
             // With SCHED_RESET_ON_FORK kept: clearing it takes a privilege RTKit's threads' owner lacks.
@@ -170,7 +170,7 @@ public final class AudioEngine: @unchecked Sendable {
                 _ = pthread_setschedparam(thread, SCHED_OTHER, &param)
             }
         }
-        dropped = Self.dropRealtimeThreads()
+        let dropped = Self.dropRealtimeThreads()
         stats.realtime.withLock { $0.overran() }
         return dropped
     }

@@ -133,13 +133,19 @@ final class RealtimeKitStack: @unchecked Sendable {
     /// Asks RTKit for real time (its highest priority) for thread `tid` of `pid`, as a desktop
     /// program's thread asks; whether it was granted.
     func makeRealtime(pid: pid_t, tid: pid_t) -> Bool {
-        guard let max = try? get("org.freedesktop.RealtimeKit1", "/org/freedesktop/RealtimeKit1", "org.freedesktop.RealtimeKit1", "MaxRealtimePriority"),
-              max.status == 0, let priority = max.out.split(whereSeparator: { !$0.isNumber }).last.flatMap({ UInt32($0) }) else { return false }
+        guard let priority = maxPriority else { return false }
         let r = try? runOnStack("/usr/bin/gdbus", ["call", "--system", "-d", "org.freedesktop.RealtimeKit1", "-o", "/org/freedesktop/RealtimeKit1",
                                                    "-m", "org.freedesktop.RealtimeKit1.MakeThreadRealtimeWithPID", "\(pid)", "\(tid)", "\(priority)"],
                                 env: environment(), timeout: 5)
         return r?.status == 0
     }
+
+    /// RTKit's highest priority (MaxRealtimePriority), asked once.
+    private lazy var maxPriority: UInt32? = {
+        guard let max = try? get("org.freedesktop.RealtimeKit1", "/org/freedesktop/RealtimeKit1", "org.freedesktop.RealtimeKit1", "MaxRealtimePriority"),
+              max.status == 0 else { return nil }
+        return max.out.split(whereSeparator: { !$0.isNumber }).last.flatMap { UInt32($0) }
+    }()
 
     /// RTKit's log (it says each thread it made real-time).
     var rtkitLog: String { (try? String(contentsOfFile: dir.file("rtkit.log"), encoding: .utf8)) ?? "" }
